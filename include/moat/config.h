@@ -1,0 +1,114 @@
+/* moatd's configuration: the YAML file (parsed with libfyaml) and the quick-use flags both end
+ * up in one struct config, validated here with file:line errors. The struct is immutable once
+ * loaded; policy_load turns it into a policy snapshot.
+ *
+ * Config format, version 1 (every key optional unless marked):
+ *   listen: ["127.0.0.1:53", "[::1]:53"]      # ADDR:PORT, port defaults to 53
+ *   upstreams: ["192.0.2.53:53"]              # required (here or by --upstream)
+ *   upstream_source: 192.0.2.10               # source address of upstream queries
+ *   upstream_timeout_ms: 1000                 # per attempt; each upstream is tried in turn
+ *   upstream_attempts: 3                      # attempts in all before SERVFAIL
+ *   tcp_idle_ms: 10000                        # idle TCP client connections are closed
+ *   tcp_max_clients: 1024
+ *   log: {file: /var/log/moat/queries.jsonl}  # "-" or absent: stdout
+ *   highrisk: [zones/highrisk.txt]            # names always denied (defaults to the shipped list)
+ *   blocked_ranges: [zones/blocked-ranges.txt]# answer ranges refused (defaults to shipped list)
+ *   agents:                                   # required, at least one
+ *     - name: ci-42                           # required, [A-Za-z0-9_.-]{1,63}
+ *       clients: [10.0.0.0/24, "2001:db8::/64"]   # required
+ *       allow: [zones/allow/example.txt]      # allowlist files
+ *       deny: nxdomain                        # nxdomain | refused | sinkhole
+ *       sinkhole: [0.0.0.0, "::"]             # addresses for deny: sinkhole
+ *       sinkhole_ttl: 60
+ *       strict_chain: false                   # every CNAME/DNAME target must be allowed too
+ *       allow_private: false                  # private/shared answers allowed for this agent
+ */
+#ifndef MOAT_CONFIG_H
+#define MOAT_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define CONFIG_NAME_MAX 64
+
+enum deny_form {
+	DENY_NXDOMAIN = 0,
+	DENY_REFUSED,
+	DENY_SINKHOLE,
+};
+
+/* An address range. IPv4 is stored IPv4-mapped (::ffff:a.b.c.d) with bits counted over 128. */
+struct cidr {
+	uint8_t addr[16];
+	uint8_t bits;
+};
+
+struct config_agent {
+	char name[CONFIG_NAME_MAX];
+	struct cidr *clients; /* owned */
+	size_t nclients;
+	char **allow_files; /* owned, each owned */
+	size_t nallow;
+	enum deny_form deny;
+	uint8_t sink4[4];
+	uint8_t sink6[16];
+	uint32_t sink_ttl;
+	bool strict_chain;
+	bool allow_private;
+};
+
+struct config {
+	struct sockaddr_storage *listen; /* owned */
+	size_t nlisten;
+	struct sockaddr_storage *upstreams; /* owned */
+	size_t nupstreams;
+	struct sockaddr_storage upstream_source;
+	bool has_upstream_source;
+	uint32_t upstream_timeout_ms;
+	uint32_t upstream_attempts;
+	uint32_t tcp_idle_ms;
+	uint32_t tcp_max_clients;
+	char *log_file; /* owned; NULL means stdout */
+	char **highrisk_files; /* owned */
+	size_t nhighrisk;
+	char **range_files; /* owned */
+	size_t nranges;
+	struct config_agent *agents; /* owned */
+	size_t nagents;
+};
+
+/* Fill cfg with defaults (no listeners, no upstreams, no agents, shipped zone files from
+ * MOAT_ZONES_DIR). Call before config_load_file or before filling it from flags. */
+void config_init(struct config *cfg);
+
+/* Parse a YAML config file into cfg (which config_init prepared). Values given in the file
+ * replace the defaults. On error returns MOAT_EINVAL (or MOAT_EIO/MOAT_ENOMEM) and err holds
+ * "path:line: reason"; cfg then holds partial data that config_free releases. */
+int config_load_file(struct config *cfg, const char *path, char *err, size_t errlen);
+
+/* The same from a buffer; label names it in errors. For tests and fuzzing. */
+int config_load_string(struct config *cfg, const char *text, size_t len, const char *label,
+		       char *err, size_t errlen);
+
+/* Check what parsing cannot: at least one agent, upstream and listener, unique agent names.
+ * Returns 0 or MOAT_EINVAL with err set. */
+int config_validate(const struct config *cfg, char *err, size_t errlen);
+
+/* Release everything cfg owns; cfg is left as after config_init without defaults. */
+void config_free(struct config *cfg);
+
+/* "1.2.3.4:53", "[2001:db8::1]:5353", "::1" (bare IPv6), "1.2.3.4" (default_port). */
+int config_parse_addrport(const char *s, uint16_t default_port, struct sockaddr_storage *out);
+
+/* "10.0.0.0/8", "2001:db8::/32", "192.0.2.1" (host). Host bits must be zero. */
+int config_parse_cidr(const char *s, struct cidr *out);
+
+/* True if the address (AF_INET or AF_INET6 sockaddr) lies in the range. */
+bool config_cidr_contains(const struct cidr *c, const struct sockaddr *sa);
+
+/* Add a string to an owned string array (for flags). Returns 0 or MOAT_ENOMEM. */
+int config_strv_push(char ***v, size_t *n, const char *s);
+
+#endif

@@ -1,0 +1,48 @@
+/* Domain names in wire form: validation, case folding, label walking and text conversion.
+ * Every comparison in moat is done here, label by label on wire form, lower-cased; never on
+ * dotted strings (so "a\.example.com" is one label and never below "example.com").
+ * All functions are pure and thread-safe. */
+#ifndef MOAT_NAME_H
+#define MOAT_NAME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define NAME_MAXWIRE 255   /* longest wire name, root label included */
+#define NAME_MAXTEXT 1024  /* longest presentation form, every byte escaped as \DDD */
+
+/* Parse presentation form ("www.Example.com", trailing dot optional, "." is the root,
+ * \c and \DDD escapes) into lower-cased wire form in wire[NAME_MAXWIRE].
+ * Returns the wire length, or MOAT_EINVAL (empty label, label > 63, name > 255, bad escape). */
+int name_from_text(const char *text, size_t len, uint8_t *wire);
+
+/* Write a wire name as presentation text with a trailing dot, escaping '.', '\\', '"', ';',
+ * '(', ')', '@', '$', spaces and non-printable bytes as \DDD. Returns the text length (NUL
+ * written), or MOAT_ESPACE. */
+int name_to_text(const uint8_t *wire, char *out, size_t cap);
+
+/* Length of the uncompressed wire name at wire[0..max), or MOAT_EFORMAT. */
+int name_wire_len(const uint8_t *wire, size_t max);
+
+/* Lower-case the ASCII letters of a valid wire name in place. */
+void name_lower(uint8_t *wire);
+
+/* Case-insensitive equality of two valid wire names. */
+bool name_equal(const uint8_t *a, const uint8_t *b);
+
+/* Number of labels, the root not counted ("." is 0, "example.com." is 2). */
+int name_count_labels(const uint8_t *wire);
+
+/* The name with its first label removed; the root returns itself. */
+const uint8_t *name_parent(const uint8_t *wire);
+
+/* True if child equals parent or lies below it (case-insensitive, label-aligned). */
+bool name_is_under(const uint8_t *child, const uint8_t *parent);
+
+/* Read a possibly compressed name at msg[*off] into out[NAME_MAXWIRE] (case kept) and move *off
+ * past the name's bytes in place. Pointers must point backwards; at most 64 are followed, so
+ * loops end. Returns the uncompressed length or MOAT_EFORMAT. */
+int name_unpack(const uint8_t *msg, size_t msglen, size_t *off, uint8_t *out);
+
+#endif

@@ -1,0 +1,110 @@
+/* Name policy: which names an agent may resolve, and why a name was denied.
+ *
+ * A policy_set is an immutable-after-load set of patterns from allowlist (or high-risk) files:
+ *   example.com      that name only
+ *   *.example.com    every name below example.com, at any depth, not example.com itself
+ * Patterns are stored as lower-cased wire names in a SipHash-keyed open-addressing table, so a
+ * match costs one hash probe for the exact name plus one per ancestor: O(labels), independent of
+ * the number of patterns.
+ *
+ * A policy is the snapshot moatd runs with: its agents (each with its allowlists and deny form),
+ * the high-risk names and the address guard. It is reference-counted and never changed after
+ * policy_load; a reload builds a new snapshot and swaps it, so a bad file leaves the running
+ * policy in place. Decisions are pure functions of (policy, agent, name). */
+#ifndef MOAT_POLICY_H
+#define MOAT_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "moat/config.h"
+
+struct policy_set;
+struct addrguard;
+
+/* Where a pattern came from, to explain a decision ("allow/example.txt:12"). */
+struct policy_rule {
+	const char *file; /* borrowed from the set; NULL if no rule matched */
+	uint32_t line;
+	bool wildcard;
+};
+
+/* A new empty set. Ownership: caller frees with policy_set_free. NULL on allocation failure. */
+struct policy_set *policy_set_new(void);
+void policy_set_free(struct policy_set *set);
+
+/* Add one pattern (text, with or without "*." and trailing dot). file/line are recorded for
+ * explanations; file is copied. Returns 0, MOAT_EINVAL (bad pattern) or MOAT_ENOMEM. */
+int policy_set_add(struct policy_set *set, const char *pattern, size_t len, const char *file,
+		   uint32_t line);
+
+/* Add every pattern of a file: one per line, '#' starts a comment, blank lines skipped.
+ * On the first bad line returns MOAT_EINVAL with err = "path:line: reason". */
+int policy_set_load_file(struct policy_set *set, const char *path, char *err, size_t errlen);
+
+/* Match a lower-cased wire name. On a match fills *rule (if not NULL) and returns true.
+ * An exact pattern wins over a wildcard; the nearest wildcard wins over farther ones. */
+bool policy_set_match(const struct policy_set *set, const uint8_t *lname, struct policy_rule *rule);
+
+/* Number of patterns. */
+size_t policy_set_count(const struct policy_set *set);
+
+struct policy_agent {
+	struct config_agent cfg; /* copied scalars; pointer members borrowed from nothing (NULL) */
+	struct cidr *clients;    /* owned copy */
+	size_t nclients;
+	struct policy_set *allow; /* owned */
+};
+
+struct policy {
+	int refs;
+	struct policy_agent *agents; /* owned */
+	size_t nagents;
+	struct policy_set *highrisk; /* owned */
+	struct addrguard *guard;     /* owned */
+};
+
+/* Build a snapshot from a validated config: reads every allowlist, high-risk and range file.
+ * Ownership: *out has one reference; release with policy_unref. On error nothing is returned,
+ * err holds "file:line: reason". */
+int policy_load(const struct config *cfg, struct policy **out, char *err, size_t errlen);
+
+struct policy *policy_ref(struct policy *p);
+void policy_unref(struct policy *p);
+
+/* The agent whose client range is the most specific one containing the address, or NULL
+ * (then the client is REFUSED: moat is never an open resolver). */
+const struct policy_agent *policy_agent_for(const struct policy *p, const struct sockaddr *client);
+
+enum policy_verdict {
+	POLICY_ALLOW = 0,
+	POLICY_DENY_NOT_ALLOWED, /* default deny: on no allowlist */
+	POLICY_DENY_HIGHRISK,    /* on the high-risk list: denied even if allowed, logged as alert */
+	POLICY_DENY_IPLITERAL,   /* the name is an IP address in some form */
+	POLICY_DENY_EMBEDDED,    /* the name embeds a blocked address (nip.io kind) */
+	POLICY_DENY_CLASS,       /* class other than IN: answered locally, never forwarded */
+};
+
+struct policy_decision {
+	enum policy_verdict verdict;
+	struct policy_rule rule; /* the rule that allowed or denied, if any */
+	bool alert;              /* worth an operator's attention (high-risk, internal address) */
+	char reason[160];        /* for the EDE text and the log: "moat: not on allowlist of agent ci-42" */
+};
+
+/* Decide one question for an agent. lname is the lower-cased wire name. Pure. */
+void policy_decide(const struct policy *p, const struct policy_agent *agent, const uint8_t *lname,
+		   uint16_t qclass, struct policy_decision *out);
+
+/* Decide a name met in a CNAME/DNAME chain (or chased by moatd) for an agent: high-risk names
+ * and names embedding blocked addresses are denied; with strict_chain the name must also be on
+ * an allowlist. Returns POLICY_ALLOW or the deny verdict, with *out filled. */
+enum policy_verdict policy_check_chain(const struct policy *p, const struct policy_agent *agent,
+				       const uint8_t *lname, struct policy_decision *out);
+
+/* Short stable token for logs: "allow", "deny-not-allowed", ... */
+const char *policy_verdict_str(enum policy_verdict v);
+
+#endif

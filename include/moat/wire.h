@@ -1,0 +1,179 @@
+/* DNS wire format as moatd needs it on the hot path: a bounds-checked reader for client
+ * queries, builders for local answers and upstream queries, and a walker that checks an
+ * upstream answer and rebuilds it for the client with only what policy lets through.
+ * No ldns objects and no heap allocation per packet; every reader is bounds-checked and every
+ * writer carries a sticky error checked once at the end. Pure and thread-safe. */
+#ifndef MOAT_WIRE_H
+#define MOAT_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "moat/name.h"
+
+#define WIRE_HDR 12
+#define WIRE_MAXMSG 65535
+#define WIRE_UDP_MIN 512     /* RFC 1035 size without EDNS */
+#define WIRE_EDNS_SIZE 1232  /* what moat advertises: the DNS flag day 2020 value */
+#define WIRE_MAXRR 512       /* records walked per upstream answer; more is refused */
+#define WIRE_MAXCHAIN 16     /* CNAME/DNAME steps followed */
+
+enum wire_rcode {
+	WIRE_NOERROR = 0,
+	WIRE_FORMERR = 1,
+	WIRE_SERVFAIL = 2,
+	WIRE_NXDOMAIN = 3,
+	WIRE_NOTIMP = 4,
+	WIRE_REFUSED = 5,
+	WIRE_BADVERS = 16,
+};
+
+enum wire_type {
+	WIRE_A = 1,
+	WIRE_NS = 2,
+	WIRE_CNAME = 5,
+	WIRE_SOA = 6,
+	WIRE_PTR = 12,
+	WIRE_MX = 15,
+	WIRE_TXT = 16,
+	WIRE_AAAA = 28,
+	WIRE_SRV = 33,
+	WIRE_DNAME = 39,
+	WIRE_OPT = 41,
+	WIRE_RRSIG = 46,
+	WIRE_NSEC = 47,
+	WIRE_NSEC3 = 50,
+	WIRE_SVCB = 64,
+	WIRE_HTTPS = 65,
+	WIRE_ANY = 255,
+};
+
+#define WIRE_CLASS_IN 1
+#define WIRE_EDE_OPTION 15 /* RFC 8914 option code */
+#define WIRE_EDE_BLOCKED 15
+#define WIRE_EDE_FILTERED 17
+#define WIRE_EDE_PROHIBITED 18
+#define WIRE_EDE_NOT_READY 14
+#define WIRE_EDE_NO_REACHABLE_AUTHORITY 22
+
+/* ---- client queries (wire_query.c) ---- */
+
+struct wire_query {
+	uint16_t id;
+	uint16_t flags; /* the header's flags word as received */
+	uint8_t opcode;
+	uint16_t qtype, qclass;
+	uint16_t qname_len;
+	uint16_t question_end; /* offset just past the question */
+	bool has_question;
+	bool edns;
+	uint8_t edns_version;
+	bool edns_do;
+	uint16_t edns_size; /* what the client can receive over UDP (>= 512) */
+	/* Names last: the reader clears everything before them. */
+	uint8_t qname[NAME_MAXWIRE]; /* as received: the client's case is echoed back */
+	uint8_t lname[NAME_MAXWIRE]; /* lower-cased: what policy sees */
+};
+
+enum wire_query_status {
+	WQ_OK = 0,
+	WQ_DROP,     /* not even a header, or a response (QR=1): answer nothing */
+	WQ_FORMERR,  /* malformed: answer FORMERR */
+	WQ_NOTIMP,   /* opcode other than QUERY */
+	WQ_BADVERS,  /* EDNS version other than 0 */
+};
+
+/* Read a client query. Always fills what it could read (id, flags, maybe the question) so the
+ * caller can build the error answer. No allocation. */
+enum wire_query_status wire_query_parse(const uint8_t *pkt, size_t len, struct wire_query *q);
+
+/* ---- answers built here (wire_build.c) ---- */
+
+struct wire_ede {
+	uint16_t code;
+	const char *text; /* may be NULL */
+};
+
+/* A local answer to q: the client's ID, RD and CD copied, QR and RA set, the question echoed,
+ * rcode, and (when the client sent EDNS) an OPT record carrying ede if not NULL.
+ * Records: for deny-by-sinkhole pass sink4/sink6 (NULL for none) and ttl; an A question gets
+ * sink4, AAAA gets sink6, other types no record. Returns the length or MOAT_ESPACE. */
+int wire_build_answer(const struct wire_query *q, uint8_t rcode, const struct wire_ede *ede,
+		      const uint8_t *sink4, const uint8_t *sink6, uint32_t ttl, uint8_t *out,
+		      size_t cap);
+
+/* moatd's own upstream query: one question (lname, qtype, qclass), RD set, our EDNS record
+ * (size WIRE_EDNS_SIZE, DO as given) and nothing else from the client. */
+int wire_build_query(uint16_t id, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
+		     bool dnssec_ok, uint8_t *out, size_t cap);
+
+/* Append an OPT record (udp size, DO, optional EDE) to a message being built at out[len];
+ * bumps ARCOUNT. Returns the new length or MOAT_ESPACE. */
+int wire_append_opt(uint8_t *out, size_t len, size_t cap, uint16_t udp_size, bool dnssec_ok,
+		    uint8_t ext_rcode, const struct wire_ede *ede);
+
+/* ---- upstream answers (wire_resp.c) ---- */
+
+enum wire_section { WIRE_SEC_AN = 0, WIRE_SEC_NS, WIRE_SEC_AR };
+
+struct wire_rr {
+	uint16_t owner_off; /* offset of the (maybe compressed) owner name */
+	uint16_t type, rclass;
+	uint32_t ttl;
+	uint16_t rdata_off, rdlen;
+	uint8_t section;
+};
+
+struct wire_resp {
+	uint16_t id, flags;
+	uint8_t rcode;
+	uint16_t counts[3];
+	struct wire_rr rr[WIRE_MAXRR];
+	uint16_t nrr;
+	bool has_opt;
+	uint8_t ext_rcode;
+	/* The CNAME/DNAME chain from the question, lower-cased: chain[0] is the question name. */
+	uint8_t chain[WIRE_MAXCHAIN + 1][NAME_MAXWIRE];
+	uint8_t nchain;
+	bool chain_too_long;
+	/* Lowest TTL of the records passed to the client, and the SOA minimum for negative
+	 * answers (RFC 2308), UINT32_MAX when absent. */
+	uint32_t min_ttl;
+	uint32_t neg_ttl;
+	/* DNAME owners (lower-cased) whose records also pass the owner filter. */
+	uint8_t dname_owner[WIRE_MAXCHAIN][NAME_MAXWIRE];
+	uint8_t ndname;
+};
+
+/* Parse an upstream answer and check it belongs to our query: QR set, same ID, one question
+ * equal to (lname, qtype, qclass). Walks every record (bounds, names, OPT) and follows the
+ * CNAME/DNAME chain from lname. Returns 0, MOAT_EMISMATCH (not ours: ignore it) or
+ * MOAT_EFORMAT (ours but malformed). */
+int wire_resp_parse(const uint8_t *pkt, size_t len, uint16_t id, const uint8_t *lname,
+		    uint16_t qtype, uint16_t qclass, struct wire_resp *r);
+
+/* Called once per address anywhere in the answer: A and AAAA records of every section and
+ * class, and SVCB/HTTPS ipv4hint/ipv6hint. Return nonzero to stop. */
+typedef int (*wire_addr_fn)(void *ctx, const uint8_t *addr, size_t len, uint16_t rrtype);
+
+/* Visit every address of a parsed answer. Returns 0, the callback's value, or MOAT_EFORMAT
+ * (an A/AAAA with a wrong length or a malformed SVCB record). */
+int wire_resp_each_addr(const uint8_t *pkt, size_t len, const struct wire_resp *r, wire_addr_fn fn,
+			void *ctx);
+
+/* Rebuild a parsed answer for the client of q: the client's ID and question, RA set, AA and TC
+ * cleared; answer records whose owner is in the chain (or a DNAME owner); authority SOA, NSEC,
+ * NSEC3 and RRSIG records only; no additional records but our own OPT (when the client sent
+ * EDNS); TTLs capped at ttl_cap. If the result exceeds max_size (the caller's limit: over UDP
+ * the client's EDNS size or 512, over TCP 65535), an empty answer with TC=1 is returned instead. Names are recompressed.
+ * Returns the length, or MOAT_ESPACE/MOAT_EFORMAT. */
+int wire_resp_build(const uint8_t *pkt, size_t len, const struct wire_resp *r,
+		    const struct wire_query *q, uint32_t ttl_cap, size_t max_size, uint8_t *out,
+		    size_t cap);
+
+/* Short text for a type ("A", "AAAA", "TYPE123") into buf; returns buf. */
+const char *wire_type_str(uint16_t type, char *buf, size_t cap);
+const char *wire_rcode_str(uint8_t rcode);
+
+#endif

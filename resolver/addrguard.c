@@ -1,0 +1,385 @@
+/* addrguard.c owns the address guard: the blocked-range trie, the ranges file loader and the
+ * decoding of IPv4 addresses embedded in IPv6 ones.
+ *
+ * The trie is a plain binary trie over 128-bit keys (IPv4 keyed as ::ffff:a.b.c.d). Nodes live in
+ * one growable array and refer to each other by index, so building is a few reallocs, the whole
+ * guard is one block to free, and lookup is a loop of at most 128 steps with no recursion. Each
+ * node records the most severe class of the ranges that end exactly there; a lookup takes the
+ * maximum over every node on the path, so overlapping ranges report their most severe class
+ * rather than only the longest prefix's. Once built, nothing is written: lookups are thread-safe
+ * and allocate nothing. */
+#include "moat/addrguard.h"
+#include "moat/err.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Child index 0 means "no child": index 0 is the root, which is never anyone's child. */
+struct ag_node {
+	uint32_t child[2];
+	uint8_t cls; /* enum addr_class of the ranges ending here, ADDR_OK if none */
+};
+
+struct addrguard {
+	struct ag_node *nodes;
+	uint32_t nnodes;
+	uint32_t cap;
+	size_t nranges;
+};
+
+/* Longest line the ranges file may have: a range, a class and a comment fit easily. */
+#define AG_LINE_MAX 1024
+
+struct addrguard *addrguard_new(void)
+{
+	struct addrguard *g = calloc(1, sizeof(*g));
+	if (!g)
+		return NULL;
+	g->cap = 64;
+	g->nodes = calloc(g->cap, sizeof(*g->nodes));
+	if (!g->nodes) {
+		free(g);
+		return NULL;
+	}
+	g->nnodes = 1; /* the root, covering ::/0 */
+	return g;
+}
+
+void addrguard_free(struct addrguard *g)
+{
+	if (!g)
+		return;
+	free(g->nodes);
+	free(g);
+}
+
+size_t addrguard_count(const struct addrguard *g)
+{
+	return g ? g->nranges : 0;
+}
+
+static int ag_bit(const uint8_t key[16], unsigned i)
+{
+	return (key[i / 8] >> (7 - i % 8)) & 1;
+}
+
+/* Index of a new zeroed node, or 0 when memory ran out (0 is never a valid new node). */
+static uint32_t ag_node_new(struct addrguard *g)
+{
+	if (g->nnodes == g->cap) {
+		if (g->cap > UINT32_MAX / 2)
+			return 0;
+		uint32_t ncap = g->cap * 2;
+		struct ag_node *n = realloc(g->nodes, (size_t)ncap * sizeof(*n));
+		if (!n)
+			return 0;
+		g->nodes = n;
+		g->cap = ncap;
+	}
+	memset(&g->nodes[g->nnodes], 0, sizeof(g->nodes[0]));
+	return g->nnodes++;
+}
+
+static int ag_insert(struct addrguard *g, const uint8_t key[16], unsigned bits, enum addr_class cls)
+{
+	uint32_t cur = 0;
+	for (unsigned i = 0; i < bits; i++) {
+		int b = ag_bit(key, i);
+		if (!g->nodes[cur].child[b]) {
+			/* ag_node_new may move the array: take the index first, then store it. */
+			uint32_t n = ag_node_new(g);
+			if (!n)
+				return MOAT_ENOMEM;
+			g->nodes[cur].child[b] = n;
+		}
+		cur = g->nodes[cur].child[b];
+	}
+	if ((uint8_t)cls > g->nodes[cur].cls)
+		g->nodes[cur].cls = (uint8_t)cls;
+	g->nranges++;
+	return 0;
+}
+
+/* Most severe class over every range containing the 128-bit key. */
+static enum addr_class ag_lookup(const struct addrguard *g, const uint8_t key[16])
+{
+	uint32_t cur = 0;
+	uint8_t worst = g->nodes[0].cls;
+	for (unsigned i = 0; i < 128; i++) {
+		cur = g->nodes[cur].child[ag_bit(key, i)];
+		if (!cur)
+			break;
+		if (g->nodes[cur].cls > worst)
+			worst = g->nodes[cur].cls;
+	}
+	return (enum addr_class)worst;
+}
+
+static void ag_key_v4(const uint8_t v4[4], uint8_t key[16])
+{
+	memset(key, 0, 10);
+	key[10] = 0xff;
+	key[11] = 0xff;
+	memcpy(key + 12, v4, 4);
+}
+
+static enum addr_class ag_lookup_v4(const struct addrguard *g, const uint8_t v4[4])
+{
+	uint8_t key[16];
+	ag_key_v4(v4, key);
+	return ag_lookup(g, key);
+}
+
+/* Parse a decimal prefix length of at most max; -1 if it is not one. */
+static int ag_parse_bits(const char *s, int max)
+{
+	int v = 0;
+	if (!*s)
+		return -1;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return -1;
+		v = v * 10 + (*s - '0');
+		if (v > max)
+			return -1;
+	}
+	return v;
+}
+
+/* Host bits set beyond the prefix usually mean a typo ("169.254.169.254/16"); refuse them, as
+ * config_parse_cidr does, rather than guess which range was meant. */
+static bool ag_host_bits_zero(const uint8_t key[16], unsigned bits)
+{
+	for (unsigned i = bits; i < 128; i++)
+		if (ag_bit(key, i))
+			return false;
+	return true;
+}
+
+int addrguard_add(struct addrguard *g, const char *cidr, enum addr_class cls)
+{
+	char buf[INET6_ADDRSTRLEN + 8];
+	uint8_t key[16];
+	int bits;
+
+	if (!g || !cidr || cls < ADDR_OK || cls > ADDR_ALWAYS)
+		return MOAT_EINVAL;
+	size_t n = strlen(cidr);
+	if (n == 0 || n >= sizeof(buf))
+		return MOAT_EINVAL;
+	memcpy(buf, cidr, n + 1);
+	char *slash = strchr(buf, '/');
+	if (slash)
+		*slash = '\0';
+
+	uint8_t v4[4];
+	if (inet_pton(AF_INET, buf, v4) == 1) {
+		bits = slash ? ag_parse_bits(slash + 1, 32) : 32;
+		if (bits < 0)
+			return MOAT_EINVAL;
+		ag_key_v4(v4, key);
+		bits += 96;
+	} else if (inet_pton(AF_INET6, buf, key) == 1) {
+		bits = slash ? ag_parse_bits(slash + 1, 128) : 128;
+		if (bits < 0)
+			return MOAT_EINVAL;
+	} else {
+		return MOAT_EINVAL;
+	}
+	if (!ag_host_bits_zero(key, (unsigned)bits))
+		return MOAT_EINVAL;
+	return ag_insert(g, key, (unsigned)bits, cls);
+}
+
+static bool ag_is_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+static enum addr_class ag_max(enum addr_class a, enum addr_class b)
+{
+	return a > b ? a : b;
+}
+
+/* The IPv4 addresses an IPv6 address may deliver packets to, besides itself. IPv4-mapped
+ * addresses need no decoding: they are the trie's own key for IPv4. Each form is checked on its
+ * own, so an address matching two forms gets the worse verdict. */
+static enum addr_class ag_check_embedded(const struct addrguard *g, const uint8_t a[16])
+{
+	static const uint8_t nat64_wkp[12] = {0x00, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0};
+	static const uint8_t nat64_local[6] = {0x00, 0x64, 0xff, 0x9b, 0x00, 0x01};
+	enum addr_class worst = ADDR_OK;
+	uint8_t v4[4];
+
+	/* IPv4-compatible ::a.b.c.d (deprecated, RFC 4291), but "::" and "::1" are the unspecified
+	 * and loopback addresses, not 0.0.0.0 and 0.0.0.1: their own ranges decide. */
+	if (ag_is_zero(a, 12) && !(ag_is_zero(a + 12, 3) && a[15] <= 1))
+		worst = ag_max(worst, ag_lookup_v4(g, a + 12));
+
+	/* NAT64 well-known prefix 64:ff9b::/96 (RFC 6052): the last 32 bits. */
+	if (memcmp(a, nat64_wkp, sizeof(nat64_wkp)) == 0)
+		worst = ag_max(worst, ag_lookup_v4(g, a + 12));
+
+	/* NAT64 local-use prefix 64:ff9b:1::/48 (RFC 8215) in the RFC 6052 /48 layout: bits 48..63
+	 * and 72..87, skipping the u-octet (bits 64..71). A network may instead use a longer prefix
+	 * inside the /48 (/56, /64, /96); those layouts put zero bits where the /48 layout reads
+	 * the first octet, so they decode here as 0.x.x.x, which the shipped ranges refuse anyway.
+	 */
+	if (memcmp(a, nat64_local, sizeof(nat64_local)) == 0) {
+		v4[0] = a[6];
+		v4[1] = a[7];
+		v4[2] = a[9];
+		v4[3] = a[10];
+		worst = ag_max(worst, ag_lookup_v4(g, v4));
+	}
+
+	/* 6to4 2002::/16 (RFC 3056): the relay forwards to the IPv4 address in bits 16..47. */
+	if (a[0] == 0x20 && a[1] == 0x02)
+		worst = ag_max(worst, ag_lookup_v4(g, a + 2));
+
+	/* Teredo 2001::/32 (RFC 4380): the client's IPv4 address is the last 32 bits, inverted. */
+	if (a[0] == 0x20 && a[1] == 0x01 && a[2] == 0 && a[3] == 0) {
+		for (int i = 0; i < 4; i++)
+			v4[i] = (uint8_t)(a[12 + i] ^ 0xff);
+		worst = ag_max(worst, ag_lookup_v4(g, v4));
+	}
+	return worst;
+}
+
+enum addr_class addrguard_check(const struct addrguard *g, const uint8_t *addr, size_t len)
+{
+	/* Fail closed: a caller passing something that is not an address gets a refusal. */
+	if (!g || !addr)
+		return ADDR_ALWAYS;
+	if (len == 4)
+		return ag_lookup_v4(g, addr);
+	if (len != 16)
+		return ADDR_ALWAYS;
+	enum addr_class c = ag_lookup(g, addr);
+	if (c == ADDR_ALWAYS)
+		return c;
+	return ag_max(c, ag_check_embedded(g, addr));
+}
+
+const char *addrguard_format(const uint8_t *addr, size_t len, char *out, size_t cap)
+{
+	if (!out || cap == 0)
+		return out;
+	int af = len == 4 ? AF_INET : len == 16 ? AF_INET6 : 0;
+	if (!addr || !af || !inet_ntop(af, addr, out, (socklen_t)cap))
+		snprintf(out, cap, "?");
+	return out;
+}
+
+static bool ag_is_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
+}
+
+/* Split off the next whitespace-separated token of *s, NUL-terminating it; NULL at the end. */
+static char *ag_token(char **s)
+{
+	char *p = *s;
+	while (ag_is_space(*p))
+		p++;
+	if (!*p) {
+		*s = p;
+		return NULL;
+	}
+	char *tok = p;
+	while (*p && !ag_is_space(*p))
+		p++;
+	if (*p)
+		*p++ = '\0';
+	*s = p;
+	return tok;
+}
+
+/* One line of the ranges file; on error writes the reason (without path:line) to why. */
+static int ag_load_line(struct addrguard *g, char *line, char *why, size_t whylen)
+{
+	char *hash = strchr(line, '#');
+	if (hash)
+		*hash = '\0';
+	char *p = line;
+	char *range = ag_token(&p);
+	if (!range)
+		return 0;
+	char *cls_text = ag_token(&p);
+	if (!cls_text) {
+		snprintf(why, whylen, "missing class after '%s' (want always or private)", range);
+		return MOAT_EINVAL;
+	}
+	char *extra = ag_token(&p);
+	if (extra) {
+		snprintf(why, whylen, "unexpected '%s' after the class", extra);
+		return MOAT_EINVAL;
+	}
+	enum addr_class cls;
+	if (strcmp(cls_text, "always") == 0) {
+		cls = ADDR_ALWAYS;
+	} else if (strcmp(cls_text, "private") == 0) {
+		cls = ADDR_PRIVATE;
+	} else {
+		snprintf(why, whylen, "unknown class '%s' (want always or private)", cls_text);
+		return MOAT_EINVAL;
+	}
+	int rc = addrguard_add(g, range, cls);
+	if (rc == MOAT_EINVAL)
+		snprintf(why, whylen, "bad range '%s' (want ADDR or ADDR/LEN, host bits zero)",
+		         range);
+	else if (rc < 0)
+		snprintf(why, whylen, "%s", moat_strerror(rc));
+	return rc;
+}
+
+int addrguard_load_file(struct addrguard *g, const char *path, char *err, size_t errlen)
+{
+	char line[AG_LINE_MAX];
+	char why[256];
+	unsigned long lineno = 0;
+	int rc = 0;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!g || !path)
+		return MOAT_EINVAL;
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		if (err && errlen)
+			snprintf(err, errlen, "%s:0: cannot open: %s", path, strerror(errno));
+		return MOAT_EIO;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		lineno++;
+		size_t n = strlen(line);
+		if (n == sizeof(line) - 1 && line[n - 1] != '\n') {
+			/* A full buffer is fine only if the file ends right there. */
+			int c = getc(f);
+			if (c != EOF) {
+				snprintf(why, sizeof(why), "line longer than %d bytes",
+				         AG_LINE_MAX - 2);
+				rc = MOAT_EINVAL;
+				break;
+			}
+		}
+		rc = ag_load_line(g, line, why, sizeof(why));
+		if (rc < 0)
+			break;
+	}
+	if (rc == 0 && ferror(f)) {
+		snprintf(why, sizeof(why), "read error: %s", strerror(errno));
+		rc = MOAT_EIO;
+		lineno++;
+	}
+	fclose(f);
+	if (rc < 0 && err && errlen)
+		snprintf(err, errlen, "%s:%lu: %s", path, lineno, why);
+	return rc;
+}

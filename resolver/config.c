@@ -1,0 +1,1318 @@
+/* config.c owns moatd's configuration: the defaults, the YAML file format (version 1, described
+ * in moat/config.h) read with libfyaml, the address and address-range syntax shared with the
+ * command-line flags, and the checks that a loaded configuration is complete. Every error names
+ * the file and line it comes from, because an operator fixing a resolver that refuses to start
+ * needs to know exactly which line to change. Nothing here opens sockets or reads policy files;
+ * paths are only recorded (resolved against the config file's directory) for policy_load. */
+#include "moat/config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <libfyaml.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moat/err.h"
+
+#ifndef MOAT_ZONES_DIR
+#error "MOAT_ZONES_DIR must be defined by the build"
+#endif
+
+/* Limits on numeric keys. Values outside them are almost certainly typos (a timeout in seconds
+ * written into a millisecond key), so they are rejected rather than clamped. */
+#define CONFIG_TIMEOUT_MIN 1u
+#define CONFIG_TIMEOUT_MAX 60000u
+#define CONFIG_ATTEMPTS_MIN 1u
+#define CONFIG_ATTEMPTS_MAX 16u
+#define CONFIG_IDLE_MIN 100u
+#define CONFIG_IDLE_MAX 3600000u
+#define CONFIG_CLIENTS_MIN 1u
+#define CONFIG_CLIENTS_MAX 1000000u
+#define CONFIG_TTL_MAX 86400u
+
+/* A config file is a few kilobytes; anything far larger is not one. */
+#define CONFIG_FILE_MAX (1024 * 1024)
+
+/* How much of an offending value an error message quotes. */
+#define CONFIG_QUOTE_MAX 64
+
+static const uint8_t config_v4mapped_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+/* --- small helpers ------------------------------------------------------------------------- */
+
+static void config_errf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void config_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err == NULL || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* Copy untrusted text into an error message: errors end up in terminals and logs, so control
+ * bytes and overly long values are not passed through. */
+static void config_quote(char *out, size_t outlen, const char *s, size_t len)
+{
+	size_t i, o = 0;
+
+	for (i = 0; i < len && o + 4 < outlen; i++) {
+		unsigned char ch = (unsigned char)s[i];
+
+		if (i == CONFIG_QUOTE_MAX) {
+			out[o++] = '.';
+			out[o++] = '.';
+			out[o++] = '.';
+			break;
+		}
+		out[o++] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : '?';
+	}
+	out[o] = '\0';
+}
+
+int config_strv_push(char ***v, size_t *n, const char *s)
+{
+	char **nv;
+	char *copy;
+
+	copy = strdup(s);
+	if (copy == NULL)
+		return MOAT_ENOMEM;
+	nv = realloc(*v, (*n + 1) * sizeof(*nv));
+	if (nv == NULL) {
+		free(copy);
+		return MOAT_ENOMEM;
+	}
+	nv[*n] = copy;
+	*v = nv;
+	(*n)++;
+	return 0;
+}
+
+static void config_strv_free(char ***v, size_t *n)
+{
+	size_t i;
+
+	for (i = 0; i < *n; i++)
+		free((*v)[i]);
+	free(*v);
+	*v = NULL;
+	*n = 0;
+}
+
+/* Strict decimal: digits only (no sign, no spaces, no hex), so "1e3" or "0x10" are refused
+ * instead of being half-read by strtoul. */
+static bool config_parse_uint(const char *s, size_t len, uint64_t max, uint64_t *out)
+{
+	uint64_t v = 0;
+	size_t i;
+
+	if (len == 0 || len > 20)
+		return false;
+	for (i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+		if (v > max)
+			return false;
+	}
+	*out = v;
+	return true;
+}
+
+static bool config_key_is(const char *k, size_t klen, const char *want)
+{
+	return klen == strlen(want) && memcmp(k, want, klen) == 0;
+}
+
+/* --- addresses ----------------------------------------------------------------------------- */
+
+/* A bare numeric address, IPv4 or IPv6. inet_pton is used rather than getaddrinfo because it
+ * never resolves names and refuses the inet_aton shorthands ("127.1", "0x7f.1"). */
+static int config_parse_addr(const char *s, struct sockaddr_storage *out, uint16_t port)
+{
+	struct sockaddr_in *sin = (struct sockaddr_in *)out;
+	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)out;
+
+	memset(out, 0, sizeof(*out));
+	if (inet_pton(AF_INET, s, &sin->sin_addr) == 1) {
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons(port);
+		return 0;
+	}
+	memset(out, 0, sizeof(*out));
+	if (inet_pton(AF_INET6, s, &sin6->sin6_addr) == 1) {
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons(port);
+		return 0;
+	}
+	memset(out, 0, sizeof(*out));
+	return MOAT_EINVAL;
+}
+
+int config_parse_addrport(const char *s, uint16_t default_port, struct sockaddr_storage *out)
+{
+	char host[INET6_ADDRSTRLEN];
+	const char *port_text = NULL;
+	const char *colon;
+	size_t hostlen;
+	uint64_t port = default_port;
+
+	if (s == NULL || out == NULL)
+		return MOAT_EINVAL;
+	if (s[0] == '[') {
+		/* "[v6]" or "[v6]:port": the brackets are what lets a port follow an IPv6 address.
+		 */
+		const char *close = strchr(s, ']');
+
+		if (close == NULL)
+			return MOAT_EINVAL;
+		hostlen = (size_t)(close - s - 1);
+		if (close[1] == ':')
+			port_text = close + 2;
+		else if (close[1] != '\0')
+			return MOAT_EINVAL;
+		if (hostlen == 0 || hostlen >= sizeof(host))
+			return MOAT_EINVAL;
+		memcpy(host, s + 1, hostlen);
+		host[hostlen] = '\0';
+		if (port_text != NULL &&
+		    !config_parse_uint(port_text, strlen(port_text), 65535, &port))
+			return MOAT_EINVAL;
+		if (port_text != NULL && port == 0)
+			return MOAT_EINVAL;
+		memset(out, 0, sizeof(*out));
+		if (inet_pton(AF_INET6, host, &((struct sockaddr_in6 *)out)->sin6_addr) != 1)
+			return MOAT_EINVAL;
+		out->ss_family = AF_INET6;
+		((struct sockaddr_in6 *)out)->sin6_port = htons((uint16_t)port);
+		return 0;
+	}
+
+	colon = strchr(s, ':');
+	if (colon != NULL && strchr(colon + 1, ':') != NULL) {
+		/* Two or more colons and no brackets: a bare IPv6 address, default port. */
+		if (strlen(s) >= sizeof(host))
+			return MOAT_EINVAL;
+		memset(out, 0, sizeof(*out));
+		if (inet_pton(AF_INET6, s, &((struct sockaddr_in6 *)out)->sin6_addr) != 1)
+			return MOAT_EINVAL;
+		out->ss_family = AF_INET6;
+		((struct sockaddr_in6 *)out)->sin6_port = htons(default_port);
+		return 0;
+	}
+
+	/* IPv4, with or without ":port". */
+	hostlen = colon != NULL ? (size_t)(colon - s) : strlen(s);
+	if (hostlen == 0 || hostlen >= sizeof(host))
+		return MOAT_EINVAL;
+	memcpy(host, s, hostlen);
+	host[hostlen] = '\0';
+	if (colon != NULL) {
+		if (!config_parse_uint(colon + 1, strlen(colon + 1), 65535, &port) || port == 0)
+			return MOAT_EINVAL;
+	}
+	memset(out, 0, sizeof(*out));
+	if (inet_pton(AF_INET, host, &((struct sockaddr_in *)out)->sin_addr) != 1)
+		return MOAT_EINVAL;
+	out->ss_family = AF_INET;
+	((struct sockaddr_in *)out)->sin_port = htons((uint16_t)port);
+	return 0;
+}
+
+/* Parse a range; *host_bits reports the one error worth a specific message ("10.0.0.1/8"),
+ * since that usually means the operator meant a single host or a different prefix. */
+static int config_cidr_parse(const char *s, struct cidr *out, bool *host_bits)
+{
+	char addr[INET6_ADDRSTRLEN];
+	const char *slash;
+	size_t alen;
+	unsigned max, offset, bits, i;
+	uint64_t prefix;
+	struct in_addr a4;
+
+	*host_bits = false;
+	if (s == NULL || out == NULL)
+		return MOAT_EINVAL;
+	slash = strchr(s, '/');
+	alen = slash != NULL ? (size_t)(slash - s) : strlen(s);
+	if (alen == 0 || alen >= sizeof(addr))
+		return MOAT_EINVAL;
+	memcpy(addr, s, alen);
+	addr[alen] = '\0';
+
+	memset(out, 0, sizeof(*out));
+	if (inet_pton(AF_INET, addr, &a4) == 1) {
+		memcpy(out->addr, config_v4mapped_prefix, sizeof(config_v4mapped_prefix));
+		memcpy(out->addr + 12, &a4, 4);
+		max = 32;
+		offset = 96;
+	} else if (inet_pton(AF_INET6, addr, out->addr) == 1) {
+		max = 128;
+		offset = 0;
+	} else {
+		return MOAT_EINVAL;
+	}
+
+	if (slash == NULL) {
+		prefix = max;
+	} else if (!config_parse_uint(slash + 1, strlen(slash + 1), max, &prefix)) {
+		return MOAT_EINVAL;
+	}
+	bits = offset + (unsigned)prefix;
+
+	for (i = bits; i < 128; i++) {
+		if (out->addr[i / 8] & (0x80u >> (i % 8))) {
+			*host_bits = true;
+			return MOAT_EINVAL;
+		}
+	}
+	out->bits = (uint8_t)bits;
+	return 0;
+}
+
+int config_parse_cidr(const char *s, struct cidr *out)
+{
+	bool host_bits;
+
+	return config_cidr_parse(s, out, &host_bits);
+}
+
+bool config_cidr_contains(const struct cidr *c, const struct sockaddr *sa)
+{
+	uint8_t a[16];
+	unsigned full, rest;
+
+	if (c == NULL || sa == NULL || c->bits > 128)
+		return false;
+	if (sa->sa_family == AF_INET) {
+		/* Compare in the mapped form the ranges are stored in. */
+		memcpy(a, config_v4mapped_prefix, sizeof(config_v4mapped_prefix));
+		memcpy(a + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	} else if (sa->sa_family == AF_INET6) {
+		/* A v4 client on a dual-stack socket arrives as ::ffff:a.b.c.d, which is exactly
+		 * the stored form of IPv4 ranges, so it needs no special case. */
+		memcpy(a, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+	} else {
+		return false;
+	}
+	full = c->bits / 8;
+	rest = c->bits % 8;
+	if (memcmp(a, c->addr, full) != 0)
+		return false;
+	if (rest != 0) {
+		uint8_t mask = (uint8_t)(0xffu << (8 - rest));
+
+		if ((a[full] & mask) != (c->addr[full] & mask))
+			return false;
+	}
+	return true;
+}
+
+/* --- defaults, free, validate -------------------------------------------------------------- */
+
+static void config_agent_init(struct config_agent *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->deny = DENY_NXDOMAIN;
+	/* sink4 0.0.0.0 and sink6 :: are the zeroes memset left. */
+	a->sink_ttl = 60;
+	a->strict_chain = false;
+	a->allow_private = false;
+}
+
+static void config_agent_free(struct config_agent *a)
+{
+	free(a->clients);
+	a->clients = NULL;
+	a->nclients = 0;
+	config_strv_free(&a->allow_files, &a->nallow);
+}
+
+static void config_agents_free(struct config *cfg)
+{
+	size_t i;
+
+	for (i = 0; i < cfg->nagents; i++)
+		config_agent_free(&cfg->agents[i]);
+	free(cfg->agents);
+	cfg->agents = NULL;
+	cfg->nagents = 0;
+}
+
+void config_init(struct config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->upstream_timeout_ms = 1000;
+	cfg->upstream_attempts = 3;
+	cfg->tcp_idle_ms = 10000;
+	cfg->tcp_max_clients = 1024;
+	/* Failing to record the shipped deny lists must not silently start a resolver without
+	 * them, and config_init has no way to report it: out of memory this early is fatal. */
+	if (config_strv_push(&cfg->highrisk_files, &cfg->nhighrisk,
+	                     MOAT_ZONES_DIR "/highrisk.txt") != 0 ||
+	    config_strv_push(&cfg->range_files, &cfg->nranges,
+	                     MOAT_ZONES_DIR "/blocked-ranges.txt") != 0)
+		abort();
+}
+
+void config_free(struct config *cfg)
+{
+	if (cfg == NULL)
+		return;
+	free(cfg->listen);
+	free(cfg->upstreams);
+	free(cfg->log_file);
+	config_strv_free(&cfg->highrisk_files, &cfg->nhighrisk);
+	config_strv_free(&cfg->range_files, &cfg->nranges);
+	config_agents_free(cfg);
+	memset(cfg, 0, sizeof(*cfg));
+}
+
+static bool config_name_ok(const char *s, size_t len)
+{
+	size_t i;
+
+	if (len == 0 || len >= CONFIG_NAME_MAX)
+		return false;
+	for (i = 0; i < len; i++) {
+		char ch = s[i];
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' || ch == '-'))
+			return false;
+	}
+	return true;
+}
+
+int config_validate(const struct config *cfg, char *err, size_t errlen)
+{
+	size_t i, j;
+
+	if (cfg->nlisten == 0) {
+		config_errf(err, errlen, "no listen address configured");
+		return MOAT_EINVAL;
+	}
+	if (cfg->nupstreams == 0) {
+		config_errf(err, errlen, "no upstream resolver configured");
+		return MOAT_EINVAL;
+	}
+	if (cfg->nagents == 0) {
+		config_errf(err, errlen,
+		            "no agents configured: without one every client is refused");
+		return MOAT_EINVAL;
+	}
+	/* Flags can set these too, so the file's ranges are checked again here. */
+	if (cfg->upstream_timeout_ms < CONFIG_TIMEOUT_MIN ||
+	    cfg->upstream_timeout_ms > CONFIG_TIMEOUT_MAX) {
+		config_errf(err, errlen, "upstream_timeout_ms must be %u..%u", CONFIG_TIMEOUT_MIN,
+		            CONFIG_TIMEOUT_MAX);
+		return MOAT_EINVAL;
+	}
+	if (cfg->upstream_attempts < CONFIG_ATTEMPTS_MIN ||
+	    cfg->upstream_attempts > CONFIG_ATTEMPTS_MAX) {
+		config_errf(err, errlen, "upstream_attempts must be %u..%u", CONFIG_ATTEMPTS_MIN,
+		            CONFIG_ATTEMPTS_MAX);
+		return MOAT_EINVAL;
+	}
+	if (cfg->tcp_idle_ms < CONFIG_IDLE_MIN || cfg->tcp_idle_ms > CONFIG_IDLE_MAX) {
+		config_errf(err, errlen, "tcp_idle_ms must be %u..%u", CONFIG_IDLE_MIN,
+		            CONFIG_IDLE_MAX);
+		return MOAT_EINVAL;
+	}
+	if (cfg->tcp_max_clients < CONFIG_CLIENTS_MIN ||
+	    cfg->tcp_max_clients > CONFIG_CLIENTS_MAX) {
+		config_errf(err, errlen, "tcp_max_clients must be %u..%u", CONFIG_CLIENTS_MIN,
+		            CONFIG_CLIENTS_MAX);
+		return MOAT_EINVAL;
+	}
+	for (i = 0; i < cfg->nagents; i++) {
+		const struct config_agent *a = &cfg->agents[i];
+		size_t len = strnlen(a->name, CONFIG_NAME_MAX);
+
+		if (!config_name_ok(a->name, len)) {
+			config_errf(err, errlen, "agent %zu has no valid name", i + 1);
+			return MOAT_EINVAL;
+		}
+		if (a->nclients == 0) {
+			config_errf(err, errlen, "agent '%s' has no client ranges", a->name);
+			return MOAT_EINVAL;
+		}
+		for (j = 0; j < i; j++) {
+			if (strcmp(cfg->agents[j].name, a->name) == 0) {
+				config_errf(err, errlen, "duplicate agent name '%s'", a->name);
+				return MOAT_EINVAL;
+			}
+		}
+	}
+	return 0;
+}
+
+/* --- YAML ---------------------------------------------------------------------------------- */
+
+struct config_ctx {
+	struct config *cfg;
+	const char *label;   /* file name (or caller's label) for errors */
+	const char *basedir; /* relative policy paths are joined to it; NULL keeps them as given */
+	char *err;
+	size_t errlen;
+};
+
+static int config_fail(struct config_ctx *c, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int config_fail(struct config_ctx *c, int line, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	config_errf(c->err, c->errlen, "%s:%d: %s", c->label, line, msg);
+	return MOAT_EINVAL;
+}
+
+/* 1-based line of a node. libfyaml 0.7 only exposes marks on tokens, so a collection is placed
+ * at its first scalar; an empty one (or a null value, which has no token) at the fallback, the
+ * line of the key that owns it. */
+static int config_node_line(struct fy_node *n, int fallback)
+{
+	while (n != NULL) {
+		void *it = NULL;
+
+		switch (fy_node_get_type(n)) {
+		case FYNT_SCALAR: {
+			struct fy_token *t = fy_node_get_scalar_token(n);
+			const struct fy_mark *m = t != NULL ? fy_token_start_mark(t) : NULL;
+
+			return m != NULL ? m->line + 1 : fallback;
+		}
+		case FYNT_SEQUENCE:
+			n = fy_node_sequence_iterate(n, &it);
+			break;
+		case FYNT_MAPPING: {
+			struct fy_node_pair *p = fy_node_mapping_iterate(n, &it);
+
+			n = p != NULL ? fy_node_pair_key(p) : NULL;
+			break;
+		}
+		default:
+			return fallback;
+		}
+	}
+	return fallback;
+}
+
+static bool config_is_alias(struct fy_node *n)
+{
+	return n != NULL && fy_node_get_type(n) == FYNT_SCALAR &&
+	       fy_node_get_style(n) == FYNS_ALIAS;
+}
+
+/* YAML's null: an absent value or a plain ~ / null. */
+static bool config_is_null(struct fy_node *n)
+{
+	const char *s;
+	size_t len;
+
+	if (n == NULL)
+		return true;
+	if (fy_node_get_type(n) != FYNT_SCALAR || fy_node_get_style(n) != FYNS_PLAIN)
+		return false;
+	s = fy_node_get_scalar(n, &len);
+	if (s == NULL || len == 0)
+		return true;
+	return (len == 1 && s[0] == '~') ||
+	       (len == 4 && (memcmp(s, "null", 4) == 0 || memcmp(s, "Null", 4) == 0 ||
+	                     memcmp(s, "NULL", 4) == 0));
+}
+
+/* The text of a scalar value (not NUL-terminated). `what` completes "expected ...". Aliases are
+ * refused everywhere: a config gains nothing from them, and not expanding them keeps a hostile
+ * file from growing exponentially. */
+static int config_text(struct config_ctx *c, struct fy_node *v, int line, const char *key,
+                       const char *what, const char **text, size_t *len)
+{
+	line = config_node_line(v, line);
+	if (config_is_alias(v))
+		return config_fail(c, line, "%s: aliases are not supported", key);
+	if (config_is_null(v) || fy_node_get_type(v) != FYNT_SCALAR)
+		return config_fail(c, line, "%s: expected %s", key, what);
+	*text = fy_node_get_scalar(v, len);
+	if (*text == NULL)
+		return config_fail(c, line, "%s: expected %s", key, what);
+	if (memchr(*text, '\0', *len) != NULL)
+		return config_fail(c, line, "%s: value contains a NUL byte", key);
+	return 0;
+}
+
+/* The same as a NUL-terminated copy in buf, for the C parsers that want one. */
+static int config_scalar(struct config_ctx *c, struct fy_node *v, int line, const char *key,
+                         const char *what, char *buf, size_t buflen)
+{
+	const char *s;
+	size_t len;
+	int rc;
+
+	rc = config_text(c, v, line, key, what, &s, &len);
+	if (rc != 0)
+		return rc;
+	if (len >= buflen)
+		return config_fail(c, config_node_line(v, line),
+		                   "%s: value too long (%zu bytes, at most %zu)", key, len,
+		                   buflen - 1);
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	return 0;
+}
+
+static int config_u32(struct config_ctx *c, struct fy_node *v, int line, const char *key,
+                      uint32_t min, uint32_t max, uint32_t *out)
+{
+	char buf[32];
+	uint64_t n;
+	int rc;
+
+	rc = config_scalar(c, v, line, key, "a number", buf, sizeof(buf));
+	if (rc != 0)
+		return rc;
+	line = config_node_line(v, line);
+	if (!config_parse_uint(buf, strlen(buf), UINT32_MAX, &n)) {
+		char q[CONFIG_QUOTE_MAX + 8];
+
+		config_quote(q, sizeof(q), buf, strlen(buf));
+		return config_fail(c, line, "%s: expected a number from %u to %u, not '%s'", key,
+		                   min, max, q);
+	}
+	if (n < min || n > max)
+		return config_fail(c, line, "%s: %llu is out of range %u..%u", key,
+		                   (unsigned long long)n, min, max);
+	*out = (uint32_t)n;
+	return 0;
+}
+
+static int config_bool(struct config_ctx *c, struct fy_node *v, int line, const char *key,
+                       bool *out)
+{
+	static const char *const yes[] = {"true", "True", "TRUE"};
+	static const char *const no[] = {"false", "False", "FALSE"};
+	const char *s;
+	size_t len, i;
+	int rc;
+
+	rc = config_text(c, v, line, key, "true or false", &s, &len);
+	if (rc != 0)
+		return rc;
+	/* Only YAML 1.2's plain booleans: "yes", "on" or a quoted "true" are the sort of thing
+	 * that should be spelled out in a security tool's config. */
+	if (fy_node_get_style(v) == FYNS_PLAIN) {
+		for (i = 0; i < 3; i++) {
+			if (len == strlen(yes[i]) && memcmp(s, yes[i], len) == 0) {
+				*out = true;
+				return 0;
+			}
+			if (len == strlen(no[i]) && memcmp(s, no[i], len) == 0) {
+				*out = false;
+				return 0;
+			}
+		}
+	}
+	return config_fail(c, config_node_line(v, line), "%s: expected true or false", key);
+}
+
+/* A file path from the config. Relative paths are relative to the config file, so a config and
+ * its allowlists can be moved together and the daemon's working directory does not matter. */
+static int config_path(struct config_ctx *c, struct fy_node *v, int line, const char *key,
+                       bool relative_to_config, char **out)
+{
+	char buf[PATH_MAX];
+	char *p;
+	int rc;
+
+	rc = config_scalar(c, v, line, key, "a file name", buf, sizeof(buf));
+	if (rc != 0)
+		return rc;
+	if (buf[0] == '\0')
+		return config_fail(c, config_node_line(v, line), "%s: empty file name", key);
+	if (buf[0] != '/' && relative_to_config && c->basedir != NULL) {
+		size_t need = strlen(c->basedir) + 1 + strlen(buf) + 1;
+
+		if (need > PATH_MAX)
+			return config_fail(c, config_node_line(v, line), "%s: path too long", key);
+		p = malloc(need);
+		if (p != NULL)
+			snprintf(p, need, "%s/%s", c->basedir, buf);
+	} else {
+		p = strdup(buf);
+	}
+	if (p == NULL) {
+		config_errf(c->err, c->errlen, "%s: out of memory", c->label);
+		return MOAT_ENOMEM;
+	}
+	*out = p;
+	return 0;
+}
+
+/* The sequence under a key, or an error naming the key. */
+static int config_seq(struct config_ctx *c, struct fy_node *v, int line, const char *key)
+{
+	if (config_is_alias(v))
+		return config_fail(c, config_node_line(v, line), "%s: aliases are not supported",
+		                   key);
+	if (v == NULL || fy_node_get_type(v) != FYNT_SEQUENCE)
+		return config_fail(c, config_node_line(v, line), "%s: expected a list", key);
+	return 0;
+}
+
+static int config_paths(struct config_ctx *c, struct fy_node *v, int line, const char *key,
+                        char ***outv, size_t *outn)
+{
+	char **nv = NULL;
+	size_t n = 0;
+	struct fy_node *item;
+	void *it = NULL;
+	int rc;
+
+	rc = config_seq(c, v, line, key);
+	if (rc != 0)
+		return rc;
+	while ((item = fy_node_sequence_iterate(v, &it)) != NULL) {
+		char *p;
+		char **grown;
+
+		rc = config_path(c, item, line, key, true, &p);
+		if (rc != 0)
+			goto fail;
+		grown = realloc(nv, (n + 1) * sizeof(*nv));
+		if (grown == NULL) {
+			free(p);
+			config_errf(c->err, c->errlen, "%s: out of memory", c->label);
+			rc = MOAT_ENOMEM;
+			goto fail;
+		}
+		nv = grown;
+		nv[n++] = p;
+	}
+	/* The file's list replaces whatever was there (the shipped defaults). */
+	config_strv_free(outv, outn);
+	*outv = nv;
+	*outn = n;
+	return 0;
+fail:
+	config_strv_free(&nv, &n);
+	return rc;
+}
+
+static int config_addrports(struct config_ctx *c, struct fy_node *v, int line, const char *key,
+                            struct sockaddr_storage **outv, size_t *outn)
+{
+	struct sockaddr_storage *nv;
+	size_t n = 0, count;
+	struct fy_node *item;
+	void *it = NULL;
+	int rc;
+
+	rc = config_seq(c, v, line, key);
+	if (rc != 0)
+		return rc;
+	count = (size_t)fy_node_sequence_item_count(v);
+	nv = calloc(count > 0 ? count : 1, sizeof(*nv));
+	if (nv == NULL) {
+		config_errf(c->err, c->errlen, "%s: out of memory", c->label);
+		return MOAT_ENOMEM;
+	}
+	while ((item = fy_node_sequence_iterate(v, &it)) != NULL && n < count) {
+		char buf[INET6_ADDRSTRLEN + 16];
+
+		rc = config_scalar(c, item, line, key, "an address", buf, sizeof(buf));
+		if (rc != 0)
+			goto fail;
+		if (config_parse_addrport(buf, 53, &nv[n]) != 0) {
+			char q[CONFIG_QUOTE_MAX + 8];
+
+			config_quote(q, sizeof(q), buf, strlen(buf));
+			rc = config_fail(
+			    c, config_node_line(item, line),
+			    "%s: bad address '%s' (expected IP, IP:PORT or [IPv6]:PORT)", key, q);
+			goto fail;
+		}
+		n++;
+	}
+	free(*outv);
+	*outv = nv;
+	*outn = n;
+	return 0;
+fail:
+	free(nv);
+	return rc;
+}
+
+static int config_log(struct config_ctx *c, struct fy_node *v, int line)
+{
+	struct fy_node_pair *pair;
+	void *it = NULL;
+
+	if (config_is_null(v))
+		return 0;
+	if (config_is_alias(v))
+		return config_fail(c, config_node_line(v, line), "log: aliases are not supported");
+	if (fy_node_get_type(v) != FYNT_MAPPING)
+		return config_fail(c, config_node_line(v, line), "log: expected a mapping");
+	while ((pair = fy_node_mapping_iterate(v, &it)) != NULL) {
+		struct fy_node *k = fy_node_pair_key(pair);
+		struct fy_node *val = fy_node_pair_value(pair);
+		int kline = config_node_line(k, line);
+		char key[CONFIG_QUOTE_MAX + 8];
+		size_t klen = 0;
+		const char *ks =
+		    fy_node_get_type(k) == FYNT_SCALAR ? fy_node_get_scalar(k, &klen) : "";
+
+		if (ks != NULL && klen == 4 && memcmp(ks, "file", 4) == 0) {
+			char *p;
+			int rc;
+
+			free(c->cfg->log_file);
+			c->cfg->log_file = NULL;
+			if (config_is_null(val))
+				continue;
+			/* The log file is kept as written: it is an output the service manager
+			 * usually places, not data that travels with the config. */
+			rc = config_path(c, val, kline, "log.file", false, &p);
+			if (rc != 0)
+				return rc;
+			if (strcmp(p, "-") == 0) {
+				free(p);
+				continue;
+			}
+			c->cfg->log_file = p;
+			continue;
+		}
+		config_quote(key, sizeof(key), ks != NULL ? ks : "", klen);
+		return config_fail(c, kline, "unknown key '%s'", key);
+	}
+	return 0;
+}
+
+static int config_sinkhole(struct config_ctx *c, struct config_agent *a, struct fy_node *v,
+                           int line)
+{
+	struct fy_node *item;
+	void *it = NULL;
+	bool have4 = false, have6 = false;
+	uint8_t s4[4], s6[16];
+	int rc;
+
+	rc = config_seq(c, v, line, "sinkhole");
+	if (rc != 0)
+		return rc;
+	if (fy_node_sequence_item_count(v) < 1)
+		return config_fail(c, config_node_line(v, line),
+		                   "sinkhole: expected one IPv4 and/or one IPv6 address");
+	while ((item = fy_node_sequence_iterate(v, &it)) != NULL) {
+		char buf[INET6_ADDRSTRLEN];
+		int iline = config_node_line(item, line);
+
+		rc = config_scalar(c, item, line, "sinkhole", "an address", buf, sizeof(buf));
+		if (rc != 0)
+			return rc;
+		if (inet_pton(AF_INET, buf, s4) == 1) {
+			if (have4)
+				return config_fail(c, iline,
+				                   "sinkhole: more than one IPv4 address "
+				                   "(expected one IPv4 and/or one IPv6)");
+			have4 = true;
+		} else if (inet_pton(AF_INET6, buf, s6) == 1) {
+			if (have6)
+				return config_fail(c, iline,
+				                   "sinkhole: more than one IPv6 address "
+				                   "(expected one IPv4 and/or one IPv6)");
+			have6 = true;
+		} else {
+			char q[CONFIG_QUOTE_MAX + 8];
+
+			config_quote(q, sizeof(q), buf, strlen(buf));
+			return config_fail(c, iline, "sinkhole: bad address '%s'", q);
+		}
+	}
+	/* A family left out keeps its default (0.0.0.0 or ::). */
+	if (have4)
+		memcpy(a->sink4, s4, sizeof(s4));
+	if (have6)
+		memcpy(a->sink6, s6, sizeof(s6));
+	return 0;
+}
+
+static int config_clients(struct config_ctx *c, struct config_agent *a, struct fy_node *v, int line)
+{
+	struct cidr *nv;
+	size_t n = 0, count;
+	struct fy_node *item;
+	void *it = NULL;
+	int rc;
+
+	rc = config_seq(c, v, line, "clients");
+	if (rc != 0)
+		return rc;
+	count = (size_t)fy_node_sequence_item_count(v);
+	nv = calloc(count > 0 ? count : 1, sizeof(*nv));
+	if (nv == NULL) {
+		config_errf(c->err, c->errlen, "%s: out of memory", c->label);
+		return MOAT_ENOMEM;
+	}
+	while ((item = fy_node_sequence_iterate(v, &it)) != NULL && n < count) {
+		char buf[INET6_ADDRSTRLEN + 8];
+		char q[CONFIG_QUOTE_MAX + 8];
+		bool host_bits;
+
+		rc = config_scalar(c, item, line, "clients", "an address range", buf, sizeof(buf));
+		if (rc != 0)
+			goto fail;
+		if (config_cidr_parse(buf, &nv[n], &host_bits) != 0) {
+			config_quote(q, sizeof(q), buf, strlen(buf));
+			rc = config_fail(c, config_node_line(item, line),
+			                 host_bits ? "clients: '%s' has host bits set"
+			                           : "clients: bad address range '%s'",
+			                 q);
+			goto fail;
+		}
+		n++;
+	}
+	free(a->clients);
+	a->clients = nv;
+	a->nclients = n;
+	return 0;
+fail:
+	free(nv);
+	return rc;
+}
+
+/* Read a mapping key as text; non-scalar keys get an error. */
+static int config_key(struct config_ctx *c, struct fy_node *k, int line, const char **ks,
+                      size_t *klen)
+{
+	if (k == NULL || fy_node_get_type(k) != FYNT_SCALAR || config_is_alias(k))
+		return config_fail(c, config_node_line(k, line), "expected a key name");
+	*ks = fy_node_get_scalar(k, klen);
+	if (*ks == NULL) {
+		*ks = "";
+		*klen = 0;
+	}
+	return 0;
+}
+
+static int config_unknown(struct config_ctx *c, int line, const char *ks, size_t klen)
+{
+	char q[CONFIG_QUOTE_MAX + 8];
+
+	config_quote(q, sizeof(q), ks, klen);
+	return config_fail(c, line, "unknown key '%s'", q);
+}
+
+static int config_agent(struct config_ctx *c, struct config_agent *a, size_t index,
+                        struct fy_node *m, int line)
+{
+	struct fy_node_pair *pair;
+	void *it = NULL;
+	bool named = false;
+	int aline = config_node_line(m, line);
+	int rc;
+
+	if (config_is_alias(m))
+		return config_fail(c, aline, "agents: aliases are not supported");
+	if (m == NULL || fy_node_get_type(m) != FYNT_MAPPING)
+		return config_fail(c, aline, "agents: each agent must be a mapping with a name");
+
+	while ((pair = fy_node_mapping_iterate(m, &it)) != NULL) {
+		struct fy_node *k = fy_node_pair_key(pair);
+		struct fy_node *v = fy_node_pair_value(pair);
+		int kline = config_node_line(k, aline);
+		const char *ks;
+		size_t klen;
+
+		rc = config_key(c, k, aline, &ks, &klen);
+		if (rc != 0)
+			return rc;
+		if (config_key_is(ks, klen, "name")) {
+			char buf[CONFIG_NAME_MAX + 1];
+			size_t i;
+
+			rc = config_scalar(c, v, kline, "name", "an agent name", buf, sizeof(buf));
+			if (rc != 0)
+				return rc;
+			if (!config_name_ok(buf, strlen(buf))) {
+				char q[CONFIG_QUOTE_MAX + 8];
+
+				config_quote(q, sizeof(q), buf, strlen(buf));
+				return config_fail(c, config_node_line(v, kline),
+				                   "name: bad agent name '%s' (1 to %d of "
+				                   "A-Z a-z 0-9 _ . -)",
+				                   q, CONFIG_NAME_MAX - 1);
+			}
+			/* Agent names key logs and decisions; two agents with one name would make
+			 * both ambiguous. */
+			for (i = 0; i < index; i++) {
+				if (strcmp(c->cfg->agents[i].name, buf) == 0)
+					return config_fail(c, config_node_line(v, kline),
+					                   "duplicate agent name '%s'", buf);
+			}
+			memcpy(a->name, buf, strlen(buf) + 1);
+			named = true;
+		} else if (config_key_is(ks, klen, "clients")) {
+			rc = config_clients(c, a, v, kline);
+		} else if (config_key_is(ks, klen, "allow")) {
+			rc = config_paths(c, v, kline, "allow", &a->allow_files, &a->nallow);
+		} else if (config_key_is(ks, klen, "deny")) {
+			const char *s;
+			size_t len;
+
+			rc = config_text(c, v, kline, "deny", "nxdomain, refused or sinkhole", &s,
+			                 &len);
+			if (rc != 0)
+				return rc;
+			if (config_key_is(s, len, "nxdomain"))
+				a->deny = DENY_NXDOMAIN;
+			else if (config_key_is(s, len, "refused"))
+				a->deny = DENY_REFUSED;
+			else if (config_key_is(s, len, "sinkhole"))
+				a->deny = DENY_SINKHOLE;
+			else
+				return config_fail(c, config_node_line(v, kline),
+				                   "deny: expected nxdomain, refused or sinkhole");
+		} else if (config_key_is(ks, klen, "sinkhole")) {
+			rc = config_sinkhole(c, a, v, kline);
+		} else if (config_key_is(ks, klen, "sinkhole_ttl")) {
+			rc = config_u32(c, v, kline, "sinkhole_ttl", 0, CONFIG_TTL_MAX,
+			                &a->sink_ttl);
+		} else if (config_key_is(ks, klen, "strict_chain")) {
+			rc = config_bool(c, v, kline, "strict_chain", &a->strict_chain);
+		} else if (config_key_is(ks, klen, "allow_private")) {
+			rc = config_bool(c, v, kline, "allow_private", &a->allow_private);
+		} else {
+			return config_unknown(c, kline, ks, klen);
+		}
+		if (rc != 0)
+			return rc;
+	}
+	if (!named)
+		return config_fail(c, aline, "agents: agent without a name");
+	/* Checked here as well as in config_validate so the error carries a line number. */
+	if (a->nclients == 0)
+		return config_fail(c, aline, "agent '%s' has no clients", a->name);
+	return 0;
+}
+
+static int config_agents(struct config_ctx *c, struct fy_node *v, int line)
+{
+	struct config *cfg = c->cfg;
+	struct fy_node *item;
+	void *it = NULL;
+	size_t count;
+	int rc;
+
+	rc = config_seq(c, v, line, "agents");
+	if (rc != 0)
+		return rc;
+	config_agents_free(cfg);
+	count = (size_t)fy_node_sequence_item_count(v);
+	if (count == 0)
+		return 0;
+	cfg->agents = calloc(count, sizeof(*cfg->agents));
+	if (cfg->agents == NULL) {
+		config_errf(c->err, c->errlen, "%s: out of memory", c->label);
+		return MOAT_ENOMEM;
+	}
+	while ((item = fy_node_sequence_iterate(v, &it)) != NULL && cfg->nagents < count) {
+		struct config_agent *a = &cfg->agents[cfg->nagents];
+
+		config_agent_init(a);
+		/* Counted before parsing so config_free releases a half-read agent. */
+		cfg->nagents++;
+		rc = config_agent(c, a, cfg->nagents - 1, item, line);
+		if (rc != 0)
+			return rc;
+	}
+	return 0;
+}
+
+static int config_root(struct config_ctx *c, struct fy_node *root)
+{
+	struct config *cfg = c->cfg;
+	struct fy_node_pair *pair;
+	void *it = NULL;
+	int rc;
+
+	/* An empty file is a config of defaults; config_validate will say what is missing. */
+	if (config_is_null(root))
+		return 0;
+	if (config_is_alias(root) || fy_node_get_type(root) != FYNT_MAPPING)
+		return config_fail(c, config_node_line(root, 1), "expected a mapping of keys");
+
+	while ((pair = fy_node_mapping_iterate(root, &it)) != NULL) {
+		struct fy_node *k = fy_node_pair_key(pair);
+		struct fy_node *v = fy_node_pair_value(pair);
+		int line = config_node_line(k, 1);
+		const char *ks;
+		size_t klen;
+
+		rc = config_key(c, k, 1, &ks, &klen);
+		if (rc != 0)
+			return rc;
+		if (config_key_is(ks, klen, "listen")) {
+			rc = config_addrports(c, v, line, "listen", &cfg->listen, &cfg->nlisten);
+		} else if (config_key_is(ks, klen, "upstreams")) {
+			rc = config_addrports(c, v, line, "upstreams", &cfg->upstreams,
+			                      &cfg->nupstreams);
+		} else if (config_key_is(ks, klen, "upstream_source")) {
+			char buf[INET6_ADDRSTRLEN];
+
+			/* An address only: the source port stays kernel-chosen and random, which
+			 * is part of what makes forged upstream answers hard to land. */
+			rc = config_scalar(c, v, line, "upstream_source", "an address", buf,
+			                   sizeof(buf));
+			if (rc == 0 && config_parse_addr(buf, &cfg->upstream_source, 0) != 0) {
+				char q[CONFIG_QUOTE_MAX + 8];
+
+				config_quote(q, sizeof(q), buf, strlen(buf));
+				rc =
+				    config_fail(c, config_node_line(v, line),
+				                "upstream_source: bad address '%s' (an IP address, "
+				                "no port)",
+				                q);
+			}
+			if (rc == 0)
+				cfg->has_upstream_source = true;
+		} else if (config_key_is(ks, klen, "upstream_timeout_ms")) {
+			rc = config_u32(c, v, line, "upstream_timeout_ms", CONFIG_TIMEOUT_MIN,
+			                CONFIG_TIMEOUT_MAX, &cfg->upstream_timeout_ms);
+		} else if (config_key_is(ks, klen, "upstream_attempts")) {
+			rc = config_u32(c, v, line, "upstream_attempts", CONFIG_ATTEMPTS_MIN,
+			                CONFIG_ATTEMPTS_MAX, &cfg->upstream_attempts);
+		} else if (config_key_is(ks, klen, "tcp_idle_ms")) {
+			rc = config_u32(c, v, line, "tcp_idle_ms", CONFIG_IDLE_MIN, CONFIG_IDLE_MAX,
+			                &cfg->tcp_idle_ms);
+		} else if (config_key_is(ks, klen, "tcp_max_clients")) {
+			rc = config_u32(c, v, line, "tcp_max_clients", CONFIG_CLIENTS_MIN,
+			                CONFIG_CLIENTS_MAX, &cfg->tcp_max_clients);
+		} else if (config_key_is(ks, klen, "log")) {
+			rc = config_log(c, v, line);
+		} else if (config_key_is(ks, klen, "highrisk")) {
+			rc = config_paths(c, v, line, "highrisk", &cfg->highrisk_files,
+			                  &cfg->nhighrisk);
+		} else if (config_key_is(ks, klen, "blocked_ranges")) {
+			rc = config_paths(c, v, line, "blocked_ranges", &cfg->range_files,
+			                  &cfg->nranges);
+		} else if (config_key_is(ks, klen, "agents")) {
+			rc = config_agents(c, v, line);
+		} else {
+			return config_unknown(c, line, ks, klen);
+		}
+		if (rc != 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* libfyaml reports syntax errors through its diagnostic object as formatted text
+ * ("<memory-@...>:3:1: error: duplicate key"). The first error is captured here and re-labelled
+ * with our file name instead of being printed to stderr. */
+struct config_diag {
+	bool have;
+	int line;
+	char msg[160];
+};
+
+static void config_diag_output(struct fy_diag *diag, void *user, const char *buf, size_t len)
+{
+	static const char tag[] = ": error: ";
+	struct config_diag *d = user;
+	const char *e, *p, *end;
+	size_t mlen;
+	int line = 0, mul = 1;
+
+	(void)diag;
+	if (d->have || buf == NULL)
+		return;
+	e = memmem(buf, len, tag, sizeof(tag) - 1);
+	if (e == NULL)
+		return;
+	/* Walk back over ":LINE:COL" before the tag. */
+	p = e;
+	while (p > buf && p[-1] >= '0' && p[-1] <= '9')
+		p--;
+	if (p > buf && p[-1] == ':') {
+		p--;
+		while (p > buf && p[-1] >= '0' && p[-1] <= '9' && mul < 100000000) {
+			p--;
+			line += (*p - '0') * mul;
+			mul *= 10;
+		}
+	}
+	p = e + sizeof(tag) - 1;
+	end = memchr(p, '\n', len - (size_t)(p - buf));
+	if (end == NULL)
+		end = buf + len;
+	mlen = (size_t)(end - p);
+	config_quote(d->msg, sizeof(d->msg), p, mlen);
+	d->line = line;
+	d->have = true;
+}
+
+static int config_parse_text(struct config *cfg, const char *text, size_t len, const char *label,
+                             const char *basedir, char *err, size_t errlen)
+{
+	struct config_ctx c = {cfg, label != NULL ? label : "<config>", basedir, err, errlen};
+	struct config_diag d = {false, 0, {0}};
+	struct fy_diag_cfg dcfg;
+	struct fy_parse_cfg pcfg;
+	struct fy_diag *diag;
+	struct fy_parser *fyp;
+	struct fy_document *doc, *extra;
+	int rc;
+
+	fy_diag_cfg_default(&dcfg);
+	dcfg.fp = NULL;
+	dcfg.output_fn = config_diag_output;
+	dcfg.user = &d;
+	dcfg.colorize = false;
+	dcfg.level = FYET_ERROR;
+	diag = fy_diag_create(&dcfg);
+	if (diag == NULL) {
+		config_errf(err, errlen, "%s: out of memory", c.label);
+		return MOAT_ENOMEM;
+	}
+	memset(&pcfg, 0, sizeof(pcfg));
+	/* Not FYPCF_RESOLVE_DOCUMENT: aliases are refused rather than expanded (see
+	 * config_scalar); duplicate keys stay an error, which libfyaml does by default. */
+	pcfg.flags = FYPCF_QUIET;
+	pcfg.diag = diag;
+	fyp = fy_parser_create(&pcfg);
+	if (fyp == NULL) {
+		fy_diag_destroy(diag);
+		config_errf(err, errlen, "%s: out of memory", c.label);
+		return MOAT_ENOMEM;
+	}
+	if (fy_parser_set_string(fyp, text, len) != 0) {
+		fy_parser_destroy(fyp);
+		fy_diag_destroy(diag);
+		config_errf(err, errlen, "%s: out of memory", c.label);
+		return MOAT_ENOMEM;
+	}
+
+	doc = fy_parse_load_document(fyp);
+	if (doc == NULL && !fy_parser_get_stream_error(fyp)) {
+		rc = 0; /* an empty stream: defaults only */
+	} else if (doc == NULL) {
+		rc = d.have ? config_fail(&c, d.line, "%s", d.msg)
+		            : config_fail(&c, 1, "not valid YAML");
+	} else {
+		rc = config_root(&c, fy_document_root(doc));
+		if (rc == 0) {
+			/* A second document would be silently ignored; an operator who appended
+			 * one expects it to count, so say it does not. */
+			extra = fy_parse_load_document(fyp);
+			if (extra != NULL) {
+				rc = config_fail(&c, config_node_line(fy_document_root(extra), 1),
+				                 "only one YAML document is allowed");
+				fy_parse_document_destroy(fyp, extra);
+			} else if (fy_parser_get_stream_error(fyp)) {
+				rc = d.have ? config_fail(&c, d.line, "%s", d.msg)
+				            : config_fail(&c, 1, "not valid YAML");
+			}
+		}
+		fy_parse_document_destroy(fyp, doc);
+	}
+	fy_parser_destroy(fyp);
+	fy_diag_destroy(diag);
+	return rc;
+}
+
+int config_load_string(struct config *cfg, const char *text, size_t len, const char *label,
+                       char *err, size_t errlen)
+{
+	if (cfg == NULL || (text == NULL && len > 0)) {
+		config_errf(err, errlen, "%s: no config", label != NULL ? label : "<config>");
+		return MOAT_EINVAL;
+	}
+	return config_parse_text(cfg, text != NULL ? text : "", len, label, NULL, err, errlen);
+}
+
+/* The directory relative paths in the file are joined to: the file's own directory, made
+ * absolute so that a later chdir (daemons do) cannot change what they name. */
+static char *config_basedir(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir, *abs;
+
+	if (slash == NULL)
+		dir = strdup(".");
+	else if (slash == path)
+		dir = strdup("/");
+	else
+		dir = strndup(path, (size_t)(slash - path));
+	if (dir == NULL)
+		return NULL;
+	abs = realpath(dir, NULL);
+	if (abs != NULL) {
+		free(dir);
+		return abs;
+	}
+	return dir;
+}
+
+int config_load_file(struct config *cfg, const char *path, char *err, size_t errlen)
+{
+	FILE *f;
+	char *buf, *basedir;
+	size_t len = 0;
+	int rc;
+
+	if (cfg == NULL || path == NULL) {
+		config_errf(err, errlen, "no config file given");
+		return MOAT_EINVAL;
+	}
+	/* Read it ourselves: a clear I/O error, and a size cap before libfyaml sees anything. */
+	f = fopen(path, "rb");
+	if (f == NULL) {
+		config_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		return MOAT_EIO;
+	}
+	buf = malloc(CONFIG_FILE_MAX + 1);
+	if (buf == NULL) {
+		fclose(f);
+		config_errf(err, errlen, "%s: out of memory", path);
+		return MOAT_ENOMEM;
+	}
+	len = fread(buf, 1, CONFIG_FILE_MAX + 1, f);
+	if (ferror(f)) {
+		config_errf(err, errlen, "%s: read failed: %s", path, strerror(errno));
+		fclose(f);
+		free(buf);
+		return MOAT_EIO;
+	}
+	fclose(f);
+	if (len > CONFIG_FILE_MAX) {
+		config_errf(err, errlen, "%s: larger than %d bytes; not a config file", path,
+		            CONFIG_FILE_MAX);
+		free(buf);
+		return MOAT_EINVAL;
+	}
+	basedir = config_basedir(path);
+	if (basedir == NULL) {
+		free(buf);
+		config_errf(err, errlen, "%s: out of memory", path);
+		return MOAT_ENOMEM;
+	}
+	rc = config_parse_text(cfg, buf, len, path, basedir, err, errlen);
+	free(basedir);
+	free(buf);
+	return rc;
+}

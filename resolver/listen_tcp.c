@@ -1,0 +1,206 @@
+/* listen_tcp.c owns client TCP connections: accept (up to tcp_max_clients), read
+ * length-prefixed messages (several per connection, pipelined), answer each on the same
+ * connection in the order answers are ready, and close connections that stay idle for
+ * tcp_idle_ms. A connection is reference-counted: forwarded queries keep it alive (but closed)
+ * until their answer arrives and is dropped. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "moat/err.h"
+#include "server.h"
+
+struct tcp_conn {
+	struct dlist link;
+	struct server *srv;
+	uv_tcp_t tcp;
+	uv_timer_t idle;
+	struct sockaddr_storage peer;
+	uint8_t *buf; /* owned: bytes read and not yet consumed */
+	size_t len, cap;
+	int refs;
+	int handles; /* open libuv handles */
+	bool closed;
+};
+
+struct tcp_send {
+	uv_write_t req;
+	uint8_t data[];
+};
+
+void tcp_conn_ref(struct tcp_conn *c)
+{
+	c->refs++;
+}
+
+void tcp_conn_unref(struct tcp_conn *c)
+{
+	if (--c->refs == 0) {
+		free(c->buf);
+		free(c);
+	}
+}
+
+bool tcp_conn_closed(const struct tcp_conn *c)
+{
+	return c->closed;
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+	struct tcp_conn *c = h->data;
+	if (--c->handles == 0)
+		tcp_conn_unref(c); /* the connection's own reference */
+}
+
+static void conn_close(struct tcp_conn *c)
+{
+	if (c->closed)
+		return;
+	c->closed = true;
+	c->srv->ntcp--;
+	dlist_del(&c->link);
+	uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
+	uv_close((uv_handle_t *)&c->idle, on_handle_closed);
+}
+
+static void on_idle(uv_timer_t *t)
+{
+	conn_close(t->data);
+}
+
+static void on_written(uv_write_t *req, int status)
+{
+	(void)status;
+	free(req);
+}
+
+void tcp_conn_send(struct tcp_conn *c, const uint8_t *msg, size_t len)
+{
+	if (c->closed)
+		return;
+	struct tcp_send *s = malloc(sizeof(*s) + 2 + len);
+	if (!s) {
+		conn_close(c); /* a lost answer on TCP would leave the client waiting */
+		return;
+	}
+	s->data[0] = (uint8_t)(len >> 8);
+	s->data[1] = (uint8_t)len;
+	memcpy(s->data + 2, msg, len);
+	uv_buf_t b = uv_buf_init((char *)s->data, (unsigned)(2 + len));
+	if (uv_write(&s->req, (uv_stream_t *)&c->tcp, &b, 1, on_written) < 0) {
+		free(s);
+		conn_close(c);
+		return;
+	}
+	uv_timer_again(&c->idle);
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+	struct tcp_conn *c = h->data;
+	(void)hint;
+	size_t want = 4096;
+	if (c->len >= 2) {
+		size_t mlen = (size_t)(c->buf[0] << 8 | c->buf[1]) + 2;
+		if (mlen > c->len)
+			want = mlen - c->len;
+	}
+	if (c->cap - c->len < want) {
+		size_t ncap = c->len + want;
+		uint8_t *nb = realloc(c->buf, ncap);
+		if (!nb) {
+			*buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS, we close */
+			return;
+		}
+		c->buf = nb;
+		c->cap = ncap;
+	}
+	*buf = uv_buf_init((char *)c->buf + c->len, (unsigned)(c->cap - c->len));
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+	struct tcp_conn *c = s->data;
+	(void)buf;
+	if (n < 0) {
+		conn_close(c);
+		return;
+	}
+	c->len += (size_t)n;
+	uv_timer_again(&c->idle);
+	size_t off = 0;
+	while (c->len - off >= 2 && !c->closed) {
+		size_t mlen = (size_t)(c->buf[off] << 8 | c->buf[off + 1]);
+		if (c->len - off < 2 + mlen)
+			break;
+		struct reply_to to = {.kind = REPLY_TCP, .conn = c, .client = c->peer};
+		query_handle(c->srv, &to, c->buf + off + 2, mlen);
+		off += 2 + mlen;
+	}
+	if (off) {
+		memmove(c->buf, c->buf + off, c->len - off);
+		c->len -= off;
+	}
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+	struct listener *l = server->data;
+	struct server *srv = l->srv;
+	if (status < 0)
+		return;
+	struct tcp_conn *c = calloc(1, sizeof(*c));
+	if (!c || uv_tcp_init(srv->loop, &c->tcp) < 0) {
+		free(c);
+		return;
+	}
+	c->srv = srv;
+	c->refs = 1;
+	c->handles = 2;
+	c->tcp.data = c;
+	uv_timer_init(srv->loop, &c->idle);
+	c->idle.data = c;
+	dlist_add(&srv->tcp_conns, &c->link);
+	srv->ntcp++;
+	if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
+		conn_close(c);
+		return;
+	}
+	if (srv->ntcp > srv->cfg->tcp_max_clients) {
+		srv->stats.tcp_rejected++;
+		conn_close(c);
+		return;
+	}
+	int alen = sizeof(c->peer);
+	uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&c->peer, &alen);
+	uv_timer_start(&c->idle, on_idle, srv->cfg->tcp_idle_ms, srv->cfg->tcp_idle_ms);
+	if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0)
+		conn_close(c);
+}
+
+int listen_tcp_start(struct server *srv, const struct sockaddr *addr)
+{
+	struct listener *l = calloc(1, sizeof(*l));
+	if (!l)
+		return MOAT_ENOMEM;
+	l->srv = srv;
+	int rc = uv_tcp_init_ex(srv->loop, &l->h.tcp, addr->sa_family);
+	if (rc < 0) {
+		free(l);
+		return rc;
+	}
+	l->h.handle.data = l;
+	dlist_add(&srv->listeners, &l->link);
+	if ((rc = uv_tcp_bind(&l->h.tcp, addr, addr->sa_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0)) <
+		    0 ||
+	    (rc = uv_listen((uv_stream_t *)&l->h.tcp, 256, on_connection)) < 0)
+		return rc;
+	return 0;
+}
+
+void tcp_close_all(struct server *srv)
+{
+	while (srv->tcp_conns.next != &srv->tcp_conns)
+		conn_close((struct tcp_conn *)((char *)srv->tcp_conns.next -
+					       offsetof(struct tcp_conn, link)));
+}

@@ -1,0 +1,448 @@
+/* main.c: moatd's command line, start-up order, signals and shutdown; nothing else.
+ * Start-up: flags and config -> validation -> policy snapshot -> log -> listeners -> loop.
+ * SIGHUP reloads the policy (a bad file leaves the running policy in place); SIGTERM and SIGINT
+ * stop cleanly: listeners close, in-flight queries are dropped, the log is flushed. */
+#include <arpa/inet.h>
+#include <getopt.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moat/config.h"
+#include "moat/err.h"
+#include "moat/log.h"
+#include "moat/policy.h"
+#include "server.h"
+
+#define MOAT_VERSION "0.1.0"
+
+static void usage(FILE *f)
+{
+	fputs("usage: moatd --listen ADDR:PORT --upstream ADDR:PORT [--upstream-source ADDR]\n"
+	      "             --allow FILE [--allow FILE...] [--deny nxdomain|refused|sinkhole]\n"
+	      "             [--strict-chain] [--allow-private] [--log FILE] [--check]\n"
+	      "       moatd -c CONFIG [--check]\n"
+	      "\n"
+	      "  --listen ADDR:PORT     answer on UDP and TCP there (repeatable; IPv4 or [IPv6])\n"
+	      "  --upstream ADDR:PORT   forward allowed names there (repeatable)\n"
+	      "  --upstream-source ADDR source address of upstream queries\n"
+	      "  --upstream-timeout MS  per-attempt timeout (default 1000)\n"
+	      "  --allow FILE           allowlist: one name or *.name per line (repeatable)\n"
+	      "  --deny FORM            nxdomain (default), refused or sinkhole\n"
+	      "  --strict-chain         every CNAME/DNAME target must be allowed too\n"
+	      "  --allow-private        private and shared answers are not refused\n"
+	      "  --log FILE             query log (JSON lines); default stdout\n"
+	      "  -c CONFIG              YAML config with agents (see zones/moatd.example.yaml)\n"
+	      "  --check                validate config and policy, print the result, exit\n"
+	      "Without -c, one agent named 'default' serves loopback clients and the networks of\n"
+	      "the listen addresses.\n",
+	      f);
+}
+
+/* Client ranges of the flag-mode agent: loopback, and the networks the listen addresses are
+ * on (an unspecified listen address means every local network of that family). */
+static int flag_mode_clients(struct config_agent *a, const struct config *cfg)
+{
+	struct cidr c;
+	size_t max = 2 + 64;
+	a->clients = calloc(max, sizeof(*a->clients));
+	if (!a->clients)
+		return MOAT_ENOMEM;
+	config_parse_cidr("127.0.0.0/8", &a->clients[a->nclients++]);
+	config_parse_cidr("::1", &a->clients[a->nclients++]);
+	struct ifaddrs *ifs = NULL, *i;
+	if (getifaddrs(&ifs) < 0)
+		return 0;
+	for (i = ifs; i; i = i->ifa_next) {
+		if (!i->ifa_addr || !i->ifa_netmask)
+			continue;
+		int fam = i->ifa_addr->sa_family;
+		if (fam != AF_INET && fam != AF_INET6)
+			continue;
+		for (size_t k = 0; k < cfg->nlisten; k++) {
+			const struct sockaddr *l = (const struct sockaddr *)&cfg->listen[k];
+			if (l->sa_family != fam)
+				continue;
+			const uint8_t *la, *ia, *ma;
+			size_t n;
+			if (fam == AF_INET) {
+				la = (const uint8_t *)&((const struct sockaddr_in *)l)->sin_addr;
+				ia = (const uint8_t *)&((const struct sockaddr_in *)i->ifa_addr)->sin_addr;
+				ma = (const uint8_t *)&((const struct sockaddr_in *)i->ifa_netmask)
+					     ->sin_addr;
+				n = 4;
+			} else {
+				la = (const uint8_t *)&((const struct sockaddr_in6 *)l)->sin6_addr;
+				ia = (const uint8_t *)&((const struct sockaddr_in6 *)i->ifa_addr)
+					     ->sin6_addr;
+				ma = (const uint8_t *)&((const struct sockaddr_in6 *)i->ifa_netmask)
+					     ->sin6_addr;
+				n = 16;
+			}
+			static const uint8_t zero[16];
+			if (memcmp(la, zero, n) != 0 && memcmp(la, ia, n) != 0)
+				continue;
+			memset(&c, 0, sizeof(c));
+			int bits = 0;
+			for (size_t b = 0; b < n; b++)
+				bits += __builtin_popcount(ma[b]);
+			if (n == 4) {
+				c.addr[10] = c.addr[11] = 0xff;
+				for (size_t b = 0; b < 4; b++)
+					c.addr[12 + b] = ia[b] & ma[b];
+				c.bits = (uint8_t)(96 + bits);
+			} else {
+				for (size_t b = 0; b < 16; b++)
+					c.addr[b] = ia[b] & ma[b];
+				c.bits = (uint8_t)bits;
+			}
+			if (a->nclients < max)
+				a->clients[a->nclients++] = c;
+		}
+	}
+	freeifaddrs(ifs);
+	return 0;
+}
+
+struct options {
+	const char *config_path;
+	bool check;
+	bool strict_chain, allow_private;
+	const char *deny;
+	const char *log;
+	char **allow;
+	size_t nallow;
+	long timeout_ms;
+};
+
+static int add_addr(struct sockaddr_storage **v, size_t *n, const char *s, uint16_t port)
+{
+	struct sockaddr_storage ss;
+	if (config_parse_addrport(s, port, &ss) < 0)
+		return MOAT_EINVAL;
+	struct sockaddr_storage *nv = realloc(*v, (*n + 1) * sizeof(**v));
+	if (!nv)
+		return MOAT_ENOMEM;
+	nv[(*n)++] = ss;
+	*v = nv;
+	return 0;
+}
+
+/* Build the configuration from -c and the flags. Returns 0 or exits with a message. */
+static int build_config(int argc, char **argv, struct config *cfg, struct options *o)
+{
+	enum {
+		O_LISTEN = 256,
+		O_UPSTREAM,
+		O_SOURCE,
+		O_ALLOW,
+		O_DENY,
+		O_CHECK,
+		O_STRICT,
+		O_PRIVATE,
+		O_LOG,
+		O_TIMEOUT,
+		O_VERSION,
+	};
+	static const struct option longopts[] = {
+		{"listen", required_argument, 0, O_LISTEN},
+		{"upstream", required_argument, 0, O_UPSTREAM},
+		{"upstream-source", required_argument, 0, O_SOURCE},
+		{"upstream-timeout", required_argument, 0, O_TIMEOUT},
+		{"allow", required_argument, 0, O_ALLOW},
+		{"deny", required_argument, 0, O_DENY},
+		{"check", no_argument, 0, O_CHECK},
+		{"strict-chain", no_argument, 0, O_STRICT},
+		{"allow-private", no_argument, 0, O_PRIVATE},
+		{"log", required_argument, 0, O_LOG},
+		{"config", required_argument, 0, 'c'},
+		{"help", no_argument, 0, 'h'},
+		{"version", no_argument, 0, O_VERSION},
+		{0, 0, 0, 0},
+	};
+	struct sockaddr_storage *listen = NULL, *up = NULL;
+	size_t nlisten = 0, nup = 0;
+	struct sockaddr_storage source;
+	bool has_source = false;
+	char err[512];
+	int ch;
+
+	memset(o, 0, sizeof(*o));
+	o->timeout_ms = -1;
+	while ((ch = getopt_long(argc, argv, "c:h", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'c':
+			o->config_path = optarg;
+			break;
+		case O_LISTEN:
+			if (add_addr(&listen, &nlisten, optarg, 53) < 0) {
+				fprintf(stderr, "moatd: --listen %s: expected ADDR:PORT\n", optarg);
+				return MOAT_EINVAL;
+			}
+			break;
+		case O_UPSTREAM:
+			if (add_addr(&up, &nup, optarg, 53) < 0) {
+				fprintf(stderr, "moatd: --upstream %s: expected ADDR:PORT\n", optarg);
+				return MOAT_EINVAL;
+			}
+			break;
+		case O_SOURCE:
+			if (config_parse_addrport(optarg, 0, &source) < 0) {
+				fprintf(stderr, "moatd: --upstream-source %s: expected an address\n",
+					optarg);
+				return MOAT_EINVAL;
+			}
+			has_source = true;
+			break;
+		case O_TIMEOUT:
+			o->timeout_ms = strtol(optarg, NULL, 10);
+			if (o->timeout_ms < 10 || o->timeout_ms > 60000) {
+				fprintf(stderr, "moatd: --upstream-timeout: 10 to 60000 ms\n");
+				return MOAT_EINVAL;
+			}
+			break;
+		case O_ALLOW:
+			if (config_strv_push(&o->allow, &o->nallow, optarg) < 0)
+				return MOAT_ENOMEM;
+			break;
+		case O_DENY:
+			o->deny = optarg;
+			break;
+		case O_CHECK:
+			o->check = true;
+			break;
+		case O_STRICT:
+			o->strict_chain = true;
+			break;
+		case O_PRIVATE:
+			o->allow_private = true;
+			break;
+		case O_LOG:
+			o->log = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case O_VERSION:
+			printf("moatd %s\n", MOAT_VERSION);
+			exit(0);
+		default:
+			usage(stderr);
+			return MOAT_EINVAL;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "moatd: unexpected argument '%s'\n", argv[optind]);
+		return MOAT_EINVAL;
+	}
+
+	config_init(cfg);
+	if (o->config_path) {
+		if (config_load_file(cfg, o->config_path, err, sizeof(err)) < 0) {
+			fprintf(stderr, "moatd: %s\n", err);
+			return MOAT_EINVAL;
+		}
+		if (o->nallow || o->deny) {
+			fprintf(stderr, "moatd: --allow and --deny are for flag mode; with -c, agents "
+					"come from the config\n");
+			return MOAT_EINVAL;
+		}
+	}
+	/* Flags given beside a config replace its lists. */
+	if (nlisten) {
+		free(cfg->listen);
+		cfg->listen = listen;
+		cfg->nlisten = nlisten;
+	} else {
+		free(listen);
+	}
+	if (nup) {
+		free(cfg->upstreams);
+		cfg->upstreams = up;
+		cfg->nupstreams = nup;
+	} else {
+		free(up);
+	}
+	if (has_source) {
+		cfg->upstream_source = source;
+		cfg->has_upstream_source = true;
+	}
+	if (o->timeout_ms > 0)
+		cfg->upstream_timeout_ms = (uint32_t)o->timeout_ms;
+	if (o->log) {
+		free(cfg->log_file);
+		cfg->log_file = strdup(o->log);
+	}
+	if (!o->config_path) {
+		struct config_agent *a = calloc(1, sizeof(*a));
+		if (!a)
+			return MOAT_ENOMEM;
+		cfg->agents = a;
+		cfg->nagents = 1;
+		snprintf(a->name, sizeof(a->name), "default");
+		a->deny = DENY_NXDOMAIN;
+		a->sink_ttl = 60;
+		if (o->deny) {
+			if (!strcmp(o->deny, "nxdomain"))
+				a->deny = DENY_NXDOMAIN;
+			else if (!strcmp(o->deny, "refused"))
+				a->deny = DENY_REFUSED;
+			else if (!strcmp(o->deny, "sinkhole"))
+				a->deny = DENY_SINKHOLE;
+			else {
+				fprintf(stderr, "moatd: --deny %s: expected nxdomain, refused or "
+						"sinkhole\n",
+					o->deny);
+				return MOAT_EINVAL;
+			}
+		}
+		a->allow_files = o->allow;
+		a->nallow = o->nallow;
+		o->allow = NULL;
+		o->nallow = 0;
+		if (flag_mode_clients(a, cfg) < 0)
+			return MOAT_ENOMEM;
+	}
+	for (size_t i = 0; i < cfg->nagents; i++) {
+		if (o->strict_chain)
+			cfg->agents[i].strict_chain = true;
+		if (o->allow_private)
+			cfg->agents[i].allow_private = true;
+	}
+	if (config_validate(cfg, err, sizeof(err)) < 0) {
+		fprintf(stderr, "moatd: %s\n", err);
+		return MOAT_EINVAL;
+	}
+	return 0;
+}
+
+static struct server srv;
+static struct config cfg;
+static struct options opts;
+
+static void reload(void)
+{
+	char err[512];
+	struct config ncfg;
+	struct policy *np = NULL;
+
+	config_init(&ncfg);
+	if (opts.config_path) {
+		if (config_load_file(&ncfg, opts.config_path, err, sizeof(err)) < 0 ||
+		    config_validate(&ncfg, err, sizeof(err)) < 0) {
+			fprintf(stderr, "moatd: reload failed, running policy kept: %s\n", err);
+			config_free(&ncfg);
+			return;
+		}
+		for (size_t i = 0; i < ncfg.nagents; i++) {
+			ncfg.agents[i].strict_chain |= opts.strict_chain;
+			ncfg.agents[i].allow_private |= opts.allow_private;
+		}
+	}
+	int rc = policy_load(opts.config_path ? &ncfg : &cfg, &np, err, sizeof(err));
+	config_free(&ncfg);
+	if (rc < 0) {
+		fprintf(stderr, "moatd: reload failed, running policy kept: %s\n", err);
+		return;
+	}
+	policy_unref(srv.policy);
+	srv.policy = np;
+	fprintf(stderr, "moatd: policy reloaded (%zu agents)\n", np->nagents);
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+	if (signum == SIGHUP) {
+		reload();
+		return;
+	}
+	(void)s;
+	if (srv.stopping)
+		return;
+	srv.stopping = true;
+	listen_close_all(&srv);
+	tcp_close_all(&srv);
+	query_cancel_all(&srv);
+	upstream_cancel_all(&srv);
+	uv_close((uv_handle_t *)&srv.sig_term, NULL);
+	uv_close((uv_handle_t *)&srv.sig_int, NULL);
+	uv_close((uv_handle_t *)&srv.sig_hup, NULL);
+}
+
+int main(int argc, char **argv)
+{
+	char err[512];
+
+	if (sodium_init() < 0) {
+		fprintf(stderr, "moatd: libsodium failed to start\n");
+		return 1;
+	}
+	if (build_config(argc, argv, &cfg, &opts) < 0)
+		return 2;
+	if (policy_load(&cfg, &srv.policy, err, sizeof(err)) < 0) {
+		fprintf(stderr, "moatd: %s\n", err);
+		return 1;
+	}
+	if (opts.check) {
+		size_t n = 0;
+		for (size_t i = 0; i < srv.policy->nagents; i++)
+			n += policy_set_count(srv.policy->agents[i].allow);
+		printf("moatd: configuration OK: %zu agent(s), %zu allow pattern(s), %zu high-risk "
+		       "pattern(s)\n",
+		       srv.policy->nagents, n, policy_set_count(srv.policy->highrisk));
+		policy_unref(srv.policy);
+		config_free(&cfg);
+		return 0;
+	}
+
+	srv.loop = uv_default_loop();
+	srv.cfg = &cfg;
+	srv.config_path = opts.config_path;
+	dlist_init(&srv.listeners);
+	dlist_init(&srv.tcp_conns);
+	dlist_init(&srv.upstream_reqs);
+	if (!(srv.log = log_open(cfg.log_file))) {
+		fprintf(stderr, "moatd: cannot open log %s: %m\n", cfg.log_file);
+		return 1;
+	}
+	for (size_t i = 0; i < cfg.nlisten; i++) {
+		const struct sockaddr *a = (const struct sockaddr *)&cfg.listen[i];
+		int rc = listen_udp_start(&srv, a);
+		if (rc == 0)
+			rc = listen_tcp_start(&srv, a);
+		if (rc < 0) {
+			fprintf(stderr, "moatd: cannot listen on %s: %s\n",
+				log_format_addr(a, true, err, sizeof(err)), uv_strerror(rc));
+			return 1;
+		}
+	}
+	uv_signal_init(srv.loop, &srv.sig_term);
+	uv_signal_init(srv.loop, &srv.sig_int);
+	uv_signal_init(srv.loop, &srv.sig_hup);
+	uv_signal_start(&srv.sig_term, on_signal, SIGTERM);
+	uv_signal_start(&srv.sig_int, on_signal, SIGINT);
+	uv_signal_start(&srv.sig_hup, on_signal, SIGHUP);
+	signal(SIGPIPE, SIG_IGN);
+
+	fprintf(stderr, "moatd %s: serving %zu agent(s) on %zu address(es), %zu upstream(s)\n",
+		MOAT_VERSION, srv.policy->nagents, cfg.nlisten, cfg.nupstreams);
+	uv_run(srv.loop, UV_RUN_DEFAULT);
+
+	fprintf(stderr,
+		"moatd: stopped: %llu queries, %llu answered, %llu denied, %llu forwarded, "
+		"%llu servfail, %llu formerr, %llu dropped, %llu refused clients, %llu upstream "
+		"mismatches\n",
+		(unsigned long long)srv.stats.queries, (unsigned long long)srv.stats.answered,
+		(unsigned long long)srv.stats.denied, (unsigned long long)srv.stats.forwarded,
+		(unsigned long long)srv.stats.servfail, (unsigned long long)srv.stats.formerr,
+		(unsigned long long)srv.stats.dropped, (unsigned long long)srv.stats.refused_clients,
+		(unsigned long long)srv.stats.upstream_mismatch);
+	uv_loop_close(srv.loop);
+	log_close(srv.log);
+	policy_unref(srv.policy);
+	config_free(&cfg);
+	return 0;
+}

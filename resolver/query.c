@@ -1,0 +1,308 @@
+/* query.c owns the path of one client query, top to bottom:
+ *   receive -> read the question -> pick the agent by client address -> decide on the name ->
+ *   deny: answer locally (never forwarded) | allow: forward with moatd's own query ->
+ *   check every chain name and every address of the answer -> rebuild and reply -> log.
+ * Local answers are built in a stack buffer: the deny path allocates nothing. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "moat/addrguard.h"
+#include "moat/err.h"
+#include "moat/log.h"
+#include "moat/policy.h"
+#include "server.h"
+
+/* A forwarded query: lives from the upstream request until the reply. */
+struct query {
+	struct server *srv;
+	struct policy *policy; /* reference: a reload cannot pull rules from under us */
+	const struct policy_agent *agent;
+	struct reply_to to;
+	struct upstream_req *up;
+	struct dlist link;
+	uint64_t start_us;
+	struct policy_decision decision;
+	struct wire_query q;
+	struct wire_resp resp;
+};
+
+static struct dlist live_queries = {&live_queries, &live_queries};
+
+static void log_it(struct server *srv, const struct reply_to *to, const struct wire_query *q,
+		   const char *agent, const char *decision, const char *reason, int rcode,
+		   bool alert, const struct sockaddr *upstream, int64_t up_us)
+{
+	struct log_query e = {
+		.client = (const struct sockaddr *)&to->client,
+		.transport = to->kind == REPLY_UDP ? "udp" : "tcp",
+		.agent = agent,
+		.qname = q->has_question ? q->qname : NULL,
+		.qtype = q->qtype,
+		.qclass = q->qclass,
+		.decision = decision,
+		.reason = reason,
+		.rcode = rcode,
+		.upstream = upstream,
+		.upstream_us = up_us,
+		.alert = alert,
+	};
+	log_write_query(srv->log, &e);
+}
+
+/* The largest answer this client can take over its transport. */
+static size_t reply_limit(const struct reply_to *to, const struct wire_query *q)
+{
+	if (to->kind == REPLY_TCP)
+		return WIRE_MAXMSG;
+	if (!q->edns)
+		return WIRE_UDP_MIN;
+	return q->edns_size < WIRE_EDNS_SIZE ? q->edns_size : WIRE_EDNS_SIZE;
+}
+
+/* Answer locally with rcode (and the agent's deny form when deny is set). */
+static void answer_local(struct server *srv, struct reply_to *to, const struct wire_query *q,
+			 const struct policy_agent *agent, bool deny, uint8_t rcode,
+			 uint16_t ede_code, const char *reason)
+{
+	uint8_t out[1024];
+	struct wire_ede ede = {ede_code, reason};
+	const uint8_t *s4 = NULL, *s6 = NULL;
+	uint32_t ttl = 0;
+
+	if (deny && agent) {
+		switch (agent->cfg.deny) {
+		case DENY_NXDOMAIN:
+			rcode = WIRE_NXDOMAIN;
+			break;
+		case DENY_REFUSED:
+			rcode = WIRE_REFUSED;
+			break;
+		case DENY_SINKHOLE:
+			rcode = WIRE_NOERROR;
+			s4 = agent->cfg.sink4;
+			s6 = agent->cfg.sink6;
+			ttl = agent->cfg.sink_ttl;
+			break;
+		}
+	}
+	int n = wire_build_answer(q, rcode, ede_code ? &ede : NULL, s4, s6, ttl, out, sizeof(out));
+	if (n > 0)
+		reply_send(srv, to, out, (size_t)n);
+	srv->stats.answered++;
+}
+
+static void query_free(struct query *qr)
+{
+	dlist_del(&qr->link);
+	reply_release(&qr->to);
+	policy_unref(qr->policy);
+	free(qr);
+}
+
+struct addr_check {
+	const struct policy *policy;
+	const struct policy_agent *agent;
+	uint8_t bad[16];
+	size_t bad_len;
+};
+
+static int on_answer_addr(void *ctx, const uint8_t *addr, size_t len, uint16_t rrtype)
+{
+	struct addr_check *c = ctx;
+	(void)rrtype;
+	enum addr_class cls = addrguard_check(c->policy->guard, addr, len);
+	if (cls == ADDR_ALWAYS || (cls == ADDR_PRIVATE && !c->agent->cfg.allow_private)) {
+		memcpy(c->bad, addr, len);
+		c->bad_len = len;
+		return 1;
+	}
+	return 0;
+}
+
+/* Check everything the upstream said that a client could act on. Returns true if the answer
+ * may pass; otherwise fills d with the reason. */
+static bool answer_passes(struct query *qr, const uint8_t *pkt, size_t len,
+			  struct policy_decision *d)
+{
+	struct wire_resp *r = &qr->resp;
+	if (r->chain_too_long) {
+		memset(d, 0, sizeof(*d));
+		d->verdict = POLICY_DENY_NOT_ALLOWED;
+		snprintf(d->reason, sizeof(d->reason), "moat: CNAME chain loops or is too long");
+		return false;
+	}
+	for (unsigned i = 1; i < r->nchain; i++)
+		if (policy_check_chain(qr->policy, qr->agent, r->chain[i], d) != POLICY_ALLOW)
+			return false;
+	struct addr_check c = {.policy = qr->policy, .agent = qr->agent};
+	int rc = wire_resp_each_addr(pkt, len, r, on_answer_addr, &c);
+	if (rc == 0)
+		return true;
+	memset(d, 0, sizeof(*d));
+	d->verdict = POLICY_DENY_EMBEDDED;
+	d->alert = true;
+	if (rc < 0) {
+		snprintf(d->reason, sizeof(d->reason), "moat: malformed address record in answer");
+	} else {
+		char txt[64];
+		snprintf(d->reason, sizeof(d->reason), "moat: answer contained %s",
+			 addrguard_format(c.bad, c.bad_len, txt, sizeof(txt)));
+	}
+	return false;
+}
+
+static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
+			const struct sockaddr *from, int64_t elapsed_us)
+{
+	struct query *qr = ctx;
+	struct server *srv = qr->srv;
+	const char *agent = qr->agent->cfg.name;
+	qr->up = NULL;
+
+	if (qr->to.kind == REPLY_TCP && tcp_conn_closed(qr->to.conn)) {
+		srv->stats.dropped++;
+		log_it(srv, &qr->to, &qr->q, agent, "allow", "client went away", -1, false, from,
+		       elapsed_us);
+		query_free(qr);
+		return;
+	}
+	if (status < 0) {
+		srv->stats.servfail++;
+		const char *why = status == MOAT_EFORMAT ? "moat: upstream answer was malformed"
+							 : "moat: no upstream answered in time";
+		answer_local(srv, &qr->to, &qr->q, qr->agent, false, WIRE_SERVFAIL,
+			     WIRE_EDE_NO_REACHABLE_AUTHORITY, why);
+		log_it(srv, &qr->to, &qr->q, agent, "allow", why, WIRE_SERVFAIL, false, from,
+		       elapsed_us);
+		query_free(qr);
+		return;
+	}
+
+	struct policy_decision d;
+	if (!answer_passes(qr, pkt, len, &d)) {
+		srv->stats.denied++;
+		answer_local(srv, &qr->to, &qr->q, qr->agent, true, WIRE_NXDOMAIN, WIRE_EDE_BLOCKED,
+			     d.reason);
+		log_it(srv, &qr->to, &qr->q, agent, policy_verdict_str(d.verdict), d.reason,
+		       qr->agent->cfg.deny == DENY_REFUSED	   ? WIRE_REFUSED
+		       : qr->agent->cfg.deny == DENY_SINKHOLE ? WIRE_NOERROR
+							       : WIRE_NXDOMAIN,
+		       d.alert, from, elapsed_us);
+		query_free(qr);
+		return;
+	}
+
+	static uint8_t out[WIRE_MAXMSG]; /* one loop thread: one answer built at a time */
+	int n = wire_resp_build(pkt, len, &qr->resp, &qr->q, UINT32_MAX, reply_limit(&qr->to, &qr->q),
+				out, sizeof(out));
+	if (n < 0) {
+		srv->stats.servfail++;
+		answer_local(srv, &qr->to, &qr->q, qr->agent, false, WIRE_SERVFAIL, 0, NULL);
+		log_it(srv, &qr->to, &qr->q, agent, "allow", "moat: answer could not be rebuilt",
+		       WIRE_SERVFAIL, false, from, elapsed_us);
+	} else {
+		reply_send(srv, &qr->to, out, (size_t)n);
+		srv->stats.answered++;
+		log_it(srv, &qr->to, &qr->q, agent, "allow", qr->decision.reason, out[3] & 0xF,
+		       false, from, elapsed_us);
+	}
+	query_free(qr);
+}
+
+void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, size_t len)
+{
+	struct wire_query q;
+	srv->stats.queries++;
+
+	/* Read the question. */
+	switch (wire_query_parse(pkt, len, &q)) {
+	case WQ_OK:
+		break;
+	case WQ_DROP:
+		srv->stats.dropped++;
+		return;
+	case WQ_FORMERR:
+		srv->stats.formerr++;
+		q.has_question = false; /* never echo what we could not read */
+		q.edns = false;
+		answer_local(srv, to, &q, NULL, false, WIRE_FORMERR, 0, NULL);
+		log_it(srv, to, &q, NULL, "formerr", "malformed query", WIRE_FORMERR, false, NULL, -1);
+		return;
+	case WQ_NOTIMP:
+		q.has_question = false;
+		answer_local(srv, to, &q, NULL, false, WIRE_NOTIMP, 0, NULL);
+		log_it(srv, to, &q, NULL, "notimp", "opcode not supported", WIRE_NOTIMP, false, NULL,
+		       -1);
+		return;
+	case WQ_BADVERS:
+		answer_local(srv, to, &q, NULL, false, WIRE_BADVERS, 0, NULL);
+		log_it(srv, to, &q, NULL, "badvers", "EDNS version not supported", WIRE_BADVERS,
+		       false, NULL, -1);
+		return;
+	}
+
+	/* Who is asking: moat is never an open resolver. */
+	const struct policy_agent *agent =
+		policy_agent_for(srv->policy, (const struct sockaddr *)&to->client);
+	if (!agent) {
+		srv->stats.refused_clients++;
+		answer_local(srv, to, &q, NULL, false, WIRE_REFUSED, WIRE_EDE_PROHIBITED,
+			     "moat: client is not in any agent's range");
+		log_it(srv, to, &q, NULL, "refuse-client", "client is not in any agent's range",
+		       WIRE_REFUSED, false, NULL, -1);
+		return;
+	}
+
+	/* Decide on the name. A deny is answered here and never leaves the box. */
+	struct policy_decision d;
+	policy_decide(srv->policy, agent, q.lname, q.qclass, &d);
+	if (d.verdict != POLICY_ALLOW) {
+		srv->stats.denied++;
+		bool class_deny = d.verdict == POLICY_DENY_CLASS;
+		answer_local(srv, to, &q, agent, !class_deny, WIRE_REFUSED, WIRE_EDE_BLOCKED, d.reason);
+		int rcode = class_deny || agent->cfg.deny == DENY_REFUSED ? WIRE_REFUSED
+			    : agent->cfg.deny == DENY_SINKHOLE		  ? WIRE_NOERROR
+									  : WIRE_NXDOMAIN;
+		log_it(srv, to, &q, agent->cfg.name, policy_verdict_str(d.verdict), d.reason, rcode,
+		       d.alert, NULL, -1);
+		return;
+	}
+
+	/* Forward with moatd's own query. */
+	struct query *qr = malloc(sizeof(*qr));
+	if (!qr) {
+		answer_local(srv, to, &q, agent, false, WIRE_SERVFAIL, 0, NULL);
+		return;
+	}
+	qr->srv = srv;
+	qr->policy = policy_ref(srv->policy);
+	qr->agent = agent;
+	qr->to = *to;
+	if (to->kind == REPLY_TCP)
+		tcp_conn_ref(to->conn);
+	qr->start_us = server_now_us();
+	qr->decision = d;
+	qr->q = q;
+	qr->up = NULL;
+	dlist_add(&live_queries, &qr->link);
+	srv->stats.forwarded++;
+	if (upstream_query(srv, q.lname, q.qtype, q.qclass, q.edns_do, &qr->resp, on_upstream, qr,
+			   &qr->up) < 0) {
+		answer_local(srv, to, &q, agent, false, WIRE_SERVFAIL, 0, NULL);
+		log_it(srv, to, &q, agent->cfg.name, "allow", "moat: could not reach upstream",
+		       WIRE_SERVFAIL, false, NULL, -1);
+		query_free(qr);
+	}
+}
+
+void query_cancel_all(struct server *srv)
+{
+	(void)srv;
+	while (live_queries.next != &live_queries) {
+		struct query *qr =
+			(struct query *)((char *)live_queries.next - offsetof(struct query, link));
+		if (qr->up)
+			upstream_cancel(qr->up);
+		query_free(qr);
+	}
+}

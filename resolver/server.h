@@ -1,0 +1,136 @@
+/* server.h: the daemon's shared state and the seams between its I/O files. Only moatd's own
+ * files include this (and uv.h); the pure modules in include/moat/ never see the event loop.
+ * Everything here runs on the one loop thread. */
+#ifndef MOAT_SERVER_H
+#define MOAT_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <uv.h>
+
+#include "moat/config.h"
+#include "moat/policy.h"
+#include "moat/wire.h"
+
+/* Intrusive doubly linked list, so shutdown can find every live object. */
+struct dlist {
+	struct dlist *prev, *next;
+};
+
+static inline void dlist_init(struct dlist *l)
+{
+	l->prev = l->next = l;
+}
+
+static inline void dlist_add(struct dlist *head, struct dlist *n)
+{
+	n->next = head->next;
+	n->prev = head;
+	head->next->prev = n;
+	head->next = n;
+}
+
+static inline void dlist_del(struct dlist *n)
+{
+	n->prev->next = n->next;
+	n->next->prev = n->prev;
+	n->prev = n->next = n;
+}
+
+struct server_stats {
+	uint64_t queries, answered, dropped, denied, forwarded, servfail, formerr, refused_clients;
+	uint64_t upstream_mismatch, upstream_timeouts, tcp_rejected;
+};
+
+struct server {
+	uv_loop_t *loop;
+	const struct config *cfg; /* borrowed from main */
+	const char *config_path;  /* NULL in flag mode */
+	struct policy *policy;    /* one reference owned; queries hold their own */
+	FILE *log;
+	struct dlist listeners;   /* struct listener */
+	struct dlist tcp_conns;   /* struct tcp_conn */
+	struct dlist upstream_reqs; /* struct upstream_req */
+	uint32_t ntcp;
+	unsigned next_upstream;   /* round robin start */
+	bool stopping;
+	struct server_stats stats;
+	uv_signal_t sig_term, sig_int, sig_hup;
+};
+
+/* How a reply gets back to its client. */
+enum reply_kind { REPLY_UDP, REPLY_TCP };
+
+struct tcp_conn;
+
+struct reply_to {
+	enum reply_kind kind;
+	uv_udp_t *udp;          /* REPLY_UDP: the listener socket (borrowed) */
+	struct tcp_conn *conn;  /* REPLY_TCP: holds a reference while the query lives */
+	struct sockaddr_storage client;
+};
+
+/* A listening socket (UDP or TCP), on the server's list so shutdown can close it. */
+struct listener {
+	struct dlist link;
+	struct server *srv;
+	union {
+		uv_handle_t handle;
+		uv_udp_t udp;
+		uv_tcp_t tcp;
+	} h;
+};
+
+/* listen_udp.c / listen_tcp.c */
+int listen_udp_start(struct server *srv, const struct sockaddr *addr);
+int listen_tcp_start(struct server *srv, const struct sockaddr *addr);
+void listen_close_all(struct server *srv);
+void tcp_close_all(struct server *srv);
+/* Send one answer; the message is copied if it cannot be sent at once. */
+void udp_reply(uv_udp_t *udp, const struct sockaddr *client, const uint8_t *msg, size_t len);
+void tcp_conn_send(struct tcp_conn *c, const uint8_t *msg, size_t len);
+void tcp_conn_ref(struct tcp_conn *c);
+void tcp_conn_unref(struct tcp_conn *c);
+bool tcp_conn_closed(const struct tcp_conn *c);
+
+static inline void reply_send(struct server *srv, struct reply_to *to, const uint8_t *msg,
+			      size_t len)
+{
+	(void)srv;
+	if (to->kind == REPLY_UDP)
+		udp_reply(to->udp, (const struct sockaddr *)&to->client, msg, len);
+	else if (!tcp_conn_closed(to->conn))
+		tcp_conn_send(to->conn, msg, len);
+}
+
+/* Release what a reply_to holds (the TCP connection reference of a forwarded query). */
+static inline void reply_release(struct reply_to *to)
+{
+	if (to->kind == REPLY_TCP && to->conn)
+		tcp_conn_unref(to->conn);
+	to->conn = NULL;
+}
+
+/* query.c: one client message, from any listener. */
+void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, size_t len);
+void query_cancel_all(struct server *srv);
+
+/* upstream.c */
+struct upstream_req;
+/* status 0: pkt/len is an answer to our question, already parsed into *resp; otherwise a
+ * negative code (MOAT_EIO: every attempt failed or timed out; MOAT_EFORMAT: malformed answer). */
+typedef void (*upstream_cb)(void *ctx, int status, const uint8_t *pkt, size_t len,
+			    const struct sockaddr *from, int64_t elapsed_us);
+/* Ask the upstreams (lname, qtype, qclass). The answer is parsed into *resp (caller storage that
+ * must live until the callback). cb runs exactly once, unless upstream_cancel is called first.
+ * Ownership: the request frees itself after the callback or cancel. */
+int upstream_query(struct server *srv, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
+		   bool dnssec_ok, struct wire_resp *resp, upstream_cb cb, void *ctx,
+		   struct upstream_req **out);
+void upstream_cancel(struct upstream_req *req);
+void upstream_cancel_all(struct server *srv);
+
+uint64_t server_now_us(void);
+
+#endif
