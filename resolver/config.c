@@ -756,6 +756,28 @@ fail:
 	return rc;
 }
 
+/* Read a mapping key as text; non-scalar keys get an error. */
+static int config_key(struct config_ctx *c, struct fy_node *k, int line, const char **ks,
+                      size_t *klen)
+{
+	if (k == NULL || fy_node_get_type(k) != FYNT_SCALAR || config_is_alias(k))
+		return config_fail(c, config_node_line(k, line), "expected a key name");
+	*ks = fy_node_get_scalar(k, klen);
+	if (*ks == NULL) {
+		*ks = "";
+		*klen = 0;
+	}
+	return 0;
+}
+
+static int config_unknown(struct config_ctx *c, int line, const char *ks, size_t klen)
+{
+	char q[CONFIG_QUOTE_MAX + 8];
+
+	config_quote(q, sizeof(q), ks, klen);
+	return config_fail(c, line, "unknown key '%s'", q);
+}
+
 static int config_log(struct config_ctx *c, struct fy_node *v, int line)
 {
 	struct fy_node_pair *pair;
@@ -771,14 +793,15 @@ static int config_log(struct config_ctx *c, struct fy_node *v, int line)
 		struct fy_node *k = fy_node_pair_key(pair);
 		struct fy_node *val = fy_node_pair_value(pair);
 		int kline = config_node_line(k, line);
-		char key[CONFIG_QUOTE_MAX + 8];
-		size_t klen = 0;
-		const char *ks =
-		    fy_node_get_type(k) == FYNT_SCALAR ? fy_node_get_scalar(k, &klen) : "";
+		const char *ks;
+		size_t klen;
+		int rc;
 
-		if (ks != NULL && klen == 4 && memcmp(ks, "file", 4) == 0) {
+		rc = config_key(c, k, line, &ks, &klen);
+		if (rc != 0)
+			return rc;
+		if (config_key_is(ks, klen, "file")) {
 			char *p;
-			int rc;
 
 			free(c->cfg->log_file);
 			c->cfg->log_file = NULL;
@@ -796,8 +819,7 @@ static int config_log(struct config_ctx *c, struct fy_node *v, int line)
 			c->cfg->log_file = p;
 			continue;
 		}
-		config_quote(key, sizeof(key), ks != NULL ? ks : "", klen);
-		return config_fail(c, kline, "unknown key '%s'", key);
+		return config_unknown(c, kline, ks, klen);
 	}
 	return 0;
 }
@@ -893,28 +915,6 @@ static int config_clients(struct config_ctx *c, struct config_agent *a, struct f
 fail:
 	free(nv);
 	return rc;
-}
-
-/* Read a mapping key as text; non-scalar keys get an error. */
-static int config_key(struct config_ctx *c, struct fy_node *k, int line, const char **ks,
-                      size_t *klen)
-{
-	if (k == NULL || fy_node_get_type(k) != FYNT_SCALAR || config_is_alias(k))
-		return config_fail(c, config_node_line(k, line), "expected a key name");
-	*ks = fy_node_get_scalar(k, klen);
-	if (*ks == NULL) {
-		*ks = "";
-		*klen = 0;
-	}
-	return 0;
-}
-
-static int config_unknown(struct config_ctx *c, int line, const char *ks, size_t klen)
-{
-	char q[CONFIG_QUOTE_MAX + 8];
-
-	config_quote(q, sizeof(q), ks, klen);
-	return config_fail(c, line, "unknown key '%s'", q);
 }
 
 static int config_agent(struct config_ctx *c, struct config_agent *a, size_t index,

@@ -213,7 +213,8 @@ int name_unpack(const uint8_t *msg, size_t msglen, size_t *off, uint8_t *out)
 		}
 		if (n > 63)
 			return MOAT_EFORMAT;
-		if (p + 1 + n > msglen || w + 1 + n + 1 > NAME_MAXWIRE)
+		/* A label needs room for the root after it; the root itself only for itself. */
+		if (p + 1 + n > msglen || w + 1 + n + (n ? 1 : 0) > NAME_MAXWIRE)
 			return MOAT_EFORMAT;
 		memcpy(out + w, msg + p, 1u + n);
 		w += 1u + n;

@@ -27,17 +27,20 @@ struct addrguard *addrguard_new(void);
 void addrguard_free(struct addrguard *g);
 
 /* Add one range in text ("169.254.0.0/16", "fd00:ec2::254", "10.0.0.0/8"; no prefix length
- * means a host route). Returns 0, MOAT_EINVAL or MOAT_ENOMEM. */
+ * means a host route). Host bits beyond the prefix must be zero, as in config_parse_cidr.
+ * Returns 0, MOAT_EINVAL or MOAT_ENOMEM. */
 int addrguard_add(struct addrguard *g, const char *cidr, enum addr_class cls);
 
 /* Load a ranges file. Format (version 1), one range per line:
  *     <cidr> <always|private>   # optional comment
  * Blank lines and lines starting with '#' are skipped. On error, err receives
- * "path:line: reason" and the guard may hold part of the file (callers discard it). */
+ * "path:line: reason" (line 0 when the file cannot be opened: MOAT_EIO) and the guard may hold
+ * part of the file (callers discard it). */
 int addrguard_load_file(struct addrguard *g, const char *path, char *err, size_t errlen);
 
 /* Class of one address: len is 4 (IPv4) or 16 (IPv6). For IPv6 the embedded IPv4 address of
- * every form listed above is checked as well and the most severe class is returned. */
+ * every form listed above is checked as well and the most severe class is returned. Any other
+ * len fails closed with ADDR_ALWAYS. */
 enum addr_class addrguard_check(const struct addrguard *g, const uint8_t *addr, size_t len);
 
 /* Number of ranges added (for logs and tests). */

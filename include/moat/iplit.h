@@ -22,7 +22,9 @@ bool iplit_is_literal(const uint8_t *wire, uint8_t addr[16], size_t *len);
 /* True if some label or run of labels of the name embeds an IPv4 address in the forms used by
  * wildcard-DNS services: four decimal labels in a row ("app.10.0.0.1.nip.io"), one label of four
  * dash-separated decimals ("10-0-0-1.sslip.io", also with a prefix "app-10-0-0-1"), or one label of
- * 8 hex digits ("0a000001.nip.io"). Writes the first such address found (4 bytes). Callers decide
+ * 8 hex digits ("0a000001.nip.io"). As the services themselves do, dots and dashes may mix
+ * ("10-0.0-1") and any '-'-separated piece of a label counts ("app-0a000001"). Writes the first
+ * (leftmost) such address found (4 bytes), the one the services answer with. Callers decide
  * with the address guard whether it matters. */
 bool iplit_embedded_v4(const uint8_t *wire, uint8_t addr[4]);
 

@@ -161,7 +161,8 @@ check_clean() {
 
 wrapper_main() {
 	E2E_NAME=harness
-	local tmp sf out rc
+	local sf out rc
+	# Global, not local: the EXIT trap runs after this function has returned.
 	tmp=$(mktemp -d "${TMPDIR:-/tmp}/moat-e2e-wrap.XXXXXX")
 	trap 'rm -rf -- "$tmp"' EXIT
 	local ns_before

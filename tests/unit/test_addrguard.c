@@ -252,6 +252,14 @@ Test(embedded, nat64_local_use_prefix)
 	/* The same layout in text, to pin the bit positions: 169.254 | u | 169.254. */
 	EXPECT(g, "64:ff9b:1:a9fe:a9:fe00::", ADDR_ALWAYS);
 	EXPECT(g, "64:ff9b:1:c000:2:100::", ADDR_OK);
+	/* A host route pins every embedded byte (the suffix byte 0x42 must not leak in). */
+	add("198.51.100.7", ADDR_ALWAYS);
+	const uint8_t host[4] = {198, 51, 100, 7};
+	const uint8_t next[4] = {198, 51, 100, 8};
+	const uint8_t swap[4] = {51, 198, 7, 100};
+	cr_expect_eq(nat64_local(host, 0x33), ADDR_ALWAYS);
+	cr_expect_eq(nat64_local(next, 0x07), ADDR_OK);
+	cr_expect_eq(nat64_local(swap, 0x00), ADDR_OK);
 	/* 64:ff9b:2::/48 is no NAT64 prefix. */
 	EXPECT(g, "64:ff9b:2:a9fe:a9:fe00::", ADDR_OK);
 }
