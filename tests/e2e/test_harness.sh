@@ -166,7 +166,7 @@ wrapper_main() {
 	tmp=$(mktemp -d "${TMPDIR:-/tmp}/moat-e2e-wrap.XXXXXX")
 	trap 'rm -rf -- "$tmp"' EXIT
 	local ns_before
-	ns_before=$(ip netns list | awk '$1 ~ /^moat-e2e-/' | sort)
+	ns_before=$(ip netns list | awk '$1 ~ /^moat-e2e-harness-/ { print $1 }' | sort)
 
 	# 1. The real checks; must pass and clean up.
 	sf=$tmp/inner.state
@@ -203,7 +203,7 @@ wrapper_main() {
 	e2e_assert_eq 143 "$rc" "terminated run exit status"
 	check_clean "$sf"
 
-	e2e_assert_eq "$ns_before" "$(ip netns list | awk '$1 ~ /^moat-e2e-/' | sort)" "moat-e2e namespaces changed"
+	e2e_assert_eq "$ns_before" "$(ip netns list | awk '$1 ~ /^moat-e2e-harness-/ { print $1 }' | sort)" "moat-e2e-harness-* namespaces changed"
 	e2e_pass
 }
 

@@ -1,0 +1,729 @@
+/* Unit tests for the name policy: pattern parsing, exact and wildcard matching (depth, apex,
+ * case, escaped dots, the root), the rule reported, allowlist files and their errors, agent
+ * selection by client address, decisions and chain checks on a snapshot built from a config
+ * with the shipped zone files, and a 100k-pattern set. */
+#include <criterion/criterion.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "moat/config.h"
+#include "moat/err.h"
+#include "moat/name.h"
+#include "moat/policy.h"
+
+/* ---- helpers ---- */
+
+/* Lower-cased wire form of a name; one of 4 rotating buffers so a few can be used at once. */
+static const uint8_t *W(const char *text)
+{
+	static uint8_t bufs[4][NAME_MAXWIRE];
+	static int next;
+	uint8_t *b = bufs[next++ & 3];
+	int n = name_from_text(text, strlen(text), b);
+	cr_assert_gt(n, 0, "bad test name %s", text);
+	return b;
+}
+
+/* Write content to a new temp file; returns its malloc'ed path. */
+static char *write_tmp(const char *content)
+{
+	char *path = strdup("/tmp/moat-test-policy-XXXXXX");
+	cr_assert_not_null(path);
+	int fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	size_t len = strlen(content);
+	cr_assert_eq(write(fd, content, len), (ssize_t)len);
+	close(fd);
+	return path;
+}
+
+static void drop_tmp(char *path)
+{
+	unlink(path);
+	free(path);
+}
+
+static struct policy_set *set;
+
+static void set_setup(void)
+{
+	set = policy_set_new();
+	cr_assert_not_null(set);
+}
+
+static void set_teardown(void)
+{
+	policy_set_free(set);
+	set = NULL;
+}
+
+static int add(const char *pattern, uint32_t line)
+{
+	return policy_set_add(set, pattern, strlen(pattern), "allow.txt", line);
+}
+
+static bool match(const char *name, struct policy_rule *rule)
+{
+	return policy_set_match(set, W(name), rule);
+}
+
+TestSuite(pattern, .init = set_setup, .fini = set_teardown);
+TestSuite(match, .init = set_setup, .fini = set_teardown);
+TestSuite(loadfile, .init = set_setup, .fini = set_teardown);
+
+/* ---- pattern parsing ---- */
+
+Test(pattern, good_patterns)
+{
+	cr_expect_eq(add("example.com", 1), 0);
+	cr_expect_eq(add("*.example.com", 2), 0);
+	cr_expect_eq(add("example.org.", 3), 0);
+	cr_expect_eq(add("*.x", 4), 0);
+	cr_expect_eq(add(".", 5), 0);
+	cr_expect_eq(add("a\\.b.example", 6), 0);
+	cr_expect_eq(policy_set_count(set), 6);
+}
+
+Test(pattern, bad_patterns)
+{
+	const char *bad[] = {"*",      "*.",       "*..",     "a.*.b",   "*a.b",   "a*.b",
+			     "a..b",   "*.a..b",   "**.b",    "*.*.b",   "*.*",    "",
+			     ".a",     "a.b*",     "*x",      "x.*",     "\\",     "a\\25"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_expect_eq(add(bad[i], 1), MOAT_EINVAL, "\"%s\" accepted", bad[i]);
+	char lab[80];
+	memset(lab, 'a', 64);
+	strcpy(lab + 64, ".com");
+	cr_expect_eq(add(lab, 1), MOAT_EINVAL, "label of 64");
+	cr_expect_eq(policy_set_add(set, "*.", 2, "f", 1), MOAT_EINVAL);
+	char wild[90] = "*.";
+	strcat(wild, lab);
+	cr_expect_eq(add(wild, 1), MOAT_EINVAL, "wildcard over a label of 64");
+	cr_expect_eq(policy_set_count(set), 0);
+}
+
+Test(pattern, label_63_ok)
+{
+	char lab[80];
+	memset(lab, 'a', 63);
+	strcpy(lab + 63, ".com");
+	cr_expect_eq(add(lab, 1), 0);
+	char wild[90] = "*.";
+	strcat(wild, lab);
+	cr_expect_eq(add(wild, 2), 0);
+	cr_expect_eq(policy_set_count(set), 2);
+}
+
+Test(pattern, duplicates_count_once_first_explains)
+{
+	cr_expect_eq(add("example.com", 1), 0);
+	cr_expect_eq(add("EXAMPLE.com.", 7), 0);
+	cr_expect_eq(policy_set_count(set), 1);
+	struct policy_rule r;
+	cr_assert(match("example.com", &r));
+	cr_expect_eq(r.line, 1);
+	cr_expect_eq(add("*.example.com", 9), 0);
+	cr_expect_eq(policy_set_count(set), 2);
+}
+
+/* ---- matching ---- */
+
+Test(match, empty_set)
+{
+	struct policy_rule r = {.file = "x", .line = 3};
+	cr_expect_not(match("example.com", &r));
+	cr_expect_null(r.file);
+	cr_expect_eq(r.line, 0);
+	cr_expect_not(match(".", NULL));
+}
+
+Test(match, exact_only)
+{
+	add("example.com", 1);
+	cr_expect(match("example.com", NULL));
+	cr_expect_not(match("www.example.com", NULL));
+	cr_expect_not(match("com", NULL));
+	cr_expect_not(match("xexample.com", NULL));
+	cr_expect_not(match("example.com.au", NULL));
+}
+
+Test(match, wildcard_any_depth_not_apex)
+{
+	add("*.example.com", 4);
+	struct policy_rule r;
+	cr_expect(match("www.example.com", &r));
+	cr_expect(r.wildcard);
+	cr_expect_eq(r.line, 4);
+	cr_expect_str_eq(r.file, "allow.txt");
+	cr_expect(match("a.b.c.d.example.com", NULL));
+	cr_expect_not(match("example.com", NULL), "the apex is not below itself");
+	cr_expect_not(match("xexample.com", NULL));
+	cr_expect_not(match("www.example.org", NULL));
+	cr_expect_not(match("com", NULL));
+}
+
+Test(match, both_listed)
+{
+	add("example.com", 1);
+	add("*.example.com", 2);
+	struct policy_rule r;
+	cr_assert(match("example.com", &r));
+	cr_expect_not(r.wildcard);
+	cr_expect_eq(r.line, 1);
+	cr_assert(match("w.example.com", &r));
+	cr_expect(r.wildcard);
+	cr_expect_eq(r.line, 2);
+}
+
+Test(match, exact_wins_over_wildcard)
+{
+	add("*.example.com", 1);
+	add("www.example.com", 2);
+	struct policy_rule r;
+	cr_assert(match("www.example.com", &r));
+	cr_expect_not(r.wildcard);
+	cr_expect_eq(r.line, 2);
+	/* the exact name's slot does not stop wildcards from matching names below it */
+	cr_assert(match("a.www.example.com", &r));
+	cr_expect(r.wildcard);
+	cr_expect_eq(r.line, 1);
+}
+
+Test(match, nearest_wildcard)
+{
+	cr_assert_eq(policy_set_add(set, "*.com", 5, "far.txt", 5), 0);
+	cr_assert_eq(policy_set_add(set, "*.example.com", 13, "near.txt", 9), 0);
+	struct policy_rule r;
+	cr_assert(match("a.b.example.com", &r));
+	cr_expect_str_eq(r.file, "near.txt");
+	cr_expect_eq(r.line, 9);
+	cr_assert(match("x.example.com", &r));
+	cr_expect_eq(r.line, 9);
+	cr_assert(match("example.com", &r));
+	cr_expect_str_eq(r.file, "far.txt");
+	cr_expect_eq(r.line, 5);
+	cr_expect(r.wildcard);
+}
+
+Test(match, case_insensitive)
+{
+	add("WWW.Example.COM", 1);
+	add("*.API.Example.Net", 2);
+	cr_expect(match("www.example.com", NULL));
+	cr_expect(match("WwW.eXaMpLe.CoM", NULL));
+	cr_expect(match("v1.api.example.net", NULL));
+	cr_expect(match("V1.API.EXAMPLE.NET", NULL));
+}
+
+Test(match, trailing_dot)
+{
+	add("example.com.", 1);
+	add("*.example.org.", 2);
+	cr_expect(match("example.com", NULL));
+	cr_expect(match("example.com.", NULL));
+	cr_expect(match("a.example.org.", NULL));
+}
+
+Test(match, escaped_dot)
+{
+	add("a\\.example.com", 1);
+	cr_expect(match("a\\.example.com", NULL));
+	cr_expect_not(match("a.example.com", NULL));
+	policy_set_free(set);
+	set = policy_set_new();
+	add("*.example.com", 1);
+	cr_expect_not(match("a\\.example.com", NULL), "one label a.example, then com");
+	cr_expect(match("a.example.com", NULL));
+	cr_expect(match("x\\.y.example.com", NULL));
+}
+
+Test(match, root_pattern)
+{
+	add(".", 3);
+	struct policy_rule r;
+	cr_assert(match(".", &r));
+	cr_expect_eq(r.line, 3);
+	cr_expect_not(r.wildcard);
+	cr_expect_not(match("com", NULL));
+	cr_expect_not(match("example.com", NULL));
+}
+
+Test(match, file_names_are_copied)
+{
+	char file[32] = "first.txt";
+	cr_assert_eq(policy_set_add(set, "a.com", 5, file, 1), 0);
+	strcpy(file, "clobbered");
+	cr_assert_eq(policy_set_add(set, "b.com", 5, "second.txt", 2), 0);
+	cr_assert_eq(policy_set_add(set, "c.com", 5, "first.txt", 3), 0);
+	struct policy_rule r;
+	cr_assert(match("a.com", &r));
+	cr_expect_str_eq(r.file, "first.txt");
+	cr_assert(match("b.com", &r));
+	cr_expect_str_eq(r.file, "second.txt");
+	cr_assert(match("c.com", &r));
+	cr_expect_str_eq(r.file, "first.txt");
+	cr_expect_eq(r.line, 3);
+	cr_assert_eq(policy_set_add(set, "d.com", 5, NULL, 0), 0);
+	cr_assert(match("d.com", &r));
+	cr_expect_not_null(r.file);
+	cr_expect_gt(r.line, 0);
+}
+
+Test(match, scale_100k)
+{
+	char buf[64];
+	for (int i = 0; i < 50000; i++) {
+		snprintf(buf, sizeof(buf), "n%d.example%d.com", i, i % 97);
+		cr_assert_eq(add(buf, (uint32_t)i + 1), 0, "%s", buf);
+		snprintf(buf, sizeof(buf), "*.w%d.org", i);
+		cr_assert_eq(add(buf, (uint32_t)i + 100001), 0, "%s", buf);
+	}
+	cr_assert_eq(policy_set_count(set), 100000);
+	struct policy_rule r;
+	for (int i = 0; i < 50000; i++) {
+		snprintf(buf, sizeof(buf), "N%d.example%d.com", i, i % 97);
+		cr_assert(match(buf, &r), "%s", buf);
+		cr_assert_eq(r.line, (uint32_t)i + 1);
+		cr_assert_not(r.wildcard);
+		snprintf(buf, sizeof(buf), "x.y.w%d.org", i);
+		cr_assert(match(buf, &r), "%s", buf);
+		cr_assert_eq(r.line, (uint32_t)i + 100001);
+		cr_assert(r.wildcard);
+		snprintf(buf, sizeof(buf), "w%d.org", i);
+		cr_assert_not(match(buf, NULL), "%s", buf);
+		snprintf(buf, sizeof(buf), "n%d.example%d.com", i, (i + 1) % 97);
+		cr_assert_not(match(buf, NULL), "%s", buf);
+		snprintf(buf, sizeof(buf), "a.n%d.example%d.com", i, i % 97);
+		cr_assert_not(match(buf, NULL), "%s", buf);
+	}
+}
+
+/* ---- files ---- */
+
+Test(loadfile, comments_blank_lines_whitespace)
+{
+	char *path = write_tmp("# header comment\n"
+			       "\n"
+			       "   \t\n"
+			       "example.com\n"
+			       "  *.example.org   # trailing comment\n"
+			       "\tfoo.net.\r\n"
+			       "#*.commented.out\n"
+			       "last.example"); /* no final newline */
+	char err[256] = "";
+	cr_assert_eq(policy_set_load_file(set, path, err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(policy_set_count(set), 4);
+	struct policy_rule r;
+	cr_assert(match("example.com", &r));
+	cr_expect_eq(r.line, 4);
+	cr_expect_str_eq(r.file, path);
+	cr_assert(match("a.example.org", &r));
+	cr_expect_eq(r.line, 5);
+	cr_expect(match("foo.net", NULL));
+	cr_expect(match("last.example", NULL));
+	cr_expect_not(match("x.commented.out", NULL));
+	drop_tmp(path);
+}
+
+static void expect_load_error(const char *content, unsigned line)
+{
+	char *path = write_tmp(content);
+	char err[512] = "";
+	char want[300];
+	cr_expect_eq(policy_set_load_file(set, path, err, sizeof(err)), MOAT_EINVAL);
+	snprintf(want, sizeof(want), "%s:%u:", path, line);
+	cr_expect_eq(strncmp(err, want, strlen(want)), 0, "err \"%s\", want prefix \"%s\"", err, want);
+	drop_tmp(path);
+}
+
+Test(loadfile, bad_line_reports_path_and_line)
+{
+	expect_load_error("example.com\n# c\n\na.*.b\nok.com\n", 4);
+	expect_load_error("*\n", 1);
+	expect_load_error("a.com\nb.com\n*.\n", 3);
+	expect_load_error("a..b\n", 1);
+	expect_load_error("x.com\r\ny.com\r\n*a.b\r\n", 3);
+}
+
+Test(loadfile, two_tokens_rejected)
+{
+	expect_load_error("good.com\nexample.com www.example.com\n", 2);
+	expect_load_error("a.com\tb.com\n", 1);
+	expect_load_error("http://x/ y\n", 1);
+}
+
+Test(loadfile, missing_file)
+{
+	char err[256] = "";
+	int rc = policy_set_load_file(set, "/nonexistent/moat/allow.txt", err, sizeof(err));
+	cr_expect_eq(rc, MOAT_EIO);
+	cr_expect_not_null(strstr(err, "/nonexistent/moat/allow.txt"));
+}
+
+Test(loadfile, shipped_files_load)
+{
+	char err[256] = "";
+	cr_assert_eq(policy_set_load_file(set, MOAT_SOURCE_DIR "/zones/highrisk.txt", err,
+					  sizeof(err)),
+		     0, "%s", err);
+	cr_expect_gt(policy_set_count(set), 50);
+	cr_expect(match("metadata.google.internal", NULL));
+	cr_expect(match("x.nip.io", NULL));
+	struct policy_set *ex = policy_set_new();
+	cr_assert_eq(policy_set_load_file(ex, MOAT_SOURCE_DIR "/zones/allow/example.txt", err,
+					  sizeof(err)),
+		     0, "%s", err);
+	cr_expect(policy_set_match(ex, W("www.example.com"), NULL));
+	policy_set_free(ex);
+}
+
+/* ---- snapshots: agents, decisions, chains ---- */
+
+static struct config cfg;
+static struct policy *pol;
+static char *allow_path, *allow_path2;
+
+static void add_agent(const char *name, const char *const *cidrs, size_t ncidrs,
+		      const char *allow)
+{
+	struct config_agent *na = realloc(cfg.agents, (cfg.nagents + 1) * sizeof(*na));
+	cr_assert_not_null(na);
+	cfg.agents = na;
+	struct config_agent *a = &cfg.agents[cfg.nagents++];
+	memset(a, 0, sizeof(*a));
+	snprintf(a->name, sizeof(a->name), "%s", name);
+	a->clients = calloc(ncidrs ? ncidrs : 1, sizeof(*a->clients));
+	cr_assert_not_null(a->clients);
+	for (size_t i = 0; i < ncidrs; i++)
+		cr_assert_eq(config_parse_cidr(cidrs[i], &a->clients[i]), 0, "%s", cidrs[i]);
+	a->nclients = ncidrs;
+	if (allow)
+		cr_assert_eq(config_strv_push(&a->allow_files, &a->nallow, allow), 0);
+}
+
+static void snap_setup(void)
+{
+	config_init(&cfg);
+	cr_assert_eq(cfg.nhighrisk, 1, "config_init lists the shipped high-risk file");
+	cr_assert_eq(cfg.nranges, 1, "config_init lists the shipped ranges file");
+	allow_path = write_tmp("example.com\n"
+			       "*.example.com\n"
+			       "metadata.google.internal\n"
+			       "*.google.internal\n"
+			       "169.254.169.254\n"
+			       "*.allowed.test\n"
+			       "# line 7\n"
+			       "api.other.test\n");
+	allow_path2 = write_tmp("wide.test\n");
+	static const char *const narrow[] = {"10.1.2.0/24", "2001:db8:1::/48"};
+	static const char *const wide[] = {"10.0.0.0/8", "2001:db8::/32"};
+	static const char *const host[] = {"10.1.2.3"};
+	add_agent("ci-42", narrow, 2, allow_path);
+	add_agent("wide", wide, 2, allow_path2);
+	add_agent("host", host, 1, NULL);
+	cfg.agents[2].strict_chain = true;
+	/* "host" has no allowlist file: give it the first one too, to test strict_chain */
+	cr_assert_eq(config_strv_push(&cfg.agents[2].allow_files, &cfg.agents[2].nallow,
+				      allow_path),
+		     0);
+	char err[256] = "";
+	cr_assert_eq(policy_load(&cfg, &pol, err, sizeof(err)), 0, "%s", err);
+}
+
+static void snap_teardown(void)
+{
+	policy_unref(pol);
+	pol = NULL;
+	config_free(&cfg);
+	drop_tmp(allow_path);
+	drop_tmp(allow_path2);
+}
+
+TestSuite(snapshot, .init = snap_setup, .fini = snap_teardown);
+
+static const struct policy_agent *agent_for(const char *addr)
+{
+	struct sockaddr_storage ss;
+	memset(&ss, 0, sizeof(ss));
+	struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+	if (inet_pton(AF_INET, addr, &s4->sin_addr) == 1) {
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons(4000);
+	} else {
+		cr_assert_eq(inet_pton(AF_INET6, addr, &s6->sin6_addr), 1, "%s", addr);
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons(4000);
+	}
+	return policy_agent_for(pol, (const struct sockaddr *)&ss);
+}
+
+static const char *agent_name(const char *addr)
+{
+	const struct policy_agent *a = agent_for(addr);
+	return a ? a->cfg.name : "(none)";
+}
+
+Test(snapshot, loaded)
+{
+	cr_expect_eq(pol->refs, 1);
+	cr_expect_eq(pol->nagents, 3);
+	cr_expect_eq(policy_set_count(pol->agents[0].allow), 7);
+	cr_expect_gt(policy_set_count(pol->highrisk), 50);
+	cr_expect_null(pol->agents[0].cfg.clients);
+	cr_expect_null(pol->agents[0].cfg.allow_files);
+	cr_expect_eq(pol->agents[0].nclients, 2);
+	cr_expect_str_eq(pol->agents[0].cfg.name, "ci-42");
+	cr_expect(pol->agents[2].cfg.strict_chain);
+	cr_expect_eq(policy_ref(pol), pol);
+	cr_expect_eq(pol->refs, 2);
+	policy_unref(pol);
+	cr_expect_eq(pol->refs, 1);
+}
+
+Test(snapshot, agent_by_client)
+{
+	cr_expect_str_eq(agent_name("10.1.2.3"), "host");
+	cr_expect_str_eq(agent_name("10.1.2.4"), "ci-42");
+	cr_expect_str_eq(agent_name("10.1.3.4"), "wide");
+	cr_expect_str_eq(agent_name("10.255.255.255"), "wide");
+	cr_expect_str_eq(agent_name("11.0.0.1"), "(none)");
+	cr_expect_str_eq(agent_name("192.0.2.1"), "(none)");
+	cr_expect_str_eq(agent_name("2001:db8:1::5"), "ci-42");
+	cr_expect_str_eq(agent_name("2001:db8:2::5"), "wide");
+	cr_expect_str_eq(agent_name("2001:db9::1"), "(none)");
+	cr_expect_str_eq(agent_name("::1"), "(none)");
+	/* IPv4 clients on a dual-stack socket */
+	cr_expect_str_eq(agent_name("::ffff:10.1.2.3"), "host");
+	cr_expect_str_eq(agent_name("::ffff:10.1.2.9"), "ci-42");
+	cr_expect_str_eq(agent_name("::ffff:10.7.0.1"), "wide");
+	cr_expect_str_eq(agent_name("::ffff:192.0.2.1"), "(none)");
+	/* the IPv4-compatible form is no IPv4 client */
+	cr_expect_str_eq(agent_name("::10.1.2.3"), "(none)");
+}
+
+Test(snapshot, most_specific_wins_whatever_the_order)
+{
+	policy_unref(pol);
+	pol = NULL;
+	/* reverse the agents: the widest first */
+	struct config_agent t = cfg.agents[0];
+	cfg.agents[0] = cfg.agents[1];
+	cfg.agents[1] = t;
+	char err[256];
+	cr_assert_eq(policy_load(&cfg, &pol, err, sizeof(err)), 0, "%s", err);
+	cr_expect_str_eq(agent_name("10.1.2.4"), "ci-42");
+	cr_expect_str_eq(agent_name("10.1.3.4"), "wide");
+	cr_expect_str_eq(agent_name("10.1.2.3"), "host");
+	cr_expect_str_eq(agent_name("2001:db8:1::5"), "ci-42");
+}
+
+Test(snapshot, no_agents_no_match)
+{
+	struct config c;
+	config_init(&c);
+	c.nhighrisk = 0;
+	c.nranges = 0;
+	struct policy *p = NULL;
+	char err[256];
+	cr_assert_eq(policy_load(&c, &p, err, sizeof(err)), 0, "%s", err);
+	struct sockaddr_in s4 = {.sin_family = AF_INET};
+	inet_pton(AF_INET, "10.1.2.3", &s4.sin_addr);
+	cr_expect_null(policy_agent_for(p, (struct sockaddr *)&s4));
+	policy_unref(p);
+	c.nhighrisk = 1;
+	c.nranges = 1;
+	config_free(&c);
+}
+
+static void decide(const char *agent_addr, const char *name, uint16_t qclass,
+		   struct policy_decision *d)
+{
+	const struct policy_agent *a = agent_for(agent_addr);
+	cr_assert_not_null(a);
+	memset(d, 0xAA, sizeof(*d));
+	policy_decide(pol, a, W(name), qclass, d);
+	cr_assert_lt(strlen(d->reason), sizeof(d->reason));
+}
+
+Test(snapshot, decide_allowed)
+{
+	struct policy_decision d;
+	decide("10.1.2.4", "example.com", 1, &d);
+	cr_expect_eq(d.verdict, POLICY_ALLOW);
+	cr_expect_not(d.alert);
+	cr_expect_str_eq(d.rule.file, allow_path);
+	cr_expect_eq(d.rule.line, 1);
+	char want[256];
+	snprintf(want, sizeof(want), "allowed by %s:1", allow_path);
+	cr_expect_str_eq(d.reason, want);
+	decide("10.1.2.4", "a.b.EXAMPLE.com", 1, &d);
+	cr_expect_eq(d.verdict, POLICY_ALLOW);
+	cr_expect(d.rule.wildcard);
+	cr_expect_eq(d.rule.line, 2);
+	decide("10.1.2.4", "api.other.test", 1, &d);
+	cr_expect_eq(d.verdict, POLICY_ALLOW);
+	cr_expect_eq(d.rule.line, 8);
+	/* a nip.io kind name with a public (documentation) address inside is fine */
+	decide("10.1.2.4", "192-0-2-1.allowed.test", 1, &d);
+	cr_expect_eq(d.verdict, POLICY_ALLOW, "%s", d.reason);
+}
+
+Test(snapshot, decide_not_allowed)
+{
+	struct policy_decision d;
+	decide("10.1.2.4", "www.example.org", 1, &d);
+	cr_expect_eq(d.verdict, POLICY_DENY_NOT_ALLOWED);
+	cr_expect_str_eq(d.reason, "moat: not on allowlist of agent ci-42");
+	cr_expect_not(d.alert);
+	cr_expect_null(d.rule.file);
+	/* another agent, another allowlist */
+	decide("10.200.0.1", "example.com", 1, &d);
+	cr_expect_eq(d.verdict, POLICY_DENY_NOT_ALLOWED);
+	cr_expect_str_eq(d.reason, "moat: not on allowlist of agent wide");
+	decide("10.200.0.1", "wide.test", 1, &d);
+	cr_expect_eq(d.verdict, POLICY_ALLOW);
+	decide("10.1.2.4", "other.test", 1, &d);
+	cr_expect_eq(d.verdict, POLICY_DENY_NOT_ALLOWED);
+}
+
+Test(snapshot, decide_class)
+{
+	struct policy_decision d;
+	decide("10.1.2.4", "example.com", 3 /* CH */, &d);
+	cr_expect_eq(d.verdict, POLICY_DENY_CLASS);
+	cr_expect_not(d.alert);
+	cr_expect_not_null(strstr(d.reason, "class 3"), "%s", d.reason);
+	decide("10.1.2.4", "example.com", 255 /* ANY */, &d);
+	cr_expect_eq(d.verdict, POLICY_DENY_CLASS);
+	decide("10.1.2.4", "version.bind", 3, &d);
+	cr_expect_eq(d.verdict, POLICY_DENY_CLASS);
+}
+
+Test(snapshot, decide_ip_literal)
+{
+	struct policy_decision d;
+	decide("10.1.2.4", "169.254.169.254", 1, &d);
+	cr_expect_eq(d.verdict, POLICY_DENY_IPLITERAL, "allowlisted literal still denied");
+	cr_expect(d.alert);
+	cr_expect_not_null(strstr(d.reason, "169.254.169.254"), "%s", d.reason);
+	decide("10.1.2.4", "2852039166", 1, &d);
+	cr_expect_eq(d.verdict, POLICY_DENY_IPLITERAL);
+	cr_expect(d.alert);
+	decide("10.1.2.4", "192.0.2.1", 1, &d);
+	cr_expect_eq(d.verdict, POLICY_DENY_IPLITERAL);
+	cr_expect_not(d.alert, "a public literal is denied but is no alert");
+}
+
+Test(snapshot, decide_highrisk_even_when_allowed)
+{
+	struct policy_decision d;
+	decide("10.1.2.4", "metadata.google.internal", 1, &d);
+	cr_expect_eq(d.verdict, POLICY_DENY_HIGHRISK);
+	cr_expect(d.alert);
+	cr_expect_not_null(strstr(d.rule.file, "highrisk.txt"));
+	cr_expect_gt(d.rule.line, 0);
+	cr_expect_not_null(strstr(d.reason, "high-risk"), "%s", d.reason);
+	cr_expect_not_null(strstr(d.reason, "highrisk.txt:"), "%s", d.reason);
+	decide("10.1.2.4", "METADATA.Google.Internal.", 1, &d);
+	cr_expect_eq(d.verdict, POLICY_DENY_HIGHRISK);
+	decide("10.1.2.4", "x.y.google.internal", 1, &d);
+	cr_expect_eq(d.verdict, POLICY_DENY_HIGHRISK);
+	decide("10.200.0.1", "metadata.google.internal", 1, &d);
+	cr_expect_eq(d.verdict, POLICY_DENY_HIGHRISK, "not on this agent's list either");
+}
+
+Test(snapshot, decide_embedded_address)
+{
+	struct policy_decision d;
+	decide("10.1.2.4", "127-0-0-1.allowed.test", 1, &d);
+	cr_expect_eq(d.verdict, POLICY_DENY_EMBEDDED);
+	cr_expect(d.alert);
+	cr_expect_not_null(strstr(d.reason, "127.0.0.1"), "%s", d.reason);
+	decide("10.1.2.4", "app.10.0.0.1.allowed.test", 1, &d);
+	cr_expect_eq(d.verdict, POLICY_DENY_EMBEDDED, "private and not allow_private");
+}
+
+Test(snapshot, decide_embedded_private_allowed)
+{
+	policy_unref(pol);
+	pol = NULL;
+	cfg.agents[0].allow_private = true;
+	char err[256];
+	cr_assert_eq(policy_load(&cfg, &pol, err, sizeof(err)), 0, "%s", err);
+	struct policy_decision d;
+	decide("10.1.2.4", "app.10.0.0.1.allowed.test", 1, &d);
+	cr_expect_eq(d.verdict, POLICY_ALLOW, "%s", d.reason);
+	decide("10.1.2.4", "127-0-0-1.allowed.test", 1, &d);
+	cr_expect_eq(d.verdict, POLICY_DENY_EMBEDDED, "loopback stays denied");
+}
+
+Test(snapshot, check_chain)
+{
+	struct policy_decision d;
+	const struct policy_agent *lax = agent_for("10.1.2.4");
+	const struct policy_agent *strict = agent_for("10.1.2.3");
+	cr_assert_not(lax->cfg.strict_chain);
+	cr_assert(strict->cfg.strict_chain);
+
+	cr_expect_eq(policy_check_chain(pol, lax, W("cdn.elsewhere.net"), &d), POLICY_ALLOW);
+	cr_expect_eq(d.verdict, POLICY_ALLOW);
+	cr_expect_eq(policy_check_chain(pol, strict, W("cdn.elsewhere.net"), &d),
+		     POLICY_DENY_NOT_ALLOWED);
+	cr_expect_eq(d.verdict, POLICY_DENY_NOT_ALLOWED);
+	cr_expect_not_null(strstr(d.reason, "cdn.elsewhere.net"), "%s", d.reason);
+	cr_expect_not_null(strstr(d.reason, "host"), "%s", d.reason);
+	cr_expect_eq(policy_check_chain(pol, strict, W("edge.example.com"), &d), POLICY_ALLOW);
+	cr_expect(d.rule.wildcard);
+	/* high-risk and embedded addresses are denied with or without strict_chain */
+	cr_expect_eq(policy_check_chain(pol, lax, W("metadata.google.internal"), &d),
+		     POLICY_DENY_HIGHRISK);
+	cr_expect(d.alert);
+	cr_expect_eq(policy_check_chain(pol, strict, W("metadata.google.internal"), &d),
+		     POLICY_DENY_HIGHRISK);
+	cr_expect_eq(policy_check_chain(pol, lax, W("169-254-169-254.elsewhere.net"), &d),
+		     POLICY_DENY_EMBEDDED);
+	cr_expect_eq(policy_check_chain(pol, lax, W("10.0.0.1"), &d), POLICY_DENY_IPLITERAL);
+}
+
+Test(snapshot, verdict_strings)
+{
+	cr_expect_str_eq(policy_verdict_str(POLICY_ALLOW), "allow");
+	cr_expect_str_eq(policy_verdict_str(POLICY_DENY_NOT_ALLOWED), "deny-not-allowed");
+	cr_expect_str_eq(policy_verdict_str(POLICY_DENY_HIGHRISK), "deny-high-risk");
+	cr_expect_str_eq(policy_verdict_str(POLICY_DENY_IPLITERAL), "deny-ip-literal");
+	cr_expect_str_eq(policy_verdict_str(POLICY_DENY_EMBEDDED), "deny-embedded-address");
+	cr_expect_str_eq(policy_verdict_str(POLICY_DENY_CLASS), "deny-class");
+	cr_expect_str_eq(policy_verdict_str((enum policy_verdict)99), "unknown");
+}
+
+Test(snapshot, load_error_reports_file_line)
+{
+	char *bad = write_tmp("ok.com\n\n*.ok.org\nnot ok\n");
+	static const char *const c1[] = {"192.0.2.0/24"};
+	add_agent("bad", c1, 1, bad);
+	struct policy *p = (struct policy *)0x1;
+	char err[512] = "";
+	cr_expect_eq(policy_load(&cfg, &p, err, sizeof(err)), MOAT_EINVAL);
+	cr_expect_eq(p, (struct policy *)0x1, "nothing returned on error");
+	char want[300];
+	snprintf(want, sizeof(want), "%s:4:", bad);
+	cr_expect_eq(strncmp(err, want, strlen(want)), 0, "err %s", err);
+	drop_tmp(bad);
+}
+
+Test(snapshot, load_missing_highrisk_fails)
+{
+	cr_assert_eq(config_strv_push(&cfg.highrisk_files, &cfg.nhighrisk, "/nonexistent/hr.txt"),
+		     0);
+	struct policy *p = NULL;
+	char err[512] = "";
+	cr_expect_eq(policy_load(&cfg, &p, err, sizeof(err)), MOAT_EIO);
+	cr_expect_null(p);
+	cr_expect_not_null(strstr(err, "/nonexistent/hr.txt"), "%s", err);
+}
