@@ -673,8 +673,10 @@ static int config_seq(struct config_ctx *c, struct fy_node *v, int line, const c
 	return 0;
 }
 
+/* A list of file paths. With append, the file's paths come after what is there: the shipped
+ * high-risk names and blocked ranges can be extended by operators but never dropped by a typo. */
 static int config_paths(struct config_ctx *c, struct fy_node *v, int line, const char *key,
-                        char ***outv, size_t *outn)
+                        char ***outv, size_t *outn, bool append)
 {
 	char **nv = NULL;
 	size_t n = 0;
@@ -702,7 +704,17 @@ static int config_paths(struct config_ctx *c, struct fy_node *v, int line, const
 		nv = grown;
 		nv[n++] = p;
 	}
-	/* The file's list replaces whatever was there (the shipped defaults). */
+	if (append) {
+		for (size_t i = 0; i < n; i++) {
+			rc = config_strv_push(outv, outn, nv[i]);
+			if (rc != 0) {
+				config_errf(c->err, c->errlen, "%s: out of memory", c->label);
+				goto fail;
+			}
+		}
+		config_strv_free(&nv, &n);
+		return 0;
+	}
 	config_strv_free(outv, outn);
 	*outv = nv;
 	*outn = n;
@@ -969,7 +981,7 @@ static int config_agent(struct config_ctx *c, struct config_agent *a, size_t ind
 		} else if (config_key_is(ks, klen, "clients")) {
 			rc = config_clients(c, a, v, kline);
 		} else if (config_key_is(ks, klen, "allow")) {
-			rc = config_paths(c, v, kline, "allow", &a->allow_files, &a->nallow);
+			rc = config_paths(c, v, kline, "allow", &a->allow_files, &a->nallow, false);
 		} else if (config_key_is(ks, klen, "deny")) {
 			const char *s;
 			size_t len;
@@ -1106,10 +1118,10 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 			rc = config_log(c, v, line);
 		} else if (config_key_is(ks, klen, "highrisk")) {
 			rc = config_paths(c, v, line, "highrisk", &cfg->highrisk_files,
-			                  &cfg->nhighrisk);
+			                  &cfg->nhighrisk, true);
 		} else if (config_key_is(ks, klen, "blocked_ranges")) {
 			rc = config_paths(c, v, line, "blocked_ranges", &cfg->range_files,
-			                  &cfg->nranges);
+			                  &cfg->nranges, true);
 		} else if (config_key_is(ks, klen, "agents")) {
 			rc = config_agents(c, v, line);
 		} else {

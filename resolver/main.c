@@ -375,6 +375,7 @@ static void on_signal(uv_signal_t *s, int signum)
 int main(int argc, char **argv)
 {
 	char err[512];
+	uint64_t t0 = uv_hrtime();
 
 	if (sodium_init() < 0) {
 		fprintf(stderr, "moatd: libsodium failed to start\n");
@@ -427,8 +428,11 @@ int main(int argc, char **argv)
 	uv_signal_start(&srv.sig_hup, on_signal, SIGHUP);
 	signal(SIGPIPE, SIG_IGN);
 
-	fprintf(stderr, "moatd %s: serving %zu agent(s) on %zu address(es), %zu upstream(s)\n",
-		MOAT_VERSION, srv.policy->nagents, cfg.nlisten, cfg.nupstreams);
+	fprintf(stderr,
+		"moatd %s: serving %zu agent(s) on %zu address(es), %zu upstream(s); ready in "
+		"%.1f ms\n",
+		MOAT_VERSION, srv.policy->nagents, cfg.nlisten, cfg.nupstreams,
+		(double)(uv_hrtime() - t0) / 1e6);
 	uv_run(srv.loop, UV_RUN_DEFAULT);
 
 	fprintf(stderr,

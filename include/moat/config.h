@@ -11,8 +11,8 @@
  *   tcp_idle_ms: 10000                        # idle TCP client connections are closed
  *   tcp_max_clients: 1024
  *   log: {file: /var/log/moat/queries.jsonl}  # "-" or absent: stdout
- *   highrisk: [zones/highrisk.txt]            # names always denied (defaults to the shipped list)
- *   blocked_ranges: [zones/blocked-ranges.txt]# answer ranges refused (defaults to shipped list)
+ *   highrisk: [extra-highrisk.txt]            # more names always denied (the shipped list stays)
+ *   blocked_ranges: [extra-ranges.txt]        # more answer ranges refused (shipped list stays)
  *   agents:                                   # required, at least one
  *     - name: ci-42                           # required, [A-Za-z0-9_.-]{1,63}
  *       clients: [10.0.0.0/24, "2001:db8::/64"]   # required

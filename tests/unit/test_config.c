@@ -222,11 +222,14 @@ Test(config, every_key)
 	cr_expect_eq(cfg.tcp_max_clients, 64);
 	cr_expect_str_eq(cfg.log_file, "/var/log/moat/q.jsonl");
 
-	/* A list in the file replaces the default list, an empty one included. */
-	cr_assert_eq(cfg.nhighrisk, 2);
-	cr_expect_str_eq(cfg.highrisk_files[0], "hr1.txt");
-	cr_expect_str_eq(cfg.highrisk_files[1], "/etc/moat/hr2.txt");
-	cr_expect_eq(cfg.nranges, 0);
+	/* A list in the file adds to the shipped list; an empty one adds nothing and, above all,
+	 * cannot drop the shipped protections. */
+	cr_assert_eq(cfg.nhighrisk, 3);
+	cr_expect_str_eq(cfg.highrisk_files[0], MOAT_ZONES_DIR "/highrisk.txt");
+	cr_expect_str_eq(cfg.highrisk_files[1], "hr1.txt");
+	cr_expect_str_eq(cfg.highrisk_files[2], "/etc/moat/hr2.txt");
+	cr_expect_eq(cfg.nranges, 1);
+	cr_expect_str_eq(cfg.range_files[0], MOAT_ZONES_DIR "/blocked-ranges.txt");
 
 	cr_assert_eq(cfg.nagents, 3);
 	a = &cfg.agents[0];
@@ -521,11 +524,14 @@ Test(config, relative_paths_from_file)
 
 	config_init(&cfg);
 	cr_assert_eq(config_load_file(&cfg, path, err, sizeof(err)), 0, "%s", err);
+	/* The shipped lists stay first; the file's lists are added after them. */
+	cr_expect_str_eq(cfg.highrisk_files[0], MOAT_ZONES_DIR "/highrisk.txt");
 	snprintf(want, sizeof(want), "%s/hr.txt", real);
-	cr_expect_str_eq(cfg.highrisk_files[0], want);
-	snprintf(want, sizeof(want), "%s/../up/hr2.txt", real);
 	cr_expect_str_eq(cfg.highrisk_files[1], want);
-	cr_expect_str_eq(cfg.range_files[0], "/abs/ranges.txt");
+	snprintf(want, sizeof(want), "%s/../up/hr2.txt", real);
+	cr_expect_str_eq(cfg.highrisk_files[2], want);
+	cr_expect_str_eq(cfg.range_files[0], MOAT_ZONES_DIR "/blocked-ranges.txt");
+	cr_expect_str_eq(cfg.range_files[1], "/abs/ranges.txt");
 	snprintf(want, sizeof(want), "%s/allow/a.txt", real);
 	cr_expect_str_eq(cfg.agents[0].allow_files[0], want);
 	cr_expect_str_eq(cfg.agents[0].allow_files[1], "/etc/moat/b.txt");
@@ -535,7 +541,7 @@ Test(config, relative_paths_from_file)
 
 	/* The same text from a string keeps paths as given. */
 	cr_assert_eq(load(&cfg, "highrisk: [hr.txt]\n", err, sizeof(err)), 0, "%s", err);
-	cr_expect_str_eq(cfg.highrisk_files[0], "hr.txt");
+	cr_expect_str_eq(cfg.highrisk_files[1], "hr.txt");
 	config_free(&cfg);
 
 	/* Errors from a file are labelled with its path. */
