@@ -355,6 +355,7 @@ void config_init(struct config *cfg)
 	cfg->upstream_attempts = 3;
 	cfg->tcp_idle_ms = 10000;
 	cfg->tcp_max_clients = 1024;
+	cfg->fw_timeout_ms = 1000;
 	/* Failing to record the shipped deny lists must not silently start a resolver without
 	 * them, and config_init has no way to report it: out of memory this early is fatal. */
 	if (config_strv_push(&cfg->highrisk_files, &cfg->nhighrisk,
@@ -371,6 +372,7 @@ void config_free(struct config *cfg)
 	free(cfg->listen);
 	free(cfg->upstreams);
 	free(cfg->log_file);
+	free(cfg->fw_socket);
 	config_strv_free(&cfg->highrisk_files, &cfg->nhighrisk);
 	config_strv_free(&cfg->range_files, &cfg->nranges);
 	config_agents_free(cfg);
@@ -1114,6 +1116,15 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 		} else if (config_key_is(ks, klen, "tcp_max_clients")) {
 			rc = config_u32(c, v, line, "tcp_max_clients", CONFIG_CLIENTS_MIN,
 			                CONFIG_CLIENTS_MAX, &cfg->tcp_max_clients);
+		} else if (config_key_is(ks, klen, "firewall_socket")) {
+			free(cfg->fw_socket);
+			cfg->fw_socket = NULL;
+			rc = config_path(c, v, line, "firewall_socket", false, &cfg->fw_socket);
+		} else if (config_key_is(ks, klen, "firewall_timeout_ms")) {
+			rc = config_u32(c, v, line, "firewall_timeout_ms", 10, 60000,
+			                &cfg->fw_timeout_ms);
+		} else if (config_key_is(ks, klen, "firewall_fail_open")) {
+			rc = config_bool(c, v, line, "firewall_fail_open", &cfg->fw_fail_open);
 		} else if (config_key_is(ks, klen, "log")) {
 			rc = config_log(c, v, line);
 		} else if (config_key_is(ks, klen, "highrisk")) {

@@ -15,6 +15,7 @@
 #include "moat/err.h"
 #include "moat/log.h"
 #include "moat/policy.h"
+#include "fwchan.h"
 #include "server.h"
 
 #define MOAT_VERSION "0.1.0"
@@ -23,7 +24,8 @@ static void usage(FILE *f)
 {
 	fputs("usage: moatd --listen ADDR:PORT --upstream ADDR:PORT [--upstream-source ADDR]\n"
 	      "             --allow FILE [--allow FILE...] [--deny nxdomain|refused|sinkhole]\n"
-	      "             [--strict-chain] [--allow-private] [--log FILE] [--check]\n"
+	      "             [--strict-chain] [--allow-private] [--log FILE] [--firewall PATH]\n"
+	      "             [--check]\n"
 	      "       moatd -c CONFIG [--check]\n"
 	      "\n"
 	      "  --listen ADDR:PORT     answer on UDP and TCP there (repeatable; IPv4 or [IPv6])\n"
@@ -35,6 +37,7 @@ static void usage(FILE *f)
 	      "  --strict-chain         every CNAME/DNAME target must be allowed too\n"
 	      "  --allow-private        private and shared answers are not refused\n"
 	      "  --log FILE             query log (JSON lines); default stdout\n"
+	      "  --firewall PATH        grant answers' addresses through moat-fw at PATH first\n"
 	      "  -c CONFIG              YAML config with agents (see zones/moatd.example.yaml)\n"
 	      "  --check                validate config and policy, print the result, exit\n"
 	      "Without -c, one agent named 'default' serves loopback clients and the networks of\n"
@@ -113,6 +116,7 @@ struct options {
 	bool strict_chain, allow_private;
 	const char *deny;
 	const char *log;
+	const char *firewall;
 	char **allow;
 	size_t nallow;
 	long timeout_ms;
@@ -146,6 +150,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		O_LOG,
 		O_TIMEOUT,
 		O_VERSION,
+		O_FIREWALL,
 	};
 	static const struct option longopts[] = {
 		{"listen", required_argument, 0, O_LISTEN},
@@ -158,6 +163,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		{"strict-chain", no_argument, 0, O_STRICT},
 		{"allow-private", no_argument, 0, O_PRIVATE},
 		{"log", required_argument, 0, O_LOG},
+		{"firewall", required_argument, 0, O_FIREWALL},
 		{"config", required_argument, 0, 'c'},
 		{"help", no_argument, 0, 'h'},
 		{"version", no_argument, 0, O_VERSION},
@@ -223,6 +229,9 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		case O_LOG:
 			o->log = optarg;
 			break;
+		case O_FIREWALL:
+			o->firewall = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -275,6 +284,10 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 	if (o->log) {
 		free(cfg->log_file);
 		cfg->log_file = strdup(o->log);
+	}
+	if (o->firewall) {
+		free(cfg->fw_socket);
+		cfg->fw_socket = strdup(o->firewall);
 	}
 	if (!o->config_path) {
 		struct config_agent *a = calloc(1, sizeof(*a));
@@ -367,6 +380,8 @@ static void on_signal(uv_signal_t *s, int signum)
 	tcp_close_all(&srv);
 	query_cancel_all(&srv);
 	upstream_cancel_all(&srv);
+	fwchan_close(srv.fw);
+	srv.fw = NULL;
 	uv_close((uv_handle_t *)&srv.sig_term, NULL);
 	uv_close((uv_handle_t *)&srv.sig_int, NULL);
 	uv_close((uv_handle_t *)&srv.sig_hup, NULL);
@@ -407,6 +422,10 @@ int main(int argc, char **argv)
 	dlist_init(&srv.upstream_reqs);
 	if (!(srv.log = log_open(cfg.log_file))) {
 		fprintf(stderr, "moatd: cannot open log %s: %m\n", cfg.log_file);
+		return 1;
+	}
+	if (cfg.fw_socket && !(srv.fw = fwchan_new(srv.loop, cfg.fw_socket, cfg.fw_timeout_ms))) {
+		fprintf(stderr, "moatd: bad firewall socket path %s\n", cfg.fw_socket);
 		return 1;
 	}
 	for (size_t i = 0; i < cfg.nlisten; i++) {

@@ -1,7 +1,9 @@
 /* query.c owns the path of one client query, top to bottom:
  *   receive -> read the question -> pick the agent by client address -> decide on the name ->
  *   deny: answer locally (never forwarded) | allow: forward with moatd's own query ->
- *   check every chain name and every address of the answer -> rebuild and reply -> log.
+ *   check every chain name and every address of the answer -> grant the addresses through
+ *   moat-fw and wait for its ack (when a firewall is configured) -> rebuild with TTLs capped at
+ *   the grant -> reply -> log.
  * Local answers are built in a stack buffer: the deny path allocates nothing. */
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,7 @@
 #include "moat/err.h"
 #include "moat/log.h"
 #include "moat/policy.h"
+#include "fwchan.h"
 #include "server.h"
 
 /* A forwarded query: lives from the upstream request until the reply. */
@@ -22,6 +25,11 @@ struct query {
 	struct dlist link;
 	uint64_t start_us;
 	struct policy_decision decision;
+	uint8_t *pkt; /* owned: the upstream answer, kept while the firewall grant is pending */
+	size_t pkt_len;
+	uint32_t fw_token;
+	struct sockaddr_storage upstream;
+	int64_t up_us;
 	struct wire_query q;
 	struct wire_resp resp;
 };
@@ -93,6 +101,9 @@ static void answer_local(struct server *srv, struct reply_to *to, const struct w
 
 static void query_free(struct query *qr)
 {
+	if (qr->fw_token)
+		fwchan_cancel(qr->srv->fw, qr->fw_token);
+	free(qr->pkt);
 	dlist_del(&qr->link);
 	reply_release(&qr->to);
 	policy_unref(qr->policy);
@@ -151,6 +162,108 @@ static bool answer_passes(struct query *qr, const uint8_t *pkt, size_t len,
 	return false;
 }
 
+/* Rebuild the checked answer for the client, TTLs capped at ttl_cap, and send it. */
+static void release(struct query *qr, const uint8_t *pkt, size_t len, uint32_t ttl_cap)
+{
+	struct server *srv = qr->srv;
+	const struct sockaddr *from = (const struct sockaddr *)&qr->upstream;
+	static _Thread_local uint8_t out[WIRE_MAXMSG]; /* one answer built at a time per loop */
+	int n = wire_resp_build(pkt, len, &qr->resp, &qr->q, ttl_cap, reply_limit(&qr->to, &qr->q),
+				out, sizeof(out));
+	if (n < 0) {
+		srv->stats.servfail++;
+		answer_local(srv, &qr->to, &qr->q, qr->agent, false, WIRE_SERVFAIL, 0, NULL);
+		log_it(srv, &qr->to, &qr->q, qr->agent->cfg.name, "allow",
+		       "moat: answer could not be rebuilt", WIRE_SERVFAIL, false, from, qr->up_us);
+	} else {
+		reply_send(srv, &qr->to, out, (size_t)n);
+		srv->stats.answered++;
+		log_it(srv, &qr->to, &qr->q, qr->agent->cfg.name, "allow", qr->decision.reason,
+		       out[3] & 0xF, false, from, qr->up_us);
+	}
+	query_free(qr);
+}
+
+static void on_granted(void *ctx, uint16_t status, uint32_t lifetime)
+{
+	struct query *qr = ctx;
+	struct server *srv = qr->srv;
+	qr->fw_token = 0;
+	if (qr->to.kind == REPLY_TCP && tcp_conn_closed(qr->to.conn)) {
+		srv->stats.dropped++;
+		query_free(qr);
+		return;
+	}
+	if (status == FWPROTO_OK) {
+		release(qr, qr->pkt, qr->pkt_len, lifetime);
+		return;
+	}
+	if (srv->cfg->fw_fail_open && status == FWPROTO_FAILED) {
+		release(qr, qr->pkt, qr->pkt_len, UINT32_MAX);
+		return;
+	}
+	char why[128];
+	snprintf(why, sizeof(why), "moat: firewall did not confirm the grant (%s)",
+		 fwproto_status_str(status));
+	srv->stats.servfail++;
+	answer_local(srv, &qr->to, &qr->q, qr->agent, false, WIRE_SERVFAIL, WIRE_EDE_PROHIBITED,
+		     why);
+	log_it(srv, &qr->to, &qr->q, qr->agent->cfg.name, "allow", why, WIRE_SERVFAIL,
+	       status == FWPROTO_DENIED, (const struct sockaddr *)&qr->upstream, qr->up_us);
+	query_free(qr);
+}
+
+static int on_grant_addr(void *ctx, const uint8_t *addr, size_t len, uint16_t rrtype)
+{
+	struct fwproto_grant *g = ctx;
+	(void)rrtype;
+	for (unsigned i = 0; i < g->naddr; i++)
+		if (g->addr[i].family == (len == 4 ? 4 : 6) && !memcmp(g->addr[i].addr, addr, len))
+			return 0;
+	if (g->naddr >= FWPROTO_MAXADDR)
+		return 1;
+	struct fwproto_addr *a = &g->addr[g->naddr++];
+	memset(a, 0, sizeof(*a));
+	a->family = len == 4 ? 4 : 6;
+	memcpy(a->addr, addr, len);
+	return 0;
+}
+
+/* Ask moat-fw to open the answer's addresses before the client sees them. Returns false when
+ * the answer carries no address (nothing to grant: release it now). */
+static bool grant_first(struct query *qr, const uint8_t *pkt, size_t len)
+{
+	struct fwproto_grant g;
+	memset(&g, 0, sizeof(g));
+	if (wire_resp_each_passed_addr(pkt, len, &qr->resp, on_grant_addr, &g) != 0) {
+		on_granted(qr, FWPROTO_BADMSG, 0); /* more addresses than one grant carries */
+		return true;
+	}
+	if (g.naddr == 0)
+		return false;
+	snprintf(g.agent, sizeof(g.agent), "%s", qr->agent->cfg.name);
+	g.lifetime = qr->resp.min_ttl;
+	const struct sockaddr *c = (const struct sockaddr *)&qr->to.client;
+	if (c->sa_family == AF_INET) {
+		g.client.family = 4;
+		memcpy(g.client.addr, &((const struct sockaddr_in *)c)->sin_addr, 4);
+	} else if (c->sa_family == AF_INET6) {
+		g.client.family = 6;
+		memcpy(g.client.addr, &((const struct sockaddr_in6 *)c)->sin6_addr, 16);
+	}
+	if (!(qr->pkt = malloc(len))) {
+		on_granted(qr, FWPROTO_FAILED, 0);
+		return true;
+	}
+	memcpy(qr->pkt, pkt, len);
+	qr->pkt_len = len;
+	/* The callback may already have run (channel down); qr is then gone. */
+	uint32_t token = fwchan_grant(qr->srv->fw, &g, on_granted, qr);
+	if (token)
+		qr->fw_token = token;
+	return true;
+}
+
 static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
 			const struct sockaddr *from, int64_t elapsed_us)
 {
@@ -158,6 +271,11 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
 	struct server *srv = qr->srv;
 	const char *agent = qr->agent->cfg.name;
 	qr->up = NULL;
+	qr->up_us = elapsed_us;
+	if (from)
+		memcpy(&qr->upstream, from,
+		       from->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+						   : sizeof(struct sockaddr_in));
 
 	if (qr->to.kind == REPLY_TCP && tcp_conn_closed(qr->to.conn)) {
 		srv->stats.dropped++;
@@ -192,21 +310,9 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
 		return;
 	}
 
-	static uint8_t out[WIRE_MAXMSG]; /* one loop thread: one answer built at a time */
-	int n = wire_resp_build(pkt, len, &qr->resp, &qr->q, UINT32_MAX, reply_limit(&qr->to, &qr->q),
-				out, sizeof(out));
-	if (n < 0) {
-		srv->stats.servfail++;
-		answer_local(srv, &qr->to, &qr->q, qr->agent, false, WIRE_SERVFAIL, 0, NULL);
-		log_it(srv, &qr->to, &qr->q, agent, "allow", "moat: answer could not be rebuilt",
-		       WIRE_SERVFAIL, false, from, elapsed_us);
-	} else {
-		reply_send(srv, &qr->to, out, (size_t)n);
-		srv->stats.answered++;
-		log_it(srv, &qr->to, &qr->q, agent, "allow", qr->decision.reason, out[3] & 0xF,
-		       false, from, elapsed_us);
-	}
-	query_free(qr);
+	if (qr->srv->fw && grant_first(qr, pkt, len))
+		return; /* released by on_granted */
+	release(qr, pkt, len, UINT32_MAX);
 }
 
 void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, size_t len)
@@ -284,6 +390,10 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 	qr->decision = d;
 	qr->q = q;
 	qr->up = NULL;
+	qr->pkt = NULL;
+	qr->fw_token = 0;
+	qr->up_us = -1;
+	memset(&qr->upstream, 0, sizeof(qr->upstream));
 	dlist_add(&live_queries, &qr->link);
 	srv->stats.forwarded++;
 	if (upstream_query(srv, q.lname, q.qtype, q.qclass, q.edns_do, &qr->resp, on_upstream, qr,

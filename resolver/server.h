@@ -49,6 +49,7 @@ struct server {
 	const char *config_path;  /* NULL in flag mode */
 	struct policy *policy;    /* one reference owned; queries hold their own */
 	FILE *log;
+	struct fwchan *fw;        /* NULL: no firewall companion */
 	struct dlist listeners;   /* struct listener */
 	struct dlist tcp_conns;   /* struct tcp_conn */
 	struct dlist upstream_reqs; /* struct upstream_req */

@@ -49,25 +49,12 @@ static int dname_subst(const uint8_t *name, const uint8_t *owner, const uint8_t 
 	return (int)(pre + (size_t)tl);
 }
 
-/* One step along the chain from cur, or 0 when it ends. */
-static int chain_step(const uint8_t *pkt, size_t len, struct wire_resp *r, const uint8_t *cur,
-		      uint16_t qclass, uint8_t *next)
+/* The DNAME of the answer section that redirects cur (cur strictly below its owner): fills
+ * owner and the substituted name next. Returns 1, 0 when there is none, or MOAT_EFORMAT. */
+static int dname_find(const uint8_t *pkt, size_t len, const struct wire_resp *r,
+		      const uint8_t *cur, uint16_t qclass, uint8_t *owner, uint8_t *next)
 {
-	uint8_t owner[NAME_MAXWIRE], target[NAME_MAXWIRE];
-	for (unsigned i = 0; i < r->nrr; i++) {
-		const struct wire_rr *rr = &r->rr[i];
-		if (rr->section != WIRE_SEC_AN || rr->rclass != qclass || rr->type != WIRE_CNAME)
-			continue;
-		if (owner_of(pkt, len, rr, owner) < 0)
-			return MOAT_EFORMAT;
-		if (!name_equal(owner, cur))
-			continue;
-		size_t off = rr->rdata_off;
-		if (name_unpack(pkt, len, &off, next) < 0 || off != (size_t)rr->rdata_off + rr->rdlen)
-			return MOAT_EFORMAT;
-		name_lower(next);
-		return 1;
-	}
+	uint8_t target[NAME_MAXWIRE];
 	for (unsigned i = 0; i < r->nrr; i++) {
 		const struct wire_rr *rr = &r->rr[i];
 		if (rr->section != WIRE_SEC_AN || rr->rclass != qclass || rr->type != WIRE_DNAME)
@@ -81,16 +68,52 @@ static int chain_step(const uint8_t *pkt, size_t len, struct wire_resp *r, const
 		if (name_unpack(pkt, len, &off, target) < 0 ||
 		    off != (size_t)rr->rdata_off + rr->rdlen)
 			return MOAT_EFORMAT;
-		if (r->ndname < WIRE_MAXCHAIN) {
-			memcpy(r->dname_owner[r->ndname], owner, NAME_MAXWIRE);
-			name_lower(r->dname_owner[r->ndname++]);
-		}
 		if (dname_subst(cur, owner, target, next) < 0)
 			return MOAT_EFORMAT;
 		name_lower(next);
 		return 1;
 	}
 	return 0;
+}
+
+static void add_dname_owner(struct wire_resp *r, const uint8_t *owner)
+{
+	if (r->ndname < WIRE_MAXCHAIN) {
+		memcpy(r->dname_owner[r->ndname], owner, NAME_MAXWIRE);
+		name_lower(r->dname_owner[r->ndname++]);
+	}
+}
+
+/* One step along the chain from cur, or 0 when it ends. */
+static int chain_step(const uint8_t *pkt, size_t len, struct wire_resp *r, const uint8_t *cur,
+		      uint16_t qclass, uint8_t *next)
+{
+	uint8_t owner[NAME_MAXWIRE], subst[NAME_MAXWIRE];
+	for (unsigned i = 0; i < r->nrr; i++) {
+		const struct wire_rr *rr = &r->rr[i];
+		if (rr->section != WIRE_SEC_AN || rr->rclass != qclass || rr->type != WIRE_CNAME)
+			continue;
+		if (owner_of(pkt, len, rr, owner) < 0)
+			return MOAT_EFORMAT;
+		if (!name_equal(owner, cur))
+			continue;
+		size_t off = rr->rdata_off;
+		if (name_unpack(pkt, len, &off, next) < 0 || off != (size_t)rr->rdata_off + rr->rdlen)
+			return MOAT_EFORMAT;
+		name_lower(next);
+		/* A CNAME synthesized from a DNAME (RFC 6672 3.4): the DNAME goes to the client
+		 * too, when it says the same as the CNAME that was followed. */
+		int d = dname_find(pkt, len, r, cur, qclass, owner, subst);
+		if (d < 0)
+			return d;
+		if (d > 0 && name_equal(subst, next))
+			add_dname_owner(r, owner);
+		return 1;
+	}
+	int d = dname_find(pkt, len, r, cur, qclass, owner, next);
+	if (d > 0)
+		add_dname_owner(r, owner);
+	return d;
 }
 
 int wire_resp_parse(const uint8_t *pkt, size_t len, uint16_t id, const uint8_t *lname,
@@ -168,7 +191,7 @@ int wire_resp_parse(const uint8_t *pkt, size_t len, uint16_t id, const uint8_t *
 				return st;
 			if (st == 0)
 				break;
-			if (on_chain(r, name) || r->nchain > WIRE_MAXCHAIN - 1) {
+			if (on_chain(r, name) || r->nchain > WIRE_MAXCHAIN) {
 				r->chain_too_long = true; /* a loop or a chain nobody needs */
 				break;
 			}
@@ -212,13 +235,22 @@ static int on_hint(void *c, const uint8_t *addr, size_t alen)
 	return h->fn(h->ctx, addr, alen, h->type);
 }
 
-int wire_resp_each_addr(const uint8_t *pkt, size_t len, const struct wire_resp *r, wire_addr_fn fn,
-			void *ctx)
+static int each_addr(const uint8_t *pkt, size_t len, const struct wire_resp *r, wire_addr_fn fn,
+		     void *ctx, bool passed_only)
 {
+	uint8_t owner[NAME_MAXWIRE];
 	for (unsigned i = 0; i < r->nrr; i++) {
 		const struct wire_rr *rr = &r->rr[i];
 		size_t want = rr->type == WIRE_A ? 4 : rr->type == WIRE_AAAA ? 16 : 0;
 		int rc;
+		if (!want && rr->type != WIRE_SVCB && rr->type != WIRE_HTTPS)
+			continue;
+		if (passed_only) {
+			/* What wire_resp_build hands the client: answer records on the chain. */
+			if (rr->section != WIRE_SEC_AN || owner_of(pkt, len, rr, owner) < 0 ||
+			    !on_chain(r, owner))
+				continue;
+		}
 		if (want) {
 			/* Class IN data has a fixed size; any class with that size is still checked
 			 * since a client library may not look at the class. */
@@ -229,7 +261,7 @@ int wire_resp_each_addr(const uint8_t *pkt, size_t len, const struct wire_resp *
 			}
 			if ((rc = fn(ctx, pkt + rr->rdata_off, want, rr->type)))
 				return rc;
-		} else if (rr->type == WIRE_SVCB || rr->type == WIRE_HTTPS) {
+		} else {
 			struct hint_ctx h = {fn, ctx, rr->type};
 			rc = svcb_each_hint(pkt, len, rr->rdata_off, rr->rdlen, on_hint, &h);
 			if (rc)
@@ -237,6 +269,18 @@ int wire_resp_each_addr(const uint8_t *pkt, size_t len, const struct wire_resp *
 		}
 	}
 	return 0;
+}
+
+int wire_resp_each_addr(const uint8_t *pkt, size_t len, const struct wire_resp *r, wire_addr_fn fn,
+			void *ctx)
+{
+	return each_addr(pkt, len, r, fn, ctx, false);
+}
+
+int wire_resp_each_passed_addr(const uint8_t *pkt, size_t len, const struct wire_resp *r,
+			       wire_addr_fn fn, void *ctx)
+{
+	return each_addr(pkt, len, r, fn, ctx, true);
 }
 
 /* ---- rebuilding with name compression ---- */
@@ -362,6 +406,8 @@ int wire_resp_build(const uint8_t *pkt, size_t len, const struct wire_resp *r,
 	put_name(&w, &c, q->qname, true);
 	ww_u16(&w, q->qtype);
 	ww_u16(&w, q->qclass);
+	if (w.err)
+		return w.err; /* not even the question fits: nothing to truncate to */
 	size_t question_end = w.len;
 
 	for (int s = WIRE_SEC_AN; s <= WIRE_SEC_NS; s++)

@@ -13,6 +13,9 @@
  *   log: {file: /var/log/moat/queries.jsonl}  # "-" or absent: stdout
  *   highrisk: [extra-highrisk.txt]            # more names always denied (the shipped list stays)
  *   blocked_ranges: [extra-ranges.txt]        # more answer ranges refused (shipped list stays)
+ *   firewall_socket: /run/moat/fw.sock        # grant through moat-fw before answering
+ *   firewall_timeout_ms: 1000                 # no ack in time: SERVFAIL (fail closed)
+ *   firewall_fail_open: false                 # true: answer anyway when moat-fw is away
  *   agents:                                   # required, at least one
  *     - name: ci-42                           # required, [A-Za-z0-9_.-]{1,63}
  *       clients: [10.0.0.0/24, "2001:db8::/64"]   # required
@@ -71,6 +74,9 @@ struct config {
 	uint32_t tcp_idle_ms;
 	uint32_t tcp_max_clients;
 	char *log_file; /* owned; NULL means stdout */
+	char *fw_socket; /* owned; NULL: no firewall companion */
+	uint32_t fw_timeout_ms;
+	bool fw_fail_open;
 	char **highrisk_files; /* owned */
 	size_t nhighrisk;
 	char **range_files; /* owned */

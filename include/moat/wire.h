@@ -162,6 +162,11 @@ typedef int (*wire_addr_fn)(void *ctx, const uint8_t *addr, size_t len, uint16_t
 int wire_resp_each_addr(const uint8_t *pkt, size_t len, const struct wire_resp *r, wire_addr_fn fn,
 			void *ctx);
 
+/* The same for only the addresses wire_resp_build passes to the client (answer records on the
+ * chain): what the firewall must grant before the answer is released. */
+int wire_resp_each_passed_addr(const uint8_t *pkt, size_t len, const struct wire_resp *r,
+			       wire_addr_fn fn, void *ctx);
+
 /* Rebuild a parsed answer for the client of q: the client's ID and question, RA set, AA and TC
  * cleared; answer records whose owner is in the chain (or a DNAME owner); authority SOA, NSEC,
  * NSEC3 and RRSIG records only; no additional records but our own OPT (when the client sent

@@ -1,0 +1,54 @@
+/* The answer cache: upstream answers (positive and negative, RFC 2308) kept for their TTL, so a
+ * repeated question costs no upstream round trip. It stores the upstream's bytes as received;
+ * every hit goes through the same parse, address check, firewall grant and rebuild as a fresh
+ * answer (per agent: agents differ in what they may see), with TTLs counted down by the entry's
+ * age.
+ *
+ * Keys are (lower-cased wire qname, qtype, qclass, DO bit), hashed with SipHash-2-4 (libsodium
+ * crypto_shorthash) under a random per-cache key, so clients cannot aim collisions. Memory is
+ * bounded by max_bytes (entries, keys and table included); when full, the least recently used
+ * entry is evicted in O(1), so a full cache costs a miss no more than an empty one.
+ * Single-threaded: one cache per worker loop. */
+#ifndef MOAT_CACHE_H
+#define MOAT_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct cache;
+
+struct cache_stats {
+	uint64_t hits, misses, inserts, evictions, expired;
+	size_t entries, bytes;
+};
+
+/* A cache of at most max_bytes. TTLs are clamped to [min_ttl, max_ttl] at insertion (a TTL of 0
+ * is not cached at all, whatever min_ttl says: the upstream asked for no caching).
+ * Ownership: caller frees with cache_free. NULL on allocation failure. */
+struct cache *cache_new(size_t max_bytes, uint32_t min_ttl, uint32_t max_ttl);
+void cache_free(struct cache *c);
+
+/* Store a copy of an upstream answer under the key for ttl seconds from now_ms (a monotonic
+ * clock in milliseconds); lname is a lower-cased, uncompressed wire name. Any older entry for the
+ * same key is dropped, even when the new answer is not stored (the newest answer wins). A TTL of
+ * 0 (before or after clamping) stores nothing and returns 0. An answer larger than an eighth of
+ * max_bytes is not stored. Evicts least recently used entries to make room.
+ * Returns 0, MOAT_ELIMIT (not stored), MOAT_EINVAL (malformed lname) or MOAT_ENOMEM. */
+int cache_put(struct cache *c, const uint8_t *lname, uint16_t qtype, uint16_t qclass, bool dnssec_ok,
+	      const uint8_t *pkt, size_t len, uint32_t ttl, uint64_t now_ms);
+
+/* Look a key up at now_ms. On a live hit returns the stored bytes (borrowed: valid until the
+ * next cache_put, cache_get or cache_free, since a get may remove an expired entry), their length
+ * in *len and the whole seconds since insertion in *age (callers subtract it from every TTL,
+ * saturating at 0: min_ttl may have kept an entry longer than its records' TTLs); the entry
+ * becomes most recently used. An entry expires at inserted + ttl seconds exactly: it is then
+ * removed, counted in expired and misses, and NULL returned. Never allocates. */
+const uint8_t *cache_get(struct cache *c, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
+			 bool dnssec_ok, uint64_t now_ms, size_t *len, uint32_t *age);
+
+/* Counters since cache_new. entries and bytes are current; bytes is what is charged against
+ * max_bytes (the bucket array plus every entry's header, key and packet) and never exceeds it. */
+void cache_get_stats(const struct cache *c, struct cache_stats *out);
+
+#endif

@@ -1,0 +1,76 @@
+/* The firewall channel between moatd and moat-fw: moatd asks for a grant (these addresses may be
+ * reached by this sandbox for this long) and releases the DNS answer only after moat-fw has put
+ * them into the kernel's allow set and acknowledged. Both programs include this header; the
+ * encoder and decoder live in resolver/fwproto.c (pure, bounds-checked, no allocation).
+ *
+ * Transport: a Unix SOCK_SEQPACKET socket (message boundaries kept, ordered, reliable) that
+ * moat-fw listens on. One message per packet, all integers big-endian.
+ *
+ * Format version 1.
+ *   GRANT (moatd -> moat-fw), 12 + agent_len + 17 + 17 * naddr bytes:
+ *     u8  version (1)       u8  type (FWPROTO_GRANT)   u16 naddr (1..FWPROTO_MAXADDR)
+ *     u32 seq (echoed)      u32 lifetime (seconds asked: the answer's lowest TTL)
+ *     u8  agent_len (1..63) agent name bytes
+ *     u8  client family (4 or 6, or 0 when unknown) + 16 bytes client address (IPv4 in the first 4)
+ *     naddr x { u8 family (4 or 6); 16 bytes address (IPv4 in the first 4) }
+ *   ACK (moat-fw -> moatd), 16 bytes:
+ *     u8  version (1)       u8  type (FWPROTO_ACK)     u16 status (enum fwproto_status)
+ *     u32 seq               u32 lifetime (seconds granted after moat-fw's min/max clamp)
+ *     u32 reserved (0)
+ * moatd tells the client no TTL longer than the granted lifetime. Any status but FWPROTO_OK
+ * means the answer is not released (SERVFAIL: fail closed). */
+#ifndef MOAT_FWPROTO_H
+#define MOAT_FWPROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FWPROTO_VERSION 1
+#define FWPROTO_MAXADDR 64
+#define FWPROTO_AGENT_MAX 63
+#define FWPROTO_MAXMSG (12 + 1 + FWPROTO_AGENT_MAX + 17 + 17 * FWPROTO_MAXADDR)
+#define FWPROTO_ACKLEN 16
+
+enum fwproto_type {
+	FWPROTO_GRANT = 1,
+	FWPROTO_ACK = 2,
+};
+
+enum fwproto_status {
+	FWPROTO_OK = 0,
+	FWPROTO_DENIED = 1, /* an address is in the always-deny ranges: nothing was granted */
+	FWPROTO_FAILED = 2, /* the kernel refused the update or the ledger could not be written */
+	FWPROTO_BADMSG = 3, /* the request could not be read */
+};
+
+struct fwproto_addr {
+	uint8_t family; /* 4 or 6 */
+	uint8_t addr[16];
+};
+
+struct fwproto_grant {
+	uint32_t seq;
+	uint32_t lifetime;
+	char agent[FWPROTO_AGENT_MAX + 1]; /* NUL-terminated */
+	struct fwproto_addr client;        /* family 0: unknown */
+	uint16_t naddr;
+	struct fwproto_addr addr[FWPROTO_MAXADDR];
+};
+
+struct fwproto_ack {
+	uint16_t status;
+	uint32_t seq;
+	uint32_t lifetime;
+};
+
+/* Encode into out[cap]; return the length or MOAT_ESPACE/MOAT_EINVAL. */
+int fwproto_grant_encode(const struct fwproto_grant *g, uint8_t *out, size_t cap);
+int fwproto_ack_encode(const struct fwproto_ack *a, uint8_t *out, size_t cap);
+
+/* Decode one message; return 0 or MOAT_EFORMAT (wrong version, type, length or field). */
+int fwproto_grant_decode(const uint8_t *msg, size_t len, struct fwproto_grant *g);
+int fwproto_ack_decode(const uint8_t *msg, size_t len, struct fwproto_ack *a);
+
+const char *fwproto_status_str(uint16_t status);
+
+#endif

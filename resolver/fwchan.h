@@ -1,0 +1,34 @@
+/* fwchan.h: moatd's side of the firewall channel (format in moat/fwproto.h). A query whose
+ * answer carries addresses asks for a grant and waits; the answer is released only when
+ * moat-fw acknowledges, with the client TTL capped at the granted lifetime. Runs on the loop
+ * thread. */
+#ifndef MOAT_FWCHAN_H
+#define MOAT_FWCHAN_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "moat/fwproto.h"
+
+struct fwchan;
+struct server;
+
+/* status: FWPROTO_OK or another fwproto_status (FAILED also for timeouts and a lost channel). */
+typedef void (*fwchan_cb)(void *ctx, uint16_t status, uint32_t lifetime);
+
+/* Connect to moat-fw at path (reconnecting in the background when the channel drops).
+ * Ownership: caller closes with fwchan_close. NULL on allocation failure. */
+struct fwchan *fwchan_new(uv_loop_t *loop, const char *path, uint32_t timeout_ms);
+
+/* Close the channel; pending grants are completed with FWPROTO_FAILED first. */
+void fwchan_close(struct fwchan *fw);
+
+/* Ask for a grant. g->seq is set here. cb runs exactly once (possibly before this returns when
+ * the channel is down), unless fwchan_cancel is called first with the returned token.
+ * Returns a token (> 0) for fwchan_cancel, or 0 when cb already ran. */
+uint32_t fwchan_grant(struct fwchan *fw, struct fwproto_grant *g, fwchan_cb cb, void *ctx);
+
+/* Forget a pending grant: its callback will not run. */
+void fwchan_cancel(struct fwchan *fw, uint32_t token);
+
+#endif
