@@ -356,6 +356,9 @@ void config_init(struct config *cfg)
 	cfg->tcp_idle_ms = 10000;
 	cfg->tcp_max_clients = 1024;
 	cfg->fw_timeout_ms = 1000;
+	cfg->cache_bytes = (size_t)32 << 20;
+	cfg->cache_min_ttl = 0;
+	cfg->cache_max_ttl = 86400;
 	/* Failing to record the shipped deny lists must not silently start a resolver without
 	 * them, and config_init has no way to report it: out of memory this early is fatal. */
 	if (config_strv_push(&cfg->highrisk_files, &cfg->nhighrisk,
@@ -1116,6 +1119,15 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 		} else if (config_key_is(ks, klen, "tcp_max_clients")) {
 			rc = config_u32(c, v, line, "tcp_max_clients", CONFIG_CLIENTS_MIN,
 			                CONFIG_CLIENTS_MAX, &cfg->tcp_max_clients);
+		} else if (config_key_is(ks, klen, "cache_size_mb")) {
+			uint32_t mb;
+			rc = config_u32(c, v, line, "cache_size_mb", 0, 65536, &mb);
+			if (rc == 0)
+				cfg->cache_bytes = (size_t)mb << 20;
+		} else if (config_key_is(ks, klen, "cache_min_ttl")) {
+			rc = config_u32(c, v, line, "cache_min_ttl", 0, 604800, &cfg->cache_min_ttl);
+		} else if (config_key_is(ks, klen, "cache_max_ttl")) {
+			rc = config_u32(c, v, line, "cache_max_ttl", 0, 604800, &cfg->cache_max_ttl);
 		} else if (config_key_is(ks, klen, "firewall_socket")) {
 			free(cfg->fw_socket);
 			cfg->fw_socket = NULL;

@@ -15,6 +15,7 @@
 #include "moat/err.h"
 #include "moat/log.h"
 #include "moat/policy.h"
+#include "fetch.h"
 #include "fwchan.h"
 #include "server.h"
 
@@ -32,6 +33,7 @@ static void usage(FILE *f)
 	      "  --upstream ADDR:PORT   forward allowed names there (repeatable)\n"
 	      "  --upstream-source ADDR source address of upstream queries\n"
 	      "  --upstream-timeout MS  per-attempt timeout (default 1000)\n"
+	      "  --cache-size MB        answer cache size (default 32; 0: no cache)\n"
 	      "  --allow FILE           allowlist: one name or *.name per line (repeatable)\n"
 	      "  --deny FORM            nxdomain (default), refused or sinkhole\n"
 	      "  --strict-chain         every CNAME/DNAME target must be allowed too\n"
@@ -117,6 +119,7 @@ struct options {
 	const char *deny;
 	const char *log;
 	const char *firewall;
+	long cache_mb; /* -1: not given */
 	char **allow;
 	size_t nallow;
 	long timeout_ms;
@@ -151,6 +154,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		O_TIMEOUT,
 		O_VERSION,
 		O_FIREWALL,
+		O_CACHE,
 	};
 	static const struct option longopts[] = {
 		{"listen", required_argument, 0, O_LISTEN},
@@ -164,6 +168,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		{"allow-private", no_argument, 0, O_PRIVATE},
 		{"log", required_argument, 0, O_LOG},
 		{"firewall", required_argument, 0, O_FIREWALL},
+		{"cache-size", required_argument, 0, O_CACHE},
 		{"config", required_argument, 0, 'c'},
 		{"help", no_argument, 0, 'h'},
 		{"version", no_argument, 0, O_VERSION},
@@ -178,6 +183,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 
 	memset(o, 0, sizeof(*o));
 	o->timeout_ms = -1;
+	o->cache_mb = -1;
 	while ((ch = getopt_long(argc, argv, "c:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'c':
@@ -232,6 +238,15 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		case O_FIREWALL:
 			o->firewall = optarg;
 			break;
+		case O_CACHE: {
+			char *end;
+			o->cache_mb = strtol(optarg, &end, 10);
+			if (*end || o->cache_mb < 0 || o->cache_mb > 65536) {
+				fprintf(stderr, "moatd: --cache-size: 0 to 65536 (MB)\n");
+				return MOAT_EINVAL;
+			}
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -285,6 +300,8 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		free(cfg->log_file);
 		cfg->log_file = strdup(o->log);
 	}
+	if (o->cache_mb >= 0)
+		cfg->cache_bytes = (size_t)o->cache_mb << 20;
 	if (o->firewall) {
 		free(cfg->fw_socket);
 		cfg->fw_socket = strdup(o->firewall);
@@ -366,6 +383,13 @@ static void reload(void)
 	fprintf(stderr, "moatd: policy reloaded (%zu agents)\n", np->nagents);
 }
 
+/* After each loop turn's I/O: write the turn's log lines in one go. */
+static void on_check(uv_check_t *c)
+{
+	(void)c;
+	log_flush(srv.log);
+}
+
 static void on_signal(uv_signal_t *s, int signum)
 {
 	if (signum == SIGHUP) {
@@ -379,9 +403,11 @@ static void on_signal(uv_signal_t *s, int signum)
 	listen_close_all(&srv);
 	tcp_close_all(&srv);
 	query_cancel_all(&srv);
+	fetch_cancel_all(&srv);
 	upstream_cancel_all(&srv);
 	fwchan_close(srv.fw);
 	srv.fw = NULL;
+	uv_close((uv_handle_t *)&srv.flush, NULL);
 	uv_close((uv_handle_t *)&srv.sig_term, NULL);
 	uv_close((uv_handle_t *)&srv.sig_int, NULL);
 	uv_close((uv_handle_t *)&srv.sig_hup, NULL);
@@ -424,6 +450,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "moatd: cannot open log %s: %m\n", cfg.log_file);
 		return 1;
 	}
+	if (fetch_init(&srv) < 0) {
+		fprintf(stderr, "moatd: out of memory for the answer cache\n");
+		return 1;
+	}
 	if (cfg.fw_socket && !(srv.fw = fwchan_new(srv.loop, cfg.fw_socket, cfg.fw_timeout_ms))) {
 		fprintf(stderr, "moatd: bad firewall socket path %s\n", cfg.fw_socket);
 		return 1;
@@ -439,6 +469,9 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
+	uv_check_init(srv.loop, &srv.flush);
+	uv_check_start(&srv.flush, on_check);
+	uv_unref((uv_handle_t *)&srv.flush);
 	uv_signal_init(srv.loop, &srv.sig_term);
 	uv_signal_init(srv.loop, &srv.sig_int);
 	uv_signal_init(srv.loop, &srv.sig_hup);
@@ -464,6 +497,7 @@ int main(int argc, char **argv)
 		(unsigned long long)srv.stats.dropped, (unsigned long long)srv.stats.refused_clients,
 		(unsigned long long)srv.stats.upstream_mismatch);
 	uv_loop_close(srv.loop);
+	fetch_deinit(&srv);
 	log_close(srv.log);
 	policy_unref(srv.policy);
 	config_free(&cfg);

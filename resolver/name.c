@@ -188,7 +188,8 @@ bool name_is_under(const uint8_t *child, const uint8_t *parent)
 	return name_equal(child, parent);
 }
 
-int name_unpack(const uint8_t *msg, size_t msglen, size_t *off, uint8_t *out)
+/* name_unpack with a floor for pointer targets: 0 for any buffer, the header size in a message. */
+static int unpack(const uint8_t *msg, size_t msglen, size_t *off, uint8_t *out, size_t min_target)
 {
 	size_t p = *off;
 	size_t w = 0;
@@ -206,7 +207,7 @@ int name_unpack(const uint8_t *msg, size_t msglen, size_t *off, uint8_t *out)
 			if (!end)
 				end = p + 2;
 			/* Backward pointers only: together with the jump bound this ends every loop. */
-			if (target >= p || ++jumps > 64)
+			if (target >= p || target < min_target || ++jumps > 64)
 				return MOAT_EFORMAT;
 			p = target;
 			continue;
@@ -224,4 +225,14 @@ int name_unpack(const uint8_t *msg, size_t msglen, size_t *off, uint8_t *out)
 	}
 	*off = end ? end : p;
 	return (int)w;
+}
+
+int name_unpack(const uint8_t *msg, size_t msglen, size_t *off, uint8_t *out)
+{
+	return unpack(msg, msglen, off, out, 0);
+}
+
+int name_unpack_msg(const uint8_t *msg, size_t msglen, size_t *off, uint8_t *out)
+{
+	return unpack(msg, msglen, off, out, NAME_MSG_HDR);
 }

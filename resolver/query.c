@@ -12,26 +12,22 @@
 #include "moat/err.h"
 #include "moat/log.h"
 #include "moat/policy.h"
+#include "fetch.h"
 #include "fwchan.h"
 #include "server.h"
 
-/* A forwarded query: lives from the upstream request until the reply. */
+/* An allowed query: lives from the fetch until the reply. */
 struct query {
 	struct server *srv;
 	struct policy *policy; /* reference: a reload cannot pull rules from under us */
 	const struct policy_agent *agent;
 	struct reply_to to;
-	struct upstream_req *up;
+	struct fetch_wait *wait; /* while the answer is on its way */
+	struct answer *ans;      /* reference, once it is here */
+	uint32_t fw_token;       /* while the firewall grant is pending */
 	struct dlist link;
-	uint64_t start_us;
 	struct policy_decision decision;
-	uint8_t *pkt; /* owned: the upstream answer, kept while the firewall grant is pending */
-	size_t pkt_len;
-	uint32_t fw_token;
-	struct sockaddr_storage upstream;
-	int64_t up_us;
 	struct wire_query q;
-	struct wire_resp resp;
 };
 
 static struct dlist live_queries = {&live_queries, &live_queries};
@@ -103,7 +99,9 @@ static void query_free(struct query *qr)
 {
 	if (qr->fw_token)
 		fwchan_cancel(qr->srv->fw, qr->fw_token);
-	free(qr->pkt);
+	if (qr->wait)
+		fetch_cancel(qr->wait);
+	answer_unref(qr->ans);
 	dlist_del(&qr->link);
 	reply_release(&qr->to);
 	policy_unref(qr->policy);
@@ -132,10 +130,10 @@ static int on_answer_addr(void *ctx, const uint8_t *addr, size_t len, uint16_t r
 
 /* Check everything the upstream said that a client could act on. Returns true if the answer
  * may pass; otherwise fills d with the reason. */
-static bool answer_passes(struct query *qr, const uint8_t *pkt, size_t len,
-			  struct policy_decision *d)
+static bool answer_passes(struct query *qr, struct policy_decision *d)
 {
-	struct wire_resp *r = &qr->resp;
+	const struct answer *a = qr->ans;
+	const struct wire_resp *r = &a->resp;
 	if (r->chain_too_long) {
 		memset(d, 0, sizeof(*d));
 		d->verdict = POLICY_DENY_NOT_ALLOWED;
@@ -146,7 +144,7 @@ static bool answer_passes(struct query *qr, const uint8_t *pkt, size_t len,
 		if (policy_check_chain(qr->policy, qr->agent, r->chain[i], d) != POLICY_ALLOW)
 			return false;
 	struct addr_check c = {.policy = qr->policy, .agent = qr->agent};
-	int rc = wire_resp_each_addr(pkt, len, r, on_answer_addr, &c);
+	int rc = wire_resp_each_addr(a->pkt, a->len, r, on_answer_addr, &c);
 	if (rc == 0)
 		return true;
 	memset(d, 0, sizeof(*d));
@@ -163,23 +161,25 @@ static bool answer_passes(struct query *qr, const uint8_t *pkt, size_t len,
 }
 
 /* Rebuild the checked answer for the client, TTLs capped at ttl_cap, and send it. */
-static void release(struct query *qr, const uint8_t *pkt, size_t len, uint32_t ttl_cap)
+static void release(struct query *qr, uint32_t ttl_cap)
 {
 	struct server *srv = qr->srv;
-	const struct sockaddr *from = (const struct sockaddr *)&qr->upstream;
+	const struct answer *a = qr->ans;
+	const struct sockaddr *from = a->cached ? NULL : (const struct sockaddr *)&a->upstream;
 	static _Thread_local uint8_t out[WIRE_MAXMSG]; /* one answer built at a time per loop */
-	int n = wire_resp_build(pkt, len, &qr->resp, &qr->q, ttl_cap, reply_limit(&qr->to, &qr->q),
-				out, sizeof(out));
+	int n = wire_resp_build(a->pkt, a->len, &a->resp, &qr->q, ttl_cap,
+				reply_limit(&qr->to, &qr->q), out, sizeof(out));
 	if (n < 0) {
 		srv->stats.servfail++;
 		answer_local(srv, &qr->to, &qr->q, qr->agent, false, WIRE_SERVFAIL, 0, NULL);
 		log_it(srv, &qr->to, &qr->q, qr->agent->cfg.name, "allow",
-		       "moat: answer could not be rebuilt", WIRE_SERVFAIL, false, from, qr->up_us);
+		       "moat: answer could not be rebuilt", WIRE_SERVFAIL, false, from, a->up_us);
 	} else {
 		reply_send(srv, &qr->to, out, (size_t)n);
 		srv->stats.answered++;
-		log_it(srv, &qr->to, &qr->q, qr->agent->cfg.name, "allow", qr->decision.reason,
-		       out[3] & 0xF, false, from, qr->up_us);
+		log_it(srv, &qr->to, &qr->q, qr->agent->cfg.name,
+		       a->cached ? "allow-cached" : "allow", qr->decision.reason, out[3] & 0xF, false,
+		       from, a->up_us);
 	}
 	query_free(qr);
 }
@@ -195,11 +195,11 @@ static void on_granted(void *ctx, uint16_t status, uint32_t lifetime)
 		return;
 	}
 	if (status == FWPROTO_OK) {
-		release(qr, qr->pkt, qr->pkt_len, lifetime);
+		release(qr, lifetime);
 		return;
 	}
 	if (srv->cfg->fw_fail_open && status == FWPROTO_FAILED) {
-		release(qr, qr->pkt, qr->pkt_len, UINT32_MAX);
+		release(qr, UINT32_MAX);
 		return;
 	}
 	char why[128];
@@ -209,7 +209,7 @@ static void on_granted(void *ctx, uint16_t status, uint32_t lifetime)
 	answer_local(srv, &qr->to, &qr->q, qr->agent, false, WIRE_SERVFAIL, WIRE_EDE_PROHIBITED,
 		     why);
 	log_it(srv, &qr->to, &qr->q, qr->agent->cfg.name, "allow", why, WIRE_SERVFAIL,
-	       status == FWPROTO_DENIED, (const struct sockaddr *)&qr->upstream, qr->up_us);
+	       status == FWPROTO_DENIED, NULL, qr->ans->up_us);
 	query_free(qr);
 }
 
@@ -231,18 +231,19 @@ static int on_grant_addr(void *ctx, const uint8_t *addr, size_t len, uint16_t rr
 
 /* Ask moat-fw to open the answer's addresses before the client sees them. Returns false when
  * the answer carries no address (nothing to grant: release it now). */
-static bool grant_first(struct query *qr, const uint8_t *pkt, size_t len)
+static bool grant_first(struct query *qr)
 {
+	const struct answer *a = qr->ans;
 	struct fwproto_grant g;
 	memset(&g, 0, sizeof(g));
-	if (wire_resp_each_passed_addr(pkt, len, &qr->resp, on_grant_addr, &g) != 0) {
+	if (wire_resp_each_passed_addr(a->pkt, a->len, &a->resp, on_grant_addr, &g) != 0) {
 		on_granted(qr, FWPROTO_BADMSG, 0); /* more addresses than one grant carries */
 		return true;
 	}
 	if (g.naddr == 0)
 		return false;
 	snprintf(g.agent, sizeof(g.agent), "%s", qr->agent->cfg.name);
-	g.lifetime = qr->resp.min_ttl;
+	g.lifetime = a->resp.min_ttl > a->resp.age ? a->resp.min_ttl - a->resp.age : 0;
 	const struct sockaddr *c = (const struct sockaddr *)&qr->to.client;
 	if (c->sa_family == AF_INET) {
 		g.client.family = 4;
@@ -251,12 +252,6 @@ static bool grant_first(struct query *qr, const uint8_t *pkt, size_t len)
 		g.client.family = 6;
 		memcpy(g.client.addr, &((const struct sockaddr_in6 *)c)->sin6_addr, 16);
 	}
-	if (!(qr->pkt = malloc(len))) {
-		on_granted(qr, FWPROTO_FAILED, 0);
-		return true;
-	}
-	memcpy(qr->pkt, pkt, len);
-	qr->pkt_len = len;
 	/* The callback may already have run (channel down); qr is then gone. */
 	uint32_t token = fwchan_grant(qr->srv->fw, &g, on_granted, qr);
 	if (token)
@@ -264,40 +259,23 @@ static bool grant_first(struct query *qr, const uint8_t *pkt, size_t len)
 	return true;
 }
 
-static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
-			const struct sockaddr *from, int64_t elapsed_us)
+/* The answer is here (fresh or cached): check it for this query's agent, grant, release. */
+static void on_answer(struct query *qr)
 {
-	struct query *qr = ctx;
 	struct server *srv = qr->srv;
 	const char *agent = qr->agent->cfg.name;
-	qr->up = NULL;
-	qr->up_us = elapsed_us;
-	if (from)
-		memcpy(&qr->upstream, from,
-		       from->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-						   : sizeof(struct sockaddr_in));
+	const struct answer *a = qr->ans;
+	const struct sockaddr *from = a->cached ? NULL : (const struct sockaddr *)&a->upstream;
 
 	if (qr->to.kind == REPLY_TCP && tcp_conn_closed(qr->to.conn)) {
 		srv->stats.dropped++;
 		log_it(srv, &qr->to, &qr->q, agent, "allow", "client went away", -1, false, from,
-		       elapsed_us);
+		       a->up_us);
 		query_free(qr);
 		return;
 	}
-	if (status < 0) {
-		srv->stats.servfail++;
-		const char *why = status == MOAT_EFORMAT ? "moat: upstream answer was malformed"
-							 : "moat: no upstream answered in time";
-		answer_local(srv, &qr->to, &qr->q, qr->agent, false, WIRE_SERVFAIL,
-			     WIRE_EDE_NO_REACHABLE_AUTHORITY, why);
-		log_it(srv, &qr->to, &qr->q, agent, "allow", why, WIRE_SERVFAIL, false, from,
-		       elapsed_us);
-		query_free(qr);
-		return;
-	}
-
 	struct policy_decision d;
-	if (!answer_passes(qr, pkt, len, &d)) {
+	if (!answer_passes(qr, &d)) {
 		srv->stats.denied++;
 		answer_local(srv, &qr->to, &qr->q, qr->agent, true, WIRE_NXDOMAIN, WIRE_EDE_BLOCKED,
 			     d.reason);
@@ -305,14 +283,35 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
 		       qr->agent->cfg.deny == DENY_REFUSED	   ? WIRE_REFUSED
 		       : qr->agent->cfg.deny == DENY_SINKHOLE ? WIRE_NOERROR
 							       : WIRE_NXDOMAIN,
-		       d.alert, from, elapsed_us);
+		       d.alert, from, a->up_us);
 		query_free(qr);
 		return;
 	}
-
-	if (qr->srv->fw && grant_first(qr, pkt, len))
+	if (srv->fw && grant_first(qr))
 		return; /* released by on_granted */
-	release(qr, pkt, len, UINT32_MAX);
+	release(qr, UINT32_MAX);
+}
+
+static void on_fetched(void *ctx, int status, struct answer *ans)
+{
+	struct query *qr = ctx;
+	struct server *srv = qr->srv;
+	qr->wait = NULL;
+	if (status < 0) {
+		srv->stats.servfail++;
+		const char *why = status == MOAT_EFORMAT ? "moat: upstream answer was malformed"
+							 : "moat: no upstream answered in time";
+		if (qr->to.kind == REPLY_UDP || !tcp_conn_closed(qr->to.conn))
+			answer_local(srv, &qr->to, &qr->q, qr->agent, false, WIRE_SERVFAIL,
+				     WIRE_EDE_NO_REACHABLE_AUTHORITY, why);
+		log_it(srv, &qr->to, &qr->q, qr->agent->cfg.name, "allow", why, WIRE_SERVFAIL,
+		       false, NULL, -1);
+		query_free(qr);
+		return;
+	}
+	ans->refs++;
+	qr->ans = ans;
+	on_answer(qr);
 }
 
 void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, size_t len)
@@ -386,33 +385,32 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 	qr->to = *to;
 	if (to->kind == REPLY_TCP)
 		tcp_conn_ref(to->conn);
-	qr->start_us = server_now_us();
 	qr->decision = d;
 	qr->q = q;
-	qr->up = NULL;
-	qr->pkt = NULL;
+	qr->wait = NULL;
+	qr->ans = NULL;
 	qr->fw_token = 0;
-	qr->up_us = -1;
-	memset(&qr->upstream, 0, sizeof(qr->upstream));
 	dlist_add(&live_queries, &qr->link);
-	srv->stats.forwarded++;
-	if (upstream_query(srv, q.lname, q.qtype, q.qclass, q.edns_do, &qr->resp, on_upstream, qr,
-			   &qr->up) < 0) {
+	struct answer *hit = NULL;
+	int rc = fetch_answer(srv, q.lname, q.qtype, q.qclass, q.edns_do, on_fetched, qr, &hit,
+			      &qr->wait);
+	if (rc == FETCH_HIT) {
+		qr->ans = hit;
+		on_answer(qr);
+	} else if (rc < 0) {
 		answer_local(srv, to, &q, agent, false, WIRE_SERVFAIL, 0, NULL);
 		log_it(srv, to, &q, agent->cfg.name, "allow", "moat: could not reach upstream",
 		       WIRE_SERVFAIL, false, NULL, -1);
 		query_free(qr);
+	} else {
+		srv->stats.forwarded++;
 	}
 }
 
 void query_cancel_all(struct server *srv)
 {
 	(void)srv;
-	while (live_queries.next != &live_queries) {
-		struct query *qr =
-			(struct query *)((char *)live_queries.next - offsetof(struct query, link));
-		if (qr->up)
-			upstream_cancel(qr->up);
-		query_free(qr);
-	}
+	while (live_queries.next != &live_queries)
+		query_free((struct query *)((char *)live_queries.next -
+					    offsetof(struct query, link)));
 }

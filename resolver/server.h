@@ -50,6 +50,8 @@ struct server {
 	struct policy *policy;    /* one reference owned; queries hold their own */
 	FILE *log;
 	struct fwchan *fw;        /* NULL: no firewall companion */
+	struct cache *cache;      /* NULL: no answer cache */
+	struct fetch_table *fetches; /* questions in flight (fetch.c) */
 	struct dlist listeners;   /* struct listener */
 	struct dlist tcp_conns;   /* struct tcp_conn */
 	struct dlist upstream_reqs; /* struct upstream_req */
@@ -58,6 +60,7 @@ struct server {
 	bool stopping;
 	struct server_stats stats;
 	uv_signal_t sig_term, sig_int, sig_hup;
+	uv_check_t flush; /* flushes the query log once per loop turn */
 };
 
 /* How a reply gets back to its client. */

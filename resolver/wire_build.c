@@ -29,7 +29,8 @@ int wire_append_opt(uint8_t *out, size_t len, size_t cap, uint16_t udp_size, boo
 		ww_u16(&w, WIRE_EDE_OPTION);
 		ww_u16(&w, (uint16_t)(2 + tl));
 		ww_u16(&w, ede->code);
-		ww_bytes(&w, ede->text, tl);
+		if (tl)
+			ww_bytes(&w, ede->text, tl); /* text may be NULL: no memcpy from it */
 	} else {
 		ww_u16(&w, 0);
 	}

@@ -26,7 +26,7 @@ static bool on_chain(const struct wire_resp *r, const uint8_t *name)
 static int owner_of(const uint8_t *pkt, size_t len, const struct wire_rr *rr, uint8_t *out)
 {
 	size_t off = rr->owner_off;
-	return name_unpack(pkt, len, &off, out);
+	return name_unpack_msg(pkt, len, &off, out);
 }
 
 /* Replace the labels of name that stand above owner by target: DNAME substitution (RFC 6672).
@@ -65,7 +65,7 @@ static int dname_find(const uint8_t *pkt, size_t len, const struct wire_resp *r,
 		if (name_equal(owner, cur) || !name_is_under(cur, owner))
 			continue;
 		size_t off = rr->rdata_off;
-		if (name_unpack(pkt, len, &off, target) < 0 ||
+		if (name_unpack_msg(pkt, len, &off, target) < 0 ||
 		    off != (size_t)rr->rdata_off + rr->rdlen)
 			return MOAT_EFORMAT;
 		if (dname_subst(cur, owner, target, next) < 0)
@@ -98,7 +98,8 @@ static int chain_step(const uint8_t *pkt, size_t len, struct wire_resp *r, const
 		if (!name_equal(owner, cur))
 			continue;
 		size_t off = rr->rdata_off;
-		if (name_unpack(pkt, len, &off, next) < 0 || off != (size_t)rr->rdata_off + rr->rdlen)
+		if (name_unpack_msg(pkt, len, &off, next) < 0 ||
+		    off != (size_t)rr->rdata_off + rr->rdlen)
 			return MOAT_EFORMAT;
 		name_lower(next);
 		/* A CNAME synthesized from a DNAME (RFC 6672 3.4): the DNAME goes to the client
@@ -129,6 +130,7 @@ int wire_resp_parse(const uint8_t *pkt, size_t len, uint16_t id, const uint8_t *
 	r->chain_too_long = false;
 	r->min_ttl = UINT32_MAX;
 	r->neg_ttl = UINT32_MAX;
+	r->age = 0;
 	if (len < WIRE_HDR)
 		return MOAT_EMISMATCH;
 	r->id = wr_u16(pkt);
@@ -141,7 +143,7 @@ int wire_resp_parse(const uint8_t *pkt, size_t len, uint16_t id, const uint8_t *
 	for (int s = 0; s < 3; s++)
 		r->counts[s] = wr_u16(pkt + 6 + 2 * s);
 	size_t off = WIRE_HDR;
-	if (name_unpack(pkt, len, &off, name) < 0 || off + 4 > len)
+	if (name_unpack_msg(pkt, len, &off, name) < 0 || off + 4 > len)
 		return MOAT_EMISMATCH;
 	if (!name_equal(name, lname) || wr_u16(pkt + off) != qtype ||
 	    wr_u16(pkt + off + 2) != qclass)
@@ -155,7 +157,7 @@ int wire_resp_parse(const uint8_t *pkt, size_t len, uint16_t id, const uint8_t *
 		for (unsigned i = 0; i < r->counts[s]; i++) {
 			struct wire_rr *rr = &r->rr[r->nrr];
 			rr->owner_off = (uint16_t)off;
-			if (name_unpack(pkt, len, &off, name) < 0 || off + 10 > len)
+			if (name_unpack_msg(pkt, len, &off, name) < 0 || off + 10 > len)
 				return MOAT_EFORMAT;
 			rr->type = wr_u16(pkt + off);
 			rr->rclass = wr_u16(pkt + off + 2);
@@ -333,7 +335,8 @@ static void put_name(struct wire_writer *w, struct comp *c, const uint8_t *nm, b
 }
 
 /* Copy one record's RDATA, decompressing and recompressing the names of the RFC 1035 types
- * that may carry compressed names; other types are copied as they are. */
+ * that may carry compressed names, and writing the DNAME target (which the chain read, possibly
+ * compressed) uncompressed; other types are copied as they are. */
 static void put_rdata(struct wire_writer *w, struct comp *c, const uint8_t *pkt, size_t len,
 		      const struct wire_rr *rr)
 {
@@ -345,22 +348,28 @@ static void put_rdata(struct wire_writer *w, struct comp *c, const uint8_t *pkt,
 	case WIRE_CNAME:
 	case WIRE_NS:
 	case WIRE_PTR:
-		if (name_unpack(pkt, len, &off, nm) < 0 || off != end)
+		if (name_unpack_msg(pkt, len, &off, nm) < 0 || off != end)
 			goto bad;
 		put_name(w, c, nm, true);
+		break;
+	case WIRE_DNAME:
+		/* Read like CNAME when the chain was followed; never compressed (RFC 6672 2.5). */
+		if (name_unpack_msg(pkt, len, &off, nm) < 0 || off != end)
+			goto bad;
+		put_name(w, c, nm, false);
 		break;
 	case WIRE_MX:
 		if (rr->rdlen < 3)
 			goto bad;
 		ww_bytes(w, pkt + off, 2);
 		off += 2;
-		if (name_unpack(pkt, len, &off, nm) < 0 || off != end)
+		if (name_unpack_msg(pkt, len, &off, nm) < 0 || off != end)
 			goto bad;
 		put_name(w, c, nm, true);
 		break;
 	case WIRE_SOA:
 		for (int k = 0; k < 2; k++) {
-			if (name_unpack(pkt, len, &off, nm) < 0)
+			if (name_unpack_msg(pkt, len, &off, nm) < 0)
 				goto bad;
 			put_name(w, c, nm, true);
 		}
@@ -422,7 +431,8 @@ int wire_resp_build(const uint8_t *pkt, size_t len, const struct wire_resp *r,
 			put_name(&w, &c, owner, true);
 			ww_u16(&w, rr->type);
 			ww_u16(&w, rr->rclass);
-			ww_u32(&w, rr->ttl < ttl_cap ? rr->ttl : ttl_cap);
+			uint32_t ttl = rr->ttl > r->age ? rr->ttl - r->age : 0;
+			ww_u32(&w, ttl < ttl_cap ? ttl : ttl_cap);
 			put_rdata(&w, &c, pkt, len, rr);
 			count[s]++;
 		}

@@ -33,7 +33,8 @@ void cache_free(struct cache *c);
  * clock in milliseconds); lname is a lower-cased, uncompressed wire name. Any older entry for the
  * same key is dropped, even when the new answer is not stored (the newest answer wins). A TTL of
  * 0 (before or after clamping) stores nothing and returns 0. An answer larger than an eighth of
- * max_bytes is not stored. Evicts least recently used entries to make room.
+ * max_bytes is not stored. Evicts least recently used entries to make room. pkt may be bytes
+ * that cache_get lent (they are copied before the older entry is freed).
  * Returns 0, MOAT_ELIMIT (not stored), MOAT_EINVAL (malformed lname) or MOAT_ENOMEM. */
 int cache_put(struct cache *c, const uint8_t *lname, uint16_t qtype, uint16_t qclass, bool dnssec_ok,
 	      const uint8_t *pkt, size_t len, uint32_t ttl, uint64_t now_ms);
@@ -43,7 +44,8 @@ int cache_put(struct cache *c, const uint8_t *lname, uint16_t qtype, uint16_t qc
  * in *len and the whole seconds since insertion in *age (callers subtract it from every TTL,
  * saturating at 0: min_ttl may have kept an entry longer than its records' TTLs); the entry
  * becomes most recently used. An entry expires at inserted + ttl seconds exactly: it is then
- * removed, counted in expired and misses, and NULL returned. Never allocates. */
+ * removed, counted in expired and misses, and NULL returned. len and age may be NULL. Never
+ * allocates. */
 const uint8_t *cache_get(struct cache *c, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
 			 bool dnssec_ok, uint64_t now_ms, size_t *len, uint32_t *age);
 

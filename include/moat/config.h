@@ -13,6 +13,9 @@
  *   log: {file: /var/log/moat/queries.jsonl}  # "-" or absent: stdout
  *   highrisk: [extra-highrisk.txt]            # more names always denied (the shipped list stays)
  *   blocked_ranges: [extra-ranges.txt]        # more answer ranges refused (shipped list stays)
+ *   cache_size_mb: 32                         # answer cache; 0 turns it off
+ *   cache_min_ttl: 0                          # TTL clamps for cached answers (seconds)
+ *   cache_max_ttl: 86400
  *   firewall_socket: /run/moat/fw.sock        # grant through moat-fw before answering
  *   firewall_timeout_ms: 1000                 # no ack in time: SERVFAIL (fail closed)
  *   firewall_fail_open: false                 # true: answer anyway when moat-fw is away
@@ -74,6 +77,8 @@ struct config {
 	uint32_t tcp_idle_ms;
 	uint32_t tcp_max_clients;
 	char *log_file; /* owned; NULL means stdout */
+	size_t cache_bytes; /* 0: no cache */
+	uint32_t cache_min_ttl, cache_max_ttl;
 	char *fw_socket; /* owned; NULL: no firewall companion */
 	uint32_t fw_timeout_ms;
 	bool fw_fail_open;

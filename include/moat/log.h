@@ -26,9 +26,11 @@ struct log_query {
 	bool alert;
 };
 
-/* Open the log: path NULL or "-" means stdout. Lines are written whole, one write each.
- * Ownership: caller closes with log_close. Returns NULL with errno set on failure. */
+/* Open the log: path NULL or "-" means stdout. The stream is fully buffered; call log_flush
+ * at the end of each batch of work (moatd: each event-loop turn). Ownership: caller closes with
+ * log_close. Returns NULL with errno set on failure. */
 FILE *log_open(const char *path);
+void log_flush(FILE *f);
 void log_close(FILE *f);
 
 /* Write one query line. Never fails the query: a write error is counted by the caller's

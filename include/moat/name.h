@@ -45,4 +45,10 @@ bool name_is_under(const uint8_t *child, const uint8_t *parent);
  * loops end. Returns the uncompressed length or MOAT_EFORMAT. */
 int name_unpack(const uint8_t *msg, size_t msglen, size_t *off, uint8_t *out);
 
+/* The same for a name inside a DNS message: a pointer into the message's 12-byte header is
+ * refused too (no name starts there; ldns refuses a pointer to offset 0 for the same reason).
+ * The message parsers use this one. */
+#define NAME_MSG_HDR 12
+int name_unpack_msg(const uint8_t *msg, size_t msglen, size_t *off, uint8_t *out);
+
 #endif

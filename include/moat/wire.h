@@ -141,6 +141,9 @@ struct wire_resp {
 	 * answers (RFC 2308), UINT32_MAX when absent. */
 	uint32_t min_ttl;
 	uint32_t neg_ttl;
+	/* Seconds the answer has been cached: wire_resp_build subtracts it from every TTL.
+	 * wire_resp_parse sets it to 0. */
+	uint32_t age;
 	/* DNAME owners (lower-cased) whose records also pass the owner filter. */
 	uint8_t dname_owner[WIRE_MAXCHAIN][NAME_MAXWIRE];
 	uint8_t ndname;
@@ -170,7 +173,7 @@ int wire_resp_each_passed_addr(const uint8_t *pkt, size_t len, const struct wire
 /* Rebuild a parsed answer for the client of q: the client's ID and question, RA set, AA and TC
  * cleared; answer records whose owner is in the chain (or a DNAME owner); authority SOA, NSEC,
  * NSEC3 and RRSIG records only; no additional records but our own OPT (when the client sent
- * EDNS); TTLs capped at ttl_cap. If the result exceeds max_size (the caller's limit: over UDP
+ * EDNS); TTLs lowered by r->age and capped at ttl_cap. If the result exceeds max_size (the caller's limit: over UDP
  * the client's EDNS size or 512, over TCP 65535), an empty answer with TC=1 is returned instead. Names are recompressed.
  * Returns the length, or MOAT_ESPACE/MOAT_EFORMAT. */
 int wire_resp_build(const uint8_t *pkt, size_t len, const struct wire_resp *r,

@@ -1,4 +1,6 @@
 # shellcheck shell=bash
+# Variables set here are read by the sourcing test scripts:
+# shellcheck disable=SC2034
 # tests/e2e/lib.sh -- end-to-end test harness for moat.
 #
 # Sourced by tests/e2e/test_*.sh. CMake runs each script as `bash script` with
@@ -428,6 +430,8 @@ server:
     hide-version: yes
     round-robin: no        # deterministic RRset order for assertions
     minimal-responses: no  # keep additional-section data (glue tests)
+    rrl-ratelimit: 0       # no response rate limiting: tests send bursts from one address
+    rrl-whitelist-ratelimit: 0
     tcp-count: 100
     tcp-query-count: 0
 remote-control:
@@ -466,10 +470,10 @@ EOF
 		e2e__alive "$nsd_pid" || e2e_fail "nsd$idx exited during start-up (see nsd$idx.log)"
 		ok=1
 		for o in "${origins[@]}"; do
-			e2e__soa_ok "$addr" "$port" "$o" +notcp && e2e__soa_ok "$addr" "$port" "$o" +tcp || {
+			if ! e2e__soa_ok "$addr" "$port" "$o" +notcp || ! e2e__soa_ok "$addr" "$port" "$o" +tcp; then
 				ok=0
 				break
-			}
+			fi
 		done
 		[[ $ok == 1 ]] && break
 		sleep 0.1
@@ -504,8 +508,9 @@ e2e_upstream_reset() {
 
 e2e__instances() {
 	if [[ -n "$1" ]]; then
-		[[ "$1" =~ ^[0-9]+$ ]] && ((1 <= $1 && $1 <= E2E_NSD_COUNT)) ||
+		if ! [[ "$1" =~ ^[0-9]+$ ]] || (($1 < 1 || $1 > E2E_NSD_COUNT)); then
 			e2e_fail "no NSD instance '$1'"
+		fi
 		echo "$1"
 	else
 		((E2E_NSD_COUNT > 0)) || e2e_fail "no NSD instance started"

@@ -92,8 +92,8 @@ grep -q '"qname":"evil.test.","qtype":"HTTPS","qclass":1,"decision":"deny-not-al
 
 # --- the upstream query carries only moatd's own question and EDNS ---
 e2e_upstream_reset
-q +subnet=198.51.100.0/24 +cookie +nsid www.example.test A >/dev/null
-e2e_assert_eq "www.example.test. A UDP" "$(e2e_upstream_queries)" "forwarded exactly one query"
+q +subnet=198.51.100.0/24 +cookie +nsid fresh1.wild.example.test A >/dev/null
+e2e_assert_eq "fresh1.wild.example.test. A UDP" "$(e2e_upstream_queries)" "forwarded exactly one query"
 
 # --- TC fallback: moatd retries over TCP upstream; a UDP client gets TC and retries ---
 e2e_upstream_reset

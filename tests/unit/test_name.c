@@ -19,7 +19,8 @@ static int parse(const char *text, uint8_t *wire)
 static void expect_bad(const char *text)
 {
 	uint8_t wire[NAME_MAXWIRE];
-	cr_expect_eq(name_from_text(text, strlen(text), wire), MOAT_EINVAL, "\"%s\" accepted", text);
+	cr_expect_eq(name_from_text(text, strlen(text), wire), MOAT_EINVAL, "\"%s\" accepted",
+	             text);
 }
 
 /* A label of n copies of c followed by a dot, appended to buf. */
@@ -234,7 +235,8 @@ Test(name, lower)
 	name_lower(w);
 	cr_expect_arr_eq(w, "\3www\7example\3c@m", sizeof(w));
 	/* a full 63-byte label of capitals */
-	uint8_t v[] = "\x3f" "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+	uint8_t v[] = "\x3f"
+	              "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
 	name_lower(v);
 	cr_expect_eq(v[0], 0x3f);
 	cr_expect_eq(v[63], 'a');
@@ -243,7 +245,8 @@ Test(name, lower)
 Test(name, equal_and_case)
 {
 	uint8_t a[NAME_MAXWIRE], b[NAME_MAXWIRE];
-	cr_expect(name_equal((const uint8_t *)"\3WWW\7Example\3com", (const uint8_t *)"\3www\7exAMPLE\3COM"));
+	cr_expect(name_equal((const uint8_t *)"\3WWW\7Example\3com",
+	                     (const uint8_t *)"\3www\7exAMPLE\3COM"));
 	cr_expect_not(name_equal((const uint8_t *)"\3www\3com", (const uint8_t *)"\3wwx\3com"));
 	cr_expect_not(name_equal((const uint8_t *)"\3www\3com", (const uint8_t *)"\3www\3co\1m"));
 	cr_expect_not(name_equal((const uint8_t *)"\3com", (const uint8_t *)"\3www\3com"));
@@ -314,8 +317,8 @@ Test(unpack, compression_pointer)
 {
 	/* 0: "example.com", 13: "www" + pointer to 0, 19: pointer to 13, 21: end */
 	const uint8_t msg[] = "\7example\3com\0"
-			      "\3www\xc0\x00"
-			      "\xc0\x0d";
+	                      "\3www\xc0\x00"
+	                      "\xc0\x0d";
 	size_t len = sizeof(msg) - 1;
 	uint8_t out[NAME_MAXWIRE];
 	size_t off = 13;

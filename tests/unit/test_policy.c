@@ -91,9 +91,9 @@ Test(pattern, good_patterns)
 
 Test(pattern, bad_patterns)
 {
-	const char *bad[] = {"*",      "*.",       "*..",     "a.*.b",   "*a.b",   "a*.b",
-			     "a..b",   "*.a..b",   "**.b",    "*.*.b",   "*.*",    "",
-			     ".a",     "a.b*",     "*x",      "x.*",     "\\",     "a\\25"};
+	const char *bad[] = {"*",    "*.",     "*..",  "a.*.b", "*a.b", "a*.b",
+	                     "a..b", "*.a..b", "**.b", "*.*.b", "*.*",  "",
+	                     ".a",   "a.b*",   "*x",   "x.*",   "\\",   "a\\25"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		cr_expect_eq(add(bad[i], 1), MOAT_EINVAL, "\"%s\" accepted", bad[i]);
 	char lab[80];
@@ -276,23 +276,30 @@ Test(match, file_names_are_copied)
 
 Test(match, scale_100k)
 {
+	/* 100k patterns from one file: line 2k+1 exact names, line 2k+2 wildcards */
 	char buf[64];
-	for (int i = 0; i < 50000; i++) {
-		snprintf(buf, sizeof(buf), "n%d.example%d.com", i, i % 97);
-		cr_assert_eq(add(buf, (uint32_t)i + 1), 0, "%s", buf);
-		snprintf(buf, sizeof(buf), "*.w%d.org", i);
-		cr_assert_eq(add(buf, (uint32_t)i + 100001), 0, "%s", buf);
-	}
+	char path[] = "/tmp/moat-test-policy-big-XXXXXX";
+	int fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	FILE *f = fdopen(fd, "w");
+	cr_assert_not_null(f);
+	for (int i = 0; i < 50000; i++)
+		fprintf(f, "n%d.example%d.com\n*.w%d.org\n", i, i % 97, i);
+	cr_assert_eq(fclose(f), 0);
+	char err[256] = "";
+	int rc = policy_set_load_file(set, path, err, sizeof(err));
+	unlink(path);
+	cr_assert_eq(rc, 0, "%s", err);
 	cr_assert_eq(policy_set_count(set), 100000);
 	struct policy_rule r;
 	for (int i = 0; i < 50000; i++) {
 		snprintf(buf, sizeof(buf), "N%d.example%d.com", i, i % 97);
 		cr_assert(match(buf, &r), "%s", buf);
-		cr_assert_eq(r.line, (uint32_t)i + 1);
+		cr_assert_eq(r.line, (uint32_t)(2 * i + 1));
 		cr_assert_not(r.wildcard);
 		snprintf(buf, sizeof(buf), "x.y.w%d.org", i);
 		cr_assert(match(buf, &r), "%s", buf);
-		cr_assert_eq(r.line, (uint32_t)i + 100001);
+		cr_assert_eq(r.line, (uint32_t)(2 * i + 2));
 		cr_assert(r.wildcard);
 		snprintf(buf, sizeof(buf), "w%d.org", i);
 		cr_assert_not(match(buf, NULL), "%s", buf);
@@ -301,6 +308,12 @@ Test(match, scale_100k)
 		snprintf(buf, sizeof(buf), "a.n%d.example%d.com", i, i % 97);
 		cr_assert_not(match(buf, NULL), "%s", buf);
 	}
+	/* adding them again changes nothing */
+	for (int i = 0; i < 1000; i++) {
+		snprintf(buf, sizeof(buf), "*.w%d.org", i);
+		cr_assert_eq(add(buf, 1), 0);
+	}
+	cr_expect_eq(policy_set_count(set), 100000);
 }
 
 /* ---- files ---- */
@@ -308,13 +321,13 @@ Test(match, scale_100k)
 Test(loadfile, comments_blank_lines_whitespace)
 {
 	char *path = write_tmp("# header comment\n"
-			       "\n"
-			       "   \t\n"
-			       "example.com\n"
-			       "  *.example.org   # trailing comment\n"
-			       "\tfoo.net.\r\n"
-			       "#*.commented.out\n"
-			       "last.example"); /* no final newline */
+	                       "\n"
+	                       "   \t\n"
+	                       "example.com\n"
+	                       "  *.example.org   # trailing comment\n"
+	                       "\tfoo.net.\r\n"
+	                       "#*.commented.out\n"
+	                       "last.example"); /* no final newline */
 	char err[256] = "";
 	cr_assert_eq(policy_set_load_file(set, path, err, sizeof(err)), 0, "%s", err);
 	cr_expect_eq(policy_set_count(set), 4);
@@ -337,7 +350,8 @@ static void expect_load_error(const char *content, unsigned line)
 	char want[300];
 	cr_expect_eq(policy_set_load_file(set, path, err, sizeof(err)), MOAT_EINVAL);
 	snprintf(want, sizeof(want), "%s:%u:", path, line);
-	cr_expect_eq(strncmp(err, want, strlen(want)), 0, "err \"%s\", want prefix \"%s\"", err, want);
+	cr_expect_eq(strncmp(err, want, strlen(want)), 0, "err \"%s\", want prefix \"%s\"", err,
+	             want);
 	drop_tmp(path);
 }
 
@@ -368,16 +382,16 @@ Test(loadfile, missing_file)
 Test(loadfile, shipped_files_load)
 {
 	char err[256] = "";
-	cr_assert_eq(policy_set_load_file(set, MOAT_SOURCE_DIR "/zones/highrisk.txt", err,
-					  sizeof(err)),
-		     0, "%s", err);
+	cr_assert_eq(
+	    policy_set_load_file(set, MOAT_SOURCE_DIR "/zones/highrisk.txt", err, sizeof(err)), 0,
+	    "%s", err);
 	cr_expect_gt(policy_set_count(set), 50);
 	cr_expect(match("metadata.google.internal", NULL));
 	cr_expect(match("x.nip.io", NULL));
 	struct policy_set *ex = policy_set_new();
-	cr_assert_eq(policy_set_load_file(ex, MOAT_SOURCE_DIR "/zones/allow/example.txt", err,
-					  sizeof(err)),
-		     0, "%s", err);
+	cr_assert_eq(
+	    policy_set_load_file(ex, MOAT_SOURCE_DIR "/zones/allow/example.txt", err, sizeof(err)),
+	    0, "%s", err);
 	cr_expect(policy_set_match(ex, W("www.example.com"), NULL));
 	policy_set_free(ex);
 }
@@ -388,8 +402,7 @@ static struct config cfg;
 static struct policy *pol;
 static char *allow_path, *allow_path2;
 
-static void add_agent(const char *name, const char *const *cidrs, size_t ncidrs,
-		      const char *allow)
+static void add_agent(const char *name, const char *const *cidrs, size_t ncidrs, const char *allow)
 {
 	struct config_agent *na = realloc(cfg.agents, (cfg.nagents + 1) * sizeof(*na));
 	cr_assert_not_null(na);
@@ -412,13 +425,13 @@ static void snap_setup(void)
 	cr_assert_eq(cfg.nhighrisk, 1, "config_init lists the shipped high-risk file");
 	cr_assert_eq(cfg.nranges, 1, "config_init lists the shipped ranges file");
 	allow_path = write_tmp("example.com\n"
-			       "*.example.com\n"
-			       "metadata.google.internal\n"
-			       "*.google.internal\n"
-			       "169.254.169.254\n"
-			       "*.allowed.test\n"
-			       "# line 7\n"
-			       "api.other.test\n");
+	                       "*.example.com\n"
+	                       "metadata.google.internal\n"
+	                       "*.google.internal\n"
+	                       "169.254.169.254\n"
+	                       "*.allowed.test\n"
+	                       "# line 7\n"
+	                       "api.other.test\n");
 	allow_path2 = write_tmp("wide.test\n");
 	static const char *const narrow[] = {"10.1.2.0/24", "2001:db8:1::/48"};
 	static const char *const wide[] = {"10.0.0.0/8", "2001:db8::/32"};
@@ -428,9 +441,8 @@ static void snap_setup(void)
 	add_agent("host", host, 1, NULL);
 	cfg.agents[2].strict_chain = true;
 	/* "host" has no allowlist file: give it the first one too, to test strict_chain */
-	cr_assert_eq(config_strv_push(&cfg.agents[2].allow_files, &cfg.agents[2].nallow,
-				      allow_path),
-		     0);
+	cr_assert_eq(
+	    config_strv_push(&cfg.agents[2].allow_files, &cfg.agents[2].nallow, allow_path), 0);
 	char err[256] = "";
 	cr_assert_eq(policy_load(&cfg, &pol, err, sizeof(err)), 0, "%s", err);
 }
@@ -542,7 +554,7 @@ Test(snapshot, no_agents_no_match)
 }
 
 static void decide(const char *agent_addr, const char *name, uint16_t qclass,
-		   struct policy_decision *d)
+                   struct policy_decision *d)
 {
 	const struct policy_agent *a = agent_for(agent_addr);
 	cr_assert_not_null(a);
@@ -674,7 +686,7 @@ Test(snapshot, check_chain)
 	cr_expect_eq(policy_check_chain(pol, lax, W("cdn.elsewhere.net"), &d), POLICY_ALLOW);
 	cr_expect_eq(d.verdict, POLICY_ALLOW);
 	cr_expect_eq(policy_check_chain(pol, strict, W("cdn.elsewhere.net"), &d),
-		     POLICY_DENY_NOT_ALLOWED);
+	             POLICY_DENY_NOT_ALLOWED);
 	cr_expect_eq(d.verdict, POLICY_DENY_NOT_ALLOWED);
 	cr_expect_not_null(strstr(d.reason, "cdn.elsewhere.net"), "%s", d.reason);
 	cr_expect_not_null(strstr(d.reason, "host"), "%s", d.reason);
@@ -682,12 +694,12 @@ Test(snapshot, check_chain)
 	cr_expect(d.rule.wildcard);
 	/* high-risk and embedded addresses are denied with or without strict_chain */
 	cr_expect_eq(policy_check_chain(pol, lax, W("metadata.google.internal"), &d),
-		     POLICY_DENY_HIGHRISK);
+	             POLICY_DENY_HIGHRISK);
 	cr_expect(d.alert);
 	cr_expect_eq(policy_check_chain(pol, strict, W("metadata.google.internal"), &d),
-		     POLICY_DENY_HIGHRISK);
+	             POLICY_DENY_HIGHRISK);
 	cr_expect_eq(policy_check_chain(pol, lax, W("169-254-169-254.elsewhere.net"), &d),
-		     POLICY_DENY_EMBEDDED);
+	             POLICY_DENY_EMBEDDED);
 	cr_expect_eq(policy_check_chain(pol, lax, W("10.0.0.1"), &d), POLICY_DENY_IPLITERAL);
 }
 
@@ -720,7 +732,7 @@ Test(snapshot, load_error_reports_file_line)
 Test(snapshot, load_missing_highrisk_fails)
 {
 	cr_assert_eq(config_strv_push(&cfg.highrisk_files, &cfg.nhighrisk, "/nonexistent/hr.txt"),
-		     0);
+	             0);
 	struct policy *p = NULL;
 	char err[512] = "";
 	cr_expect_eq(policy_load(&cfg, &p, err, sizeof(err)), MOAT_EIO);

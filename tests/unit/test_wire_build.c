@@ -26,8 +26,8 @@ static void client_query(const struct qopts *o, struct wire_query *q)
 {
 	ldns_rdf *name = ldns_dname_new_frm_str(o->name);
 	cr_assert_not_null(name, "%s", o->name);
-	ldns_pkt *p = ldns_pkt_query_new(name, o->type, o->rclass ? o->rclass : LDNS_RR_CLASS_IN,
-					 o->flags);
+	ldns_pkt *p =
+	    ldns_pkt_query_new(name, o->type, o->rclass ? o->rclass : LDNS_RR_CLASS_IN, o->flags);
 	cr_assert_not_null(p);
 	ldns_pkt_set_id(p, o->id);
 	if (o->edns) {
@@ -46,13 +46,14 @@ static ldns_pkt *parse_back(const uint8_t *b, int n)
 {
 	cr_assert_gt(n, WIRE_HDR, "build returned %d", n);
 	ldns_pkt *p = NULL;
-	cr_assert_eq(ldns_wire2pkt(&p, b, (size_t)n), LDNS_STATUS_OK, "ldns cannot parse our output");
+	cr_assert_eq(ldns_wire2pkt(&p, b, (size_t)n), LDNS_STATUS_OK,
+	             "ldns cannot parse our output");
 	return p;
 }
 
 /* The owner of the question, as wire bytes, must equal want (case included). */
 static void expect_question(ldns_pkt *p, const char *want_wire, size_t wlen, uint16_t type,
-			    uint16_t rclass)
+                            uint16_t rclass)
 {
 	cr_assert_eq(ldns_pkt_qdcount(p), 1);
 	ldns_rr *qr = ldns_rr_list_rr(ldns_pkt_question(p), 0);
@@ -84,8 +85,12 @@ static void expect_ede(ldns_pkt *p, uint16_t code, const char *text, size_t tl)
 Test(build_answer, nxdomain_with_ede)
 {
 	struct wire_query q;
-	struct qopts o = {.name = "WwW.Blocked.Example.", .type = LDNS_RR_TYPE_A, .id = 0xA1B2,
-			  .flags = LDNS_RD | LDNS_CD, .edns = true, .udp_size = 4096};
+	struct qopts o = {.name = "WwW.Blocked.Example.",
+	                  .type = LDNS_RR_TYPE_A,
+	                  .id = 0xA1B2,
+	                  .flags = LDNS_RD | LDNS_CD,
+	                  .edns = true,
+	                  .udp_size = 4096};
 	client_query(&o, &q);
 	const char *reason = "moat: not on allowlist of agent ci-42";
 	struct wire_ede ede = {WIRE_EDE_BLOCKED, reason};
@@ -139,8 +144,8 @@ Test(build_answer, rd_cd_not_set_when_client_did_not)
 Test(build_answer, no_opt_without_client_edns)
 {
 	struct wire_query q;
-	struct qopts o = {.name = "example.com.", .type = LDNS_RR_TYPE_A, .id = 77,
-			  .flags = LDNS_RD};
+	struct qopts o = {
+	    .name = "example.com.", .type = LDNS_RR_TYPE_A, .id = 77, .flags = LDNS_RD};
 	client_query(&o, &q);
 	struct wire_ede ede = {WIRE_EDE_BLOCKED, "blocked"};
 	uint8_t out[512];
@@ -157,8 +162,12 @@ Test(build_answer, no_opt_without_client_edns)
 Test(build_answer, refused_do_bit_and_no_ede)
 {
 	struct wire_query q;
-	struct qopts o = {.name = "example.com.", .type = LDNS_RR_TYPE_MX, .id = 2,
-			  .flags = LDNS_RD, .edns = true, .do_bit = true};
+	struct qopts o = {.name = "example.com.",
+	                  .type = LDNS_RR_TYPE_MX,
+	                  .id = 2,
+	                  .flags = LDNS_RD,
+	                  .edns = true,
+	                  .do_bit = true};
 	client_query(&o, &q);
 	uint8_t out[512];
 	int n = wire_build_answer(&q, WIRE_REFUSED, NULL, NULL, NULL, 0, out, sizeof(out));
@@ -211,8 +220,11 @@ Test(build_answer, sinkhole_records)
 	const uint8_t s6[16] = {0x20, 0x01, 0x0d, 0xb8, [15] = 0x35};
 	uint8_t out[512];
 	struct wire_query q;
-	struct qopts o = {.name = "Evil.Example.", .type = LDNS_RR_TYPE_A, .id = 3,
-			  .flags = LDNS_RD, .edns = true};
+	struct qopts o = {.name = "Evil.Example.",
+	                  .type = LDNS_RR_TYPE_A,
+	                  .id = 3,
+	                  .flags = LDNS_RD,
+	                  .edns = true};
 	client_query(&o, &q);
 	struct wire_ede ede = {WIRE_EDE_BLOCKED, "sinkholed"};
 	int n = wire_build_answer(&q, WIRE_NOERROR, &ede, s4, s6, 60, out, sizeof(out));
@@ -311,12 +323,13 @@ Test(build_answer, too_small_buffer)
 	cr_assert_gt(full, 0);
 	for (int cap = 0; cap < full; cap++) {
 		memset(out, 0xEE, sizeof(out));
-		cr_expect_eq(wire_build_answer(&q, WIRE_NOERROR, &ede, s4, NULL, 5, out, (size_t)cap),
-			     MOAT_ESPACE, "cap %d", cap);
+		cr_expect_eq(
+		    wire_build_answer(&q, WIRE_NOERROR, &ede, s4, NULL, 5, out, (size_t)cap),
+		    MOAT_ESPACE, "cap %d", cap);
 		cr_expect_eq(out[cap], 0xEE, "nothing written past cap %d", cap);
 	}
 	cr_expect_eq(wire_build_answer(&q, WIRE_NOERROR, &ede, s4, NULL, 5, out, (size_t)full),
-		     full);
+	             full);
 }
 
 /* ---- upstream queries ---- */
@@ -325,7 +338,7 @@ Test(build_query, one_question_rd_opt)
 {
 	uint8_t out[512];
 	int n = wire_build_query(0xCAFE, (const uint8_t *)"\3www\7example\3com", WIRE_AAAA,
-				 WIRE_CLASS_IN, false, out, sizeof(out));
+	                         WIRE_CLASS_IN, false, out, sizeof(out));
 	ldns_pkt *p = parse_back(out, n);
 	cr_expect_eq(ldns_pkt_id(p), 0xCAFE);
 	cr_expect_not(ldns_pkt_qr(p));
@@ -356,7 +369,7 @@ Test(build_query, dnssec_ok)
 {
 	uint8_t out[512];
 	int n = wire_build_query(1, (const uint8_t *)"\7example\3com", WIRE_DNAME, WIRE_CLASS_IN,
-				 true, out, sizeof(out));
+	                         true, out, sizeof(out));
 	ldns_pkt *p = parse_back(out, n);
 	cr_expect(ldns_pkt_edns_do(p));
 	/* the Z bits other than DO stay zero */
@@ -369,19 +382,19 @@ Test(build_query, root_and_errors)
 {
 	uint8_t out[512];
 	int n = wire_build_query(1, (const uint8_t *)"", WIRE_NS, WIRE_CLASS_IN, false, out,
-				 sizeof(out));
+	                         sizeof(out));
 	ldns_pkt *p = parse_back(out, n);
 	expect_question(p, "", 1, LDNS_RR_TYPE_NS, LDNS_RR_CLASS_IN);
 	ldns_pkt_free(p);
 	cr_expect_eq(wire_build_query(1, (const uint8_t *)"\3www\7example\3com", WIRE_A,
-				      WIRE_CLASS_IN, false, out, 12 + 17 + 4 + 10),
-		     MOAT_ESPACE);
+	                              WIRE_CLASS_IN, false, out, 12 + 17 + 4 + 10),
+	             MOAT_ESPACE);
 	cr_expect_eq(wire_build_query(1, (const uint8_t *)"\3www\7example\3com", WIRE_A,
-				      WIRE_CLASS_IN, false, out, 20),
-		     MOAT_ESPACE);
+	                              WIRE_CLASS_IN, false, out, 20),
+	             MOAT_ESPACE);
 	cr_expect_lt(wire_build_query(1, (const uint8_t *)"\xc0\x0c", WIRE_A, WIRE_CLASS_IN, false,
-				      out, sizeof(out)),
-		     0);
+	                              out, sizeof(out)),
+	             0);
 }
 
 Test(build_query, append_opt_bumps_arcount)
@@ -391,7 +404,8 @@ Test(build_query, append_opt_bumps_arcount)
 	int n = wire_append_opt(out, 12, sizeof(out), 4000, true, 3, &ede);
 	cr_assert_eq(n, 12 + 11 + 6 + 2);
 	cr_expect_eq(out[11], 3);
-	const uint8_t want[] = {0, 0, 41, 0x0f, 0xa0, 3, 0, 0x80, 0, 0, 8, 0, 15, 0, 4, 0, 14, 'h', 'i'};
+	const uint8_t want[] = {0, 0, 41, 0x0f, 0xa0, 3, 0,  0x80, 0,  0,
+	                        8, 0, 15, 0,    4,    0, 14, 'h',  'i'};
 	cr_expect_arr_eq(out + 12, want, sizeof(want));
 	cr_expect_eq(wire_append_opt(out, 12, 12 + 11 + 6 + 1, 4000, true, 3, &ede), MOAT_ESPACE);
 	cr_expect_eq(out[11], 3, "ARCOUNT untouched on error");

@@ -28,8 +28,8 @@ static size_t ldns_query(const struct qopts *o, uint8_t *out, size_t cap)
 {
 	ldns_rdf *name = ldns_dname_new_frm_str(o->name);
 	cr_assert_not_null(name, "%s", o->name);
-	ldns_pkt *p = ldns_pkt_query_new(name, o->type, o->rclass ? o->rclass : LDNS_RR_CLASS_IN,
-					 o->flags);
+	ldns_pkt *p =
+	    ldns_pkt_query_new(name, o->type, o->rclass ? o->rclass : LDNS_RR_CLASS_IN, o->flags);
 	cr_assert_not_null(p);
 	ldns_pkt_set_id(p, o->id);
 	if (o->edns) {
@@ -57,7 +57,8 @@ struct pkt {
 static void put(struct pkt *p, const void *d, size_t n)
 {
 	cr_assert_leq(p->n + n, sizeof(p->b));
-	memcpy(p->b + p->n, d, n);
+	if (n)
+		memcpy(p->b + p->n, d, n);
 	p->n += n;
 }
 
@@ -73,8 +74,8 @@ static void put32(struct pkt *p, uint32_t v)
 	put16(p, (uint16_t)v);
 }
 
-static void hdr(struct pkt *p, uint16_t id, uint16_t flags, uint16_t qd, uint16_t an,
-		uint16_t ns, uint16_t ar)
+static void hdr(struct pkt *p, uint16_t id, uint16_t flags, uint16_t qd, uint16_t an, uint16_t ns,
+                uint16_t ar)
 {
 	p->n = 0;
 	put16(p, id);
@@ -95,7 +96,7 @@ static void question(struct pkt *p)
 
 /* An OPT record: owner (wire), udp size, ttl word, rdata. */
 static void opt(struct pkt *p, const char *owner, size_t olen, uint16_t size, uint32_t ttl,
-		const void *rdata, uint16_t rdlen)
+                const void *rdata, uint16_t rdlen)
 {
 	put(p, owner, olen);
 	put16(p, WIRE_OPT);
@@ -110,8 +111,10 @@ static void opt(struct pkt *p, const char *owner, size_t olen, uint16_t size, ui
 Test(wire_query, plain_query)
 {
 	uint8_t b[512];
-	struct qopts o = {.name = "WwW.Example.COM.", .type = LDNS_RR_TYPE_AAAA, .id = 0xBEEF,
-			  .flags = LDNS_RD | LDNS_CD};
+	struct qopts o = {.name = "WwW.Example.COM.",
+	                  .type = LDNS_RR_TYPE_AAAA,
+	                  .id = 0xBEEF,
+	                  .flags = LDNS_RD | LDNS_CD};
 	size_t n = ldns_query(&o, b, sizeof(b));
 	struct wire_query q;
 	memset(&q, 0x55, sizeof(q));
@@ -148,8 +151,8 @@ Test(wire_query, root_question)
 Test(wire_query, class_and_type_kept)
 {
 	uint8_t b[512];
-	struct qopts o = {.name = "version.bind.", .type = LDNS_RR_TYPE_TXT,
-			  .rclass = LDNS_RR_CLASS_CH, .id = 7};
+	struct qopts o = {
+	    .name = "version.bind.", .type = LDNS_RR_TYPE_TXT, .rclass = LDNS_RR_CLASS_CH, .id = 7};
 	size_t n = ldns_query(&o, b, sizeof(b));
 	struct wire_query q;
 	cr_assert_eq(wire_query_parse(b, n, &q), WQ_OK, "class is policy's business");
@@ -160,8 +163,13 @@ Test(wire_query, class_and_type_kept)
 Test(wire_query, with_edns)
 {
 	uint8_t b[512];
-	struct qopts o = {.name = "example.com.", .type = LDNS_RR_TYPE_A, .id = 9,
-			  .flags = LDNS_RD, .edns = true, .udp_size = 4096, .do_bit = true};
+	struct qopts o = {.name = "example.com.",
+	                  .type = LDNS_RR_TYPE_A,
+	                  .id = 9,
+	                  .flags = LDNS_RD,
+	                  .edns = true,
+	                  .udp_size = 4096,
+	                  .do_bit = true};
 	size_t n = ldns_query(&o, b, sizeof(b));
 	struct wire_query q;
 	cr_assert_eq(wire_query_parse(b, n, &q), WQ_OK);
@@ -184,8 +192,8 @@ Test(wire_query, with_edns)
 Test(wire_query, edns_small_size_raised_to_512)
 {
 	uint8_t b[512];
-	struct qopts o = {.name = "example.com.", .type = LDNS_RR_TYPE_A, .id = 9, .edns = true,
-			  .udp_size = 100};
+	struct qopts o = {
+	    .name = "example.com.", .type = LDNS_RR_TYPE_A, .id = 9, .edns = true, .udp_size = 100};
 	size_t n = ldns_query(&o, b, sizeof(b));
 	struct wire_query q;
 	cr_assert_eq(wire_query_parse(b, n, &q), WQ_OK);
@@ -245,8 +253,10 @@ Test(wire_query, short_packet_dropped)
 Test(wire_query, response_dropped)
 {
 	uint8_t b[512];
-	struct qopts o = {.name = "example.com.", .type = LDNS_RR_TYPE_A, .id = 0x4242,
-			  .flags = LDNS_QR | LDNS_RD};
+	struct qopts o = {.name = "example.com.",
+	                  .type = LDNS_RR_TYPE_A,
+	                  .id = 0x4242,
+	                  .flags = LDNS_QR | LDNS_RD};
 	size_t n = ldns_query(&o, b, sizeof(b));
 	struct wire_query q;
 	cr_expect_eq(wire_query_parse(b, n, &q), WQ_DROP);
@@ -261,11 +271,11 @@ Test(wire_query, response_dropped)
 Test(wire_query, opcodes_notimp)
 {
 	uint8_t b[512];
-	struct qopts o = {.name = "example.com.", .type = LDNS_RR_TYPE_SOA, .id = 0x1111,
-			  .flags = LDNS_RD};
+	struct qopts o = {
+	    .name = "example.com.", .type = LDNS_RR_TYPE_SOA, .id = 0x1111, .flags = LDNS_RD};
 	size_t n = ldns_query(&o, b, sizeof(b));
 	static const uint8_t ops[] = {1 /* IQUERY */, 2 /* STATUS */, 4 /* NOTIFY */,
-				      5 /* UPDATE */, 15};
+	                              5 /* UPDATE */, 15};
 	for (size_t i = 0; i < sizeof(ops); i++) {
 		b[2] = (uint8_t)((b[2] & 0x87) | ops[i] << 3);
 		struct wire_query q;
@@ -324,7 +334,10 @@ Test(wire_query, compression_pointer_in_question)
 	cr_expect_eq(wire_query_parse(p.b, p.n, &q), WQ_FORMERR);
 	/* the other reserved label types too */
 	hdr(&p, 5, 0, 1, 0, 0, 0);
-	put(&p, "\x41" "a\0", 3);
+	put(&p,
+	    "\x41"
+	    "a\0",
+	    3);
 	put16(&p, WIRE_A);
 	put16(&p, WIRE_CLASS_IN);
 	cr_expect_eq(wire_query_parse(p.b, p.n, &q), WQ_FORMERR);
@@ -424,8 +437,12 @@ Test(wire_query, opt_options_overrun)
 Test(wire_query, edns_version_1_badvers)
 {
 	uint8_t b[512];
-	struct qopts o = {.name = "Example.com.", .type = LDNS_RR_TYPE_A, .id = 0x7777, .edns = true,
-			  .udp_size = 4096, .version = 1};
+	struct qopts o = {.name = "Example.com.",
+	                  .type = LDNS_RR_TYPE_A,
+	                  .id = 0x7777,
+	                  .edns = true,
+	                  .udp_size = 4096,
+	                  .version = 1};
 	size_t n = ldns_query(&o, b, sizeof(b));
 	struct wire_query q;
 	cr_expect_eq(wire_query_parse(b, n, &q), WQ_BADVERS);
@@ -457,8 +474,12 @@ Test(wire_query, trailing_garbage)
 Test(wire_query, reparse_clears_previous_state)
 {
 	uint8_t b[512];
-	struct qopts o = {.name = "example.com.", .type = LDNS_RR_TYPE_A, .id = 3, .edns = true,
-			  .udp_size = 4096, .do_bit = true};
+	struct qopts o = {.name = "example.com.",
+	                  .type = LDNS_RR_TYPE_A,
+	                  .id = 3,
+	                  .edns = true,
+	                  .udp_size = 4096,
+	                  .do_bit = true};
 	size_t n = ldns_query(&o, b, sizeof(b));
 	struct wire_query q;
 	cr_assert_eq(wire_query_parse(b, n, &q), WQ_OK);

@@ -1,0 +1,281 @@
+/* cache.c owns the answer cache: a fixed-size hash table of entries chained through their own
+ * links, an LRU list threaded through the same entries, and the byte budget that bounds both.
+ * Each entry is one allocation holding its links, its key (wire qname, qtype, qclass, DO bit) and
+ * the upstream packet; the cache owns it from cache_put until eviction, expiry, replacement or
+ * cache_free. The table is sized once from max_bytes and never resized, so no put ever pays for
+ * a rehash, and every operation (hash, chain walk, unlink, tail eviction) is constant-cost in
+ * expectation with no allocation on the lookup path.
+ *
+ * Why chaining rather than open addressing: the table is never resized, so open addressing would
+ * need either tombstones (which pile up under a steady churn of evictions until a rebuild, i.e. a
+ * latency spike) or backward-shift deletion (cost proportional to the cluster). Chains with a
+ * back-pointer to the previous link (the Linux hlist trick) unlink an entry in O(1) worst case
+ * given only the entry, which is exactly what LRU eviction and expiry have in hand. The chain
+ * length stays short because the hash is keyed SipHash under a per-cache random key. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "moat/cache.h"
+#include "moat/err.h"
+#include "moat/name.h"
+
+/* Average entry size (links, key and a typical answer) assumed when sizing the table: one bucket
+ * per expected entry keeps the load factor near 1 without spending much of the budget on it. */
+#define CACHE_AVG_ENTRY 200
+#define CACHE_MIN_BUCKETS 16u
+#define CACHE_MAX_BUCKETS ((size_t)1 << 26) /* a 512 MiB table would be a config mistake */
+#define CACHE_MAXKEY (NAME_MAXWIRE + 5)     /* name + qtype + qclass + DO */
+
+struct cache_entry {
+	struct cache_entry *hnext;   /* next in the bucket chain */
+	struct cache_entry **hpprev; /* the link that points at us: bucket head or prev's hnext */
+	struct cache_entry *newer, *older; /* LRU list; c->newest .. c->oldest */
+	uint64_t hash;
+	uint64_t inserted_ms, expires_ms;
+	size_t size;   /* bytes charged to the budget for this entry */
+	size_t len;    /* packet length */
+	size_t keylen; /* the key comes first in data, the packet follows */
+	uint8_t data[];
+};
+
+struct cache {
+	struct cache_entry **buckets;
+	size_t mask; /* bucket count - 1; the count is a power of two */
+	size_t max_bytes;
+	uint32_t min_ttl, max_ttl;
+	struct cache_entry *newest, *oldest;
+	struct cache_stats st; /* st.bytes includes the bucket array */
+	uint8_t hkey[crypto_shorthash_KEYBYTES];
+};
+
+/* Serialise the key into buf[CACHE_MAXKEY]; returns its length or MOAT_EINVAL for a malformed
+ * name. Fixed-width big-endian fields after the self-delimiting name make the encoding
+ * injective, so equal bytes mean equal keys. */
+static int cache_key(uint8_t *buf, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
+                     bool dnssec_ok)
+{
+	int n = name_wire_len(lname, NAME_MAXWIRE);
+	if (n < 0)
+		return MOAT_EINVAL;
+	memcpy(buf, lname, (size_t)n);
+	buf[n] = (uint8_t)(qtype >> 8);
+	buf[n + 1] = (uint8_t)qtype;
+	buf[n + 2] = (uint8_t)(qclass >> 8);
+	buf[n + 3] = (uint8_t)qclass;
+	buf[n + 4] = dnssec_ok ? 1 : 0;
+	return n + 5;
+}
+
+static uint64_t cache_hash(const struct cache *c, const uint8_t *key, size_t keylen)
+{
+	unsigned char out[crypto_shorthash_BYTES];
+	uint64_t h;
+	crypto_shorthash(out, key, keylen, c->hkey);
+	memcpy(&h, out, sizeof(h));
+	return h;
+}
+
+static struct cache_entry *cache_find(const struct cache *c, uint64_t hash, const uint8_t *key,
+                                      size_t keylen)
+{
+	for (struct cache_entry *e = c->buckets[hash & c->mask]; e; e = e->hnext)
+		if (e->hash == hash && e->keylen == keylen && memcmp(e->data, key, keylen) == 0)
+			return e;
+	return NULL;
+}
+
+static void cache_lru_unlink(struct cache *c, struct cache_entry *e)
+{
+	if (e->newer)
+		e->newer->older = e->older;
+	else
+		c->newest = e->older;
+	if (e->older)
+		e->older->newer = e->newer;
+	else
+		c->oldest = e->newer;
+}
+
+static void cache_lru_push(struct cache *c, struct cache_entry *e)
+{
+	e->newer = NULL;
+	e->older = c->newest;
+	if (c->newest)
+		c->newest->newer = e;
+	else
+		c->oldest = e;
+	c->newest = e;
+}
+
+/* Unlink from both the chain and the LRU list and free: O(1) whatever the chain length. */
+static void cache_remove(struct cache *c, struct cache_entry *e)
+{
+	*e->hpprev = e->hnext;
+	if (e->hnext)
+		e->hnext->hpprev = e->hpprev;
+	cache_lru_unlink(c, e);
+	c->st.entries--;
+	c->st.bytes -= e->size;
+	free(e);
+}
+
+struct cache *cache_new(size_t max_bytes, uint32_t min_ttl, uint32_t max_ttl)
+{
+	if (sodium_init() < 0)
+		return NULL; /* no randomness for the hash key: refuse rather than hash predictably
+		              */
+	struct cache *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	size_t want = max_bytes / CACHE_AVG_ENTRY;
+	size_t nb = CACHE_MIN_BUCKETS;
+	while (nb < want && nb < CACHE_MAX_BUCKETS)
+		nb <<= 1;
+	c->buckets = calloc(nb, sizeof(*c->buckets));
+	if (!c->buckets) {
+		free(c);
+		return NULL;
+	}
+	c->mask = nb - 1;
+	c->max_bytes = max_bytes;
+	c->min_ttl = min_ttl;
+	c->max_ttl = max_ttl;
+	c->st.bytes = nb * sizeof(*c->buckets);
+	randombytes_buf(c->hkey, sizeof(c->hkey));
+	return c;
+}
+
+void cache_free(struct cache *c)
+{
+	if (!c)
+		return;
+	struct cache_entry *e = c->newest;
+	while (e) {
+		struct cache_entry *next = e->older;
+		free(e);
+		e = next;
+	}
+	sodium_memzero(c->hkey, sizeof(c->hkey));
+	free(c->buckets);
+	free(c);
+}
+
+/* Whether an answer may be stored: 1 with *ttl clamped, 0 if it must not be cached (TTL 0, before
+ * or after clamping), MOAT_ELIMIT if it is too large. */
+static int cache_admit(const struct cache *c, uint32_t *ttl, size_t len, size_t size)
+{
+	if (*ttl == 0)
+		return 0; /* the upstream asked for no caching; not an error */
+	if (*ttl < c->min_ttl)
+		*ttl = c->min_ttl;
+	if (*ttl > c->max_ttl)
+		*ttl = c->max_ttl; /* applied last: a max below min wins, it is the safety bound */
+	if (*ttl == 0)
+		return 0;
+	if (len > c->max_bytes / 8)
+		return MOAT_ELIMIT;
+	size_t table = (c->mask + 1) * sizeof(*c->buckets);
+	if (table > c->max_bytes || size > c->max_bytes - table)
+		return MOAT_ELIMIT; /* only in a cache too small for its own table */
+	return 1;
+}
+
+int cache_put(struct cache *c, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
+              bool dnssec_ok, const uint8_t *pkt, size_t len, uint32_t ttl, uint64_t now_ms)
+{
+	uint8_t key[CACHE_MAXKEY];
+	int kl = cache_key(key, lname, qtype, qclass, dnssec_ok);
+	if (kl < 0)
+		return kl;
+	size_t keylen = (size_t)kl;
+	uint64_t hash = cache_hash(c, key, keylen);
+
+	size_t size = sizeof(struct cache_entry) + keylen + len;
+	int rc = cache_admit(c, &ttl, len, size);
+	struct cache_entry *e = NULL;
+	if (rc == 1) {
+		/* Copied before the older entry is freed, so a caller may pass back the bytes a
+		 * cache_get just lent it. */
+		e = malloc(size);
+		if (!e) {
+			rc = MOAT_ENOMEM;
+		} else {
+			e->hash = hash;
+			e->inserted_ms = now_ms;
+			e->expires_ms = now_ms + (uint64_t)ttl * 1000u;
+			e->size = size;
+			e->len = len;
+			e->keylen = keylen;
+			memcpy(e->data, key, keylen);
+			if (len)
+				memcpy(e->data + keylen, pkt, len);
+		}
+	}
+
+	/* The newest upstream answer supersedes the cached one even when it is not stored itself
+	 * (TTL 0, too large, no memory): serving the older answer after that would be going back
+	 * on what the upstream last said. */
+	struct cache_entry *old = cache_find(c, hash, key, keylen);
+	if (old)
+		cache_remove(c, old);
+	if (rc != 1)
+		return rc;
+
+	/* Evict from the LRU tail until the new entry fits; each step is O(1), and cache_admit
+	 * guarantees the loop ends, at worst with the list empty and the entry fitting. */
+	while (c->st.bytes + size > c->max_bytes) {
+		cache_remove(c, c->oldest);
+		c->st.evictions++;
+	}
+	struct cache_entry **head = &c->buckets[hash & c->mask];
+	e->hnext = *head;
+	e->hpprev = head;
+	if (*head)
+		(*head)->hpprev = &e->hnext;
+	*head = e;
+	cache_lru_push(c, e);
+	c->st.entries++;
+	c->st.bytes += size;
+	c->st.inserts++;
+	return 0;
+}
+
+const uint8_t *cache_get(struct cache *c, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
+                         bool dnssec_ok, uint64_t now_ms, size_t *len, uint32_t *age)
+{
+	uint8_t key[CACHE_MAXKEY];
+	int kl = cache_key(key, lname, qtype, qclass, dnssec_ok);
+	if (kl < 0) {
+		c->st.misses++;
+		return NULL;
+	}
+	uint64_t hash = cache_hash(c, key, (size_t)kl);
+	struct cache_entry *e = cache_find(c, hash, key, (size_t)kl);
+	if (!e) {
+		c->st.misses++;
+		return NULL;
+	}
+	if (now_ms >= e->expires_ms) {
+		/* Removed now rather than left for LRU eviction: the memory is better spent on the
+		 * fresh answer the caller is about to fetch and put. */
+		cache_remove(c, e);
+		c->st.expired++;
+		c->st.misses++;
+		return NULL;
+	}
+	cache_lru_unlink(c, e);
+	cache_lru_push(c, e);
+	c->st.hits++;
+	if (len)
+		*len = e->len;
+	if (age) /* a clock that stepped back reads as age 0, never as a huge unsigned age */
+		*age = now_ms > e->inserted_ms ? (uint32_t)((now_ms - e->inserted_ms) / 1000u) : 0;
+	return e->data + e->keylen;
+}
+
+void cache_get_stats(const struct cache *c, struct cache_stats *out)
+{
+	*out = c->st;
+}

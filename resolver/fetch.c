@@ -1,0 +1,275 @@
+/* fetch.c owns the way from an allowed question to an upstream answer: the answer cache
+ * (moat/cache.h), the table of questions in flight (identical questions share one upstream
+ * query), and the hand-off to upstream.c. What it returns is only the upstream's answer, parsed;
+ * every policy check happens in query.c, for each query on its own, cached or not. */
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fetch.h"
+#include "moat/cache.h"
+#include "moat/err.h"
+#include "server.h"
+
+#define FETCH_BUCKETS 1024
+
+struct fetch {
+	struct dlist link; /* in its bucket */
+	struct server *srv;
+	uint64_t hash;
+	uint8_t lname[NAME_MAXWIRE];
+	uint16_t qtype, qclass;
+	bool dnssec_ok;
+	struct upstream_req *up;
+	struct dlist waiters; /* struct fetch_wait */
+	struct answer *ans;   /* one reference; resp is filled by upstream.c */
+};
+
+struct fetch_wait {
+	struct dlist link;
+	struct fetch *f;
+	fetch_cb cb;
+	void *ctx;
+};
+
+struct fetch_table {
+	uint8_t key[crypto_shorthash_KEYBYTES];
+	struct dlist buckets[FETCH_BUCKETS];
+};
+
+void answer_unref(struct answer *a)
+{
+	if (a && --a->refs == 0) {
+		free(a->pkt);
+		free(a);
+	}
+}
+
+static struct answer *answer_new(void)
+{
+	struct answer *a = malloc(sizeof(*a));
+	if (!a)
+		return NULL;
+	a->refs = 1;
+	a->cached = false;
+	memset(&a->upstream, 0, sizeof(a->upstream));
+	a->up_us = -1;
+	a->len = 0;
+	a->pkt = NULL;
+	return a;
+}
+
+static uint64_t question_hash(const struct fetch_table *t, const uint8_t *lname, size_t nl,
+			      uint16_t qtype, uint16_t qclass, bool dnssec_ok)
+{
+	uint8_t key[NAME_MAXWIRE + 5];
+	memcpy(key, lname, nl);
+	key[nl] = (uint8_t)(qtype >> 8);
+	key[nl + 1] = (uint8_t)qtype;
+	key[nl + 2] = (uint8_t)(qclass >> 8);
+	key[nl + 3] = (uint8_t)qclass;
+	key[nl + 4] = dnssec_ok;
+	uint64_t h;
+	crypto_shorthash((unsigned char *)&h, key, nl + 5, t->key);
+	return h;
+}
+
+int fetch_init(struct server *srv)
+{
+	struct fetch_table *t = malloc(sizeof(*t));
+	if (!t)
+		return MOAT_ENOMEM;
+	randombytes_buf(t->key, sizeof(t->key));
+	for (int i = 0; i < FETCH_BUCKETS; i++)
+		dlist_init(&t->buckets[i]);
+	srv->fetches = t;
+	srv->cache = NULL;
+	const struct config *cfg = srv->cfg;
+	if (cfg->cache_bytes) {
+		srv->cache = cache_new(cfg->cache_bytes, cfg->cache_min_ttl, cfg->cache_max_ttl);
+		if (!srv->cache)
+			return MOAT_ENOMEM;
+	}
+	return 0;
+}
+
+void fetch_deinit(struct server *srv)
+{
+	cache_free(srv->cache);
+	srv->cache = NULL;
+	free(srv->fetches);
+	srv->fetches = NULL;
+}
+
+/* The TTL an answer may be cached for, or 0 when it must not be (RFC 2308 for negatives). */
+static uint32_t cacheable_ttl(const struct wire_resp *r)
+{
+	if (r->flags & 0x0200)
+		return 0; /* truncated */
+	if (r->rcode == WIRE_NXDOMAIN)
+		return r->neg_ttl == UINT32_MAX ? 0 : r->neg_ttl;
+	if (r->rcode != WIRE_NOERROR)
+		return 0;
+	if (r->min_ttl != UINT32_MAX) {
+		/* A NOERROR with records; a chain that ends without data is negative for its
+		 * last name: the SOA then bounds it too. */
+		return r->neg_ttl < r->min_ttl ? r->neg_ttl : r->min_ttl;
+	}
+	return r->neg_ttl == UINT32_MAX ? 0 : r->neg_ttl; /* NODATA */
+}
+
+static void fetch_free(struct fetch *f)
+{
+	dlist_del(&f->link);
+	answer_unref(f->ans);
+	free(f);
+}
+
+static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
+			const struct sockaddr *from, int64_t elapsed_us)
+{
+	struct fetch *f = ctx;
+	struct server *srv = f->srv;
+	struct answer *a = f->ans;
+	f->up = NULL;
+	dlist_del(&f->link); /* later questions start afresh (or hit the cache) */
+	dlist_init(&f->link);
+
+	if (status == 0) {
+		a->up_us = elapsed_us;
+		memcpy(&a->upstream, from,
+		       from->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+						   : sizeof(struct sockaddr_in));
+		if (!(a->pkt = malloc(len))) {
+			status = MOAT_ENOMEM;
+		} else {
+			memcpy(a->pkt, pkt, len);
+			a->len = len;
+			uint32_t ttl = srv->cache ? cacheable_ttl(&a->resp) : 0;
+			if (ttl)
+				cache_put(srv->cache, f->lname, f->qtype, f->qclass, f->dnssec_ok,
+					  pkt, len, ttl, uv_now(srv->loop));
+		}
+	}
+	/* Each waiter's callback may free its query (and so cancel only its own wait). */
+	while (f->waiters.next != &f->waiters) {
+		struct fetch_wait *w = (struct fetch_wait *)((char *)f->waiters.next -
+							     offsetof(struct fetch_wait, link));
+		dlist_del(&w->link);
+		fetch_cb cb = w->cb;
+		void *wctx = w->ctx;
+		free(w);
+		cb(wctx, status, status == 0 ? a : NULL);
+	}
+	fetch_free(f);
+}
+
+int fetch_answer(struct server *srv, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
+		 bool dnssec_ok, fetch_cb cb, void *ctx, struct answer **hit,
+		 struct fetch_wait **wait)
+{
+	int nl = name_wire_len(lname, NAME_MAXWIRE);
+	if (nl < 0)
+		return nl;
+
+	/* The cache: a hit is parsed again here, as a fresh answer would be. */
+	if (srv->cache) {
+		size_t len;
+		uint32_t age;
+		const uint8_t *pkt = cache_get(srv->cache, lname, qtype, qclass, dnssec_ok,
+					       uv_now(srv->loop), &len, &age);
+		if (pkt) {
+			struct answer *a = answer_new();
+			if (a && (a->pkt = malloc(len))) {
+				memcpy(a->pkt, pkt, len);
+				a->len = len;
+				uint16_t id = (uint16_t)(pkt[0] << 8 | pkt[1]);
+				if (wire_resp_parse(a->pkt, len, id, lname, qtype, qclass,
+						    &a->resp) == 0) {
+					a->resp.age = age;
+					a->cached = true;
+					*hit = a;
+					return FETCH_HIT;
+				}
+			}
+			answer_unref(a); /* fall through: ask upstream */
+		}
+	}
+
+	struct fetch_table *t = srv->fetches;
+	uint64_t h = question_hash(t, lname, (size_t)nl, qtype, qclass, dnssec_ok);
+	struct dlist *b = &t->buckets[h & (FETCH_BUCKETS - 1)];
+	struct fetch *f = NULL;
+	for (struct dlist *l = b->next; l != b; l = l->next) {
+		struct fetch *c = (struct fetch *)((char *)l - offsetof(struct fetch, link));
+		if (c->hash == h && c->qtype == qtype && c->qclass == qclass &&
+		    c->dnssec_ok == dnssec_ok && !memcmp(c->lname, lname, (size_t)nl)) {
+			f = c;
+			break;
+		}
+	}
+	struct fetch_wait *w = malloc(sizeof(*w));
+	if (!w)
+		return MOAT_ENOMEM;
+	if (!f) {
+		if (!(f = calloc(1, sizeof(*f))) || !(f->ans = answer_new())) {
+			free(f);
+			free(w);
+			return MOAT_ENOMEM;
+		}
+		f->srv = srv;
+		f->hash = h;
+		memcpy(f->lname, lname, (size_t)nl);
+		f->qtype = qtype;
+		f->qclass = qclass;
+		f->dnssec_ok = dnssec_ok;
+		dlist_init(&f->waiters);
+		dlist_add(b, &f->link);
+		int rc = upstream_query(srv, lname, qtype, qclass, dnssec_ok, &f->ans->resp,
+					on_upstream, f, &f->up);
+		if (rc < 0) {
+			fetch_free(f);
+			free(w);
+			return rc;
+		}
+	}
+	w->f = f;
+	w->cb = cb;
+	w->ctx = ctx;
+	dlist_add(f->waiters.prev, &w->link);
+	*wait = w;
+	return FETCH_WAIT;
+}
+
+void fetch_cancel(struct fetch_wait *w)
+{
+	struct fetch *f = w->f;
+	dlist_del(&w->link);
+	free(w);
+	if (f->waiters.next == &f->waiters && f->up) {
+		upstream_cancel(f->up); /* nobody waits any more */
+		fetch_free(f);
+	}
+}
+
+void fetch_cancel_all(struct server *srv)
+{
+	struct fetch_table *t = srv->fetches;
+	if (!t)
+		return;
+	for (int i = 0; i < FETCH_BUCKETS; i++)
+		while (t->buckets[i].next != &t->buckets[i]) {
+			struct fetch *f = (struct fetch *)((char *)t->buckets[i].next -
+							   offsetof(struct fetch, link));
+			while (f->waiters.next != &f->waiters) {
+				struct fetch_wait *w =
+					(struct fetch_wait *)((char *)f->waiters.next -
+							      offsetof(struct fetch_wait, link));
+				dlist_del(&w->link);
+				free(w);
+			}
+			if (f->up)
+				upstream_cancel(f->up);
+			fetch_free(f);
+		}
+}

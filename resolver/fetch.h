@@ -1,0 +1,55 @@
+/* fetch.h: getting an answer for an allowed question, whoever asks: from the answer cache, by
+ * joining an identical question already on its way upstream, or by asking the upstreams. The
+ * answer comes back as a reference-counted struct answer, parsed once, which every waiting
+ * query checks for its own agent (agents differ in what they may see). Loop thread only. */
+#ifndef MOAT_FETCH_H
+#define MOAT_FETCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "moat/wire.h"
+
+struct server;
+
+/* An upstream answer, shared by the queries that wait for it. */
+struct answer {
+	int refs;
+	bool cached;                      /* served from the cache */
+	struct sockaddr_storage upstream; /* who answered (zeros for a cache hit) */
+	int64_t up_us;                    /* upstream latency; -1 for a cache hit */
+	size_t len;
+	uint8_t *pkt; /* owned: the upstream's bytes */
+	struct wire_resp resp; /* parsed pkt; resp.age = seconds in the cache */
+};
+
+void answer_unref(struct answer *a);
+
+enum fetch_result {
+	FETCH_HIT = 0, /* *hit holds a reference the caller owns; no callback */
+	FETCH_WAIT = 1, /* cb runs once later, unless fetch_cancel */
+};
+
+/* status 0: ans is the answer (borrowed: take a reference with ans->refs++ to keep it);
+ * otherwise a negative MOAT_* code and ans is NULL. */
+typedef void (*fetch_cb)(void *ctx, int status, struct answer *ans);
+
+struct fetch_wait;
+
+/* Find or start the answer for (lname, qtype, qclass, DO). Returns FETCH_HIT, FETCH_WAIT (with
+ * *wait for fetch_cancel) or a negative MOAT_* code (nothing will be called). */
+int fetch_answer(struct server *srv, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
+		 bool dnssec_ok, fetch_cb cb, void *ctx, struct answer **hit,
+		 struct fetch_wait **wait);
+
+/* Stop waiting: cb will not run. The upstream question goes on for the other waiters (or is
+ * cancelled when none are left). */
+void fetch_cancel(struct fetch_wait *w);
+
+/* Server start and stop: the in-flight table and the cache. */
+int fetch_init(struct server *srv);
+void fetch_cancel_all(struct server *srv);
+void fetch_deinit(struct server *srv);
+
+#endif

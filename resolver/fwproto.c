@@ -1,0 +1,204 @@
+/* fwproto.c owns the wire format of the firewall channel (format version 1, see fwproto.h): the
+ * GRANT and ACK encoders and decoders. They are pure and allocate nothing, so both daemons and
+ * the fuzzers can use them on untrusted bytes.
+ *
+ * The decoders are strict on purpose: moat-fw must not trust moatd, so anything the format does
+ * not define exactly is rejected with MOAT_EFORMAT rather than guessed at. That includes the
+ * padding of IPv4 addresses (bytes 4..15 must be zero), a client address given with family 0,
+ * an agent name outside the config's name alphabet [A-Za-z0-9_.-] (it ends up in logs and the
+ * ledger), trailing bytes, an unknown ACK status and a non-zero reserved field. The encoders apply
+ * the same rules and answer MOAT_EINVAL, so what one side writes the other side always reads. */
+#include "moat/fwproto.h"
+#include "moat/err.h"
+
+#include <string.h>
+
+/* Fixed part of a GRANT before the agent name: version, type, naddr, seq, lifetime, agent_len. */
+#define FWP_GRANT_HEAD 13
+/* One address on the wire: family byte and 16 address bytes. */
+#define FWP_ADDR_LEN 17
+
+static void fwp_put16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static void fwp_put32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static uint16_t fwp_get16(const uint8_t *p)
+{
+	return (uint16_t)((p[0] << 8) | p[1]);
+}
+
+static uint32_t fwp_get32(const uint8_t *p)
+{
+	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static int fwp_agent_char_ok(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '_' || c == '.' || c == '-';
+}
+
+/* Length of a valid agent name (1..FWPROTO_AGENT_MAX of the allowed bytes), or 0. */
+static size_t fwp_agent_len(const char *agent)
+{
+	size_t n = 0;
+
+	while (n <= FWPROTO_AGENT_MAX && agent[n] != '\0') {
+		if (!fwp_agent_char_ok((unsigned char)agent[n]))
+			return 0;
+		n++;
+	}
+	return n > FWPROTO_AGENT_MAX ? 0 : n;
+}
+
+/* An address is valid for its family: 4 with zero padding, 6, or (when allow_none) family 0
+ * with an all-zero address. */
+static int fwp_addr_ok(uint8_t family, const uint8_t addr[16], int allow_none)
+{
+	static const uint8_t zero[16];
+
+	switch (family) {
+	case 4:
+		return memcmp(addr + 4, zero, 12) == 0;
+	case 6:
+		return 1;
+	case 0:
+		return allow_none && memcmp(addr, zero, 16) == 0;
+	default:
+		return 0;
+	}
+}
+
+int fwproto_grant_encode(const struct fwproto_grant *g, uint8_t *out, size_t cap)
+{
+	if (!g || !out)
+		return MOAT_EINVAL;
+	size_t alen = fwp_agent_len(g->agent);
+	if (alen == 0 || g->naddr == 0 || g->naddr > FWPROTO_MAXADDR)
+		return MOAT_EINVAL;
+	if (!fwp_addr_ok(g->client.family, g->client.addr, 1))
+		return MOAT_EINVAL;
+	for (size_t i = 0; i < g->naddr; i++)
+		if (!fwp_addr_ok(g->addr[i].family, g->addr[i].addr, 0))
+			return MOAT_EINVAL;
+	size_t len = FWP_GRANT_HEAD + alen + FWP_ADDR_LEN * (1 + (size_t)g->naddr);
+	if (cap < len)
+		return MOAT_ESPACE;
+
+	uint8_t *p = out;
+	p[0] = FWPROTO_VERSION;
+	p[1] = FWPROTO_GRANT;
+	fwp_put16(p + 2, g->naddr);
+	fwp_put32(p + 4, g->seq);
+	fwp_put32(p + 8, g->lifetime);
+	p[12] = (uint8_t)alen;
+	memcpy(p + FWP_GRANT_HEAD, g->agent, alen);
+	p += FWP_GRANT_HEAD + alen;
+	p[0] = g->client.family;
+	memcpy(p + 1, g->client.addr, 16);
+	p += FWP_ADDR_LEN;
+	for (size_t i = 0; i < g->naddr; i++, p += FWP_ADDR_LEN) {
+		p[0] = g->addr[i].family;
+		memcpy(p + 1, g->addr[i].addr, 16);
+	}
+	return (int)len;
+}
+
+int fwproto_grant_decode(const uint8_t *msg, size_t len, struct fwproto_grant *g)
+{
+	if (!msg || !g)
+		return MOAT_EINVAL;
+	if (len < FWP_GRANT_HEAD || len > FWPROTO_MAXMSG)
+		return MOAT_EFORMAT;
+	if (msg[0] != FWPROTO_VERSION || msg[1] != FWPROTO_GRANT)
+		return MOAT_EFORMAT;
+	uint16_t naddr = fwp_get16(msg + 2);
+	size_t alen = msg[12];
+	if (naddr == 0 || naddr > FWPROTO_MAXADDR || alen == 0 || alen > FWPROTO_AGENT_MAX)
+		return MOAT_EFORMAT;
+	/* The length is fully determined by the header: no trailing bytes, no short message. */
+	if (len != FWP_GRANT_HEAD + alen + FWP_ADDR_LEN * (1 + (size_t)naddr))
+		return MOAT_EFORMAT;
+	const uint8_t *agent = msg + FWP_GRANT_HEAD;
+	for (size_t i = 0; i < alen; i++)
+		if (!fwp_agent_char_ok(agent[i]))
+			return MOAT_EFORMAT;
+	const uint8_t *p = agent + alen;
+	if (!fwp_addr_ok(p[0], p + 1, 1))
+		return MOAT_EFORMAT;
+	for (size_t i = 0; i < naddr; i++) {
+		const uint8_t *a = p + FWP_ADDR_LEN * (1 + i);
+		if (!fwp_addr_ok(a[0], a + 1, 0))
+			return MOAT_EFORMAT;
+	}
+
+	/* Valid: only now write the caller's struct, so a rejected message leaves it untouched. */
+	g->seq = fwp_get32(msg + 4);
+	g->lifetime = fwp_get32(msg + 8);
+	memcpy(g->agent, agent, alen);
+	g->agent[alen] = '\0';
+	g->client.family = p[0];
+	memcpy(g->client.addr, p + 1, 16);
+	g->naddr = naddr;
+	for (size_t i = 0; i < naddr; i++) {
+		const uint8_t *a = p + FWP_ADDR_LEN * (1 + i);
+		g->addr[i].family = a[0];
+		memcpy(g->addr[i].addr, a + 1, 16);
+	}
+	return 0;
+}
+
+int fwproto_ack_encode(const struct fwproto_ack *a, uint8_t *out, size_t cap)
+{
+	if (!a || !out || a->status > FWPROTO_BADMSG)
+		return MOAT_EINVAL;
+	if (cap < FWPROTO_ACKLEN)
+		return MOAT_ESPACE;
+	out[0] = FWPROTO_VERSION;
+	out[1] = FWPROTO_ACK;
+	fwp_put16(out + 2, a->status);
+	fwp_put32(out + 4, a->seq);
+	fwp_put32(out + 8, a->lifetime);
+	fwp_put32(out + 12, 0);
+	return FWPROTO_ACKLEN;
+}
+
+int fwproto_ack_decode(const uint8_t *msg, size_t len, struct fwproto_ack *a)
+{
+	if (!msg || !a)
+		return MOAT_EINVAL;
+	if (len != FWPROTO_ACKLEN || msg[0] != FWPROTO_VERSION || msg[1] != FWPROTO_ACK)
+		return MOAT_EFORMAT;
+	uint16_t status = fwp_get16(msg + 2);
+	if (status > FWPROTO_BADMSG || fwp_get32(msg + 12) != 0)
+		return MOAT_EFORMAT;
+	a->status = status;
+	a->seq = fwp_get32(msg + 4);
+	a->lifetime = fwp_get32(msg + 8);
+	return 0;
+}
+
+const char *fwproto_status_str(uint16_t status)
+{
+	switch (status) {
+	case FWPROTO_OK:
+		return "OK";
+	case FWPROTO_DENIED:
+		return "DENIED";
+	case FWPROTO_FAILED:
+		return "FAILED";
+	case FWPROTO_BADMSG:
+		return "BADMSG";
+	}
+	return "UNKNOWN";
+}

@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# moat-escape (issue 5) against a real moatd with no firewall: the DNS-side tests (1, 2, 3, 4, 9)
+# hold because moatd denies, the network-side tests escape because nothing filters packets (5: a
+# rogue resolver answers, 6: an unresolved address accepts, 7: an IPv6 host accepts, 8: an
+# address stays reachable after its TTL), the control works, and the run exits 1 with a summary
+# naming what escaped. With an empty allowlist the control fails. Also: the table, TAP and JSON
+# formats, usage errors (exit 2), and proof from NSD's query log that denied names never left.
+# Everything runs inside the test's own namespace, which has only lo: nothing leaves it.
+source "$(dirname "$0")/lib.sh"
+e2e_init escape_tool
+
+ESC="$MOAT_BUILD/moat-escape"
+[[ -x "$ESC" ]] || e2e_fail "moat-escape not built: $ESC"
+
+# Test 3 connects to 169.254.169.254 and fd00:ec2::254. That is only harmless because this
+# namespace has nothing but lo and no route to either: check it, never assume it.
+links=$(ip -n "$E2E_NS" -o link show | awk -F': ' '{print $2}')
+e2e_assert_eq lo "$links" "namespace must have only lo"
+if e2e_run ip route get 169.254.169.254 >/dev/null 2>&1; then
+	e2e_fail "the namespace has a route to the metadata address"
+fi
+
+# --- the "internet": moatd's upstream, with a short-TTL name for test 8 ---
+cat >"$E2E_WORK/escape.test.zone" <<'Z'
+$ORIGIN escape.test.
+$TTL 300
+@       IN SOA  ns1.escape.test. hostmaster.escape.test. 2024010101 3600 600 86400 300
+        IN NS   ns1.escape.test.
+ns1     IN A    192.0.2.53
+; test 8: a name whose grant (TTL 1 s) runs out while moat-escape waits
+short 1 IN A    192.0.2.10
+Z
+e2e_nsd 127.0.0.1 5300 "$E2E_ZONES/example.test.zone" "$E2E_ZONES/rebind.test.zone" \
+	"$E2E_WORK/escape.test.zone"
+
+# A rogue resolver the sandbox should never reach (test 5).
+e2e_addr 203.0.113.53/32
+e2e_nsd 203.0.113.53 53 "$E2E_ZONES/example.test.zone"
+
+# Web servers: the control and test 8 (www.example.test = 192.0.2.10), an address nobody
+# resolved (test 6), an IPv6 host (test 7).
+e2e_addr 192.0.2.10/32
+e2e_addr 198.51.100.80/32
+e2e_addr 2001:db8::80/128
+cat >"$E2E_WORK/listen.py" <<'PY'
+import select, socket, sys
+socks = []
+for spec in sys.argv[1:]:
+    host, port = spec.rsplit(":", 1)
+    host = host.strip("[]")
+    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((host, int(port)))
+    s.listen(64)
+    socks.append(s)
+while True:
+    ready, _, _ = select.select(socks, [], [])
+    for s in ready:
+        c, _ = s.accept()
+        c.close()
+PY
+e2e_bg web python3 "$E2E_WORK/listen.py" 192.0.2.10:80 198.51.100.80:80 198.51.100.80:443 \
+	'[2001:db8::80]:80' '[2001:db8::80]:443'
+e2e_wait_port tcp 192.0.2.10 80
+e2e_wait_port tcp 2001:db8::80 443
+
+cat >"$E2E_WORK/allow.txt" <<'A'
+www.example.test
+*.rebind.test
+short.escape.test
+A
+: >"$E2E_WORK/empty.txt"
+
+start_moatd() {
+	local name=$1 allow=$2
+	e2e_bg "$name" "$MOAT_BUILD/moatd" --listen 127.0.0.1:53 --upstream 127.0.0.1:5300 \
+		--allow "$allow" --log "$E2E_WORK/$name.jsonl"
+	e2e_wait_port udp 127.0.0.1 53
+	e2e_wait_port tcp 127.0.0.1 53
+}
+start_moatd moatd "$E2E_WORK/allow.txt"
+
+# Every address below lives in this namespace; the public-resolver defaults are overridden.
+cat >"$E2E_WORK/escape.conf" <<'C'
+# moat-escape config for the e2e test
+resolver = 127.0.0.1
+allowed = www.example.test
+allowed-target = www.example.test:80
+rebind = meta.rebind.test
+rebind = priv.rebind.test
+rebind = mapped.rebind.test
+other-resolver 203.0.113.53
+unresolved 198.51.100.80
+v6-target 2001:db8::80
+expire-name short.escape.test
+expire-wait 10
+grant-min 0
+tunnel-domain tunnel.test
+timeout 1000
+C
+
+# run_escape OUTVAR ARGS...: run moat-escape in the namespace; sets OUTVAR and RC.
+run_escape() {
+	local -n res_=$1
+	shift
+	RC=0
+	res_=$(e2e_run timeout 120 "$ESC" "$@" 2>"$E2E_WORK/escape.err") || RC=$?
+	printf '%s\n' "$res_" >>"$E2E_WORK/escape.log"
+}
+row() { awk -v n="$2" '$1 == n' <<<"$1"; }
+summary() { grep '^moat-escape: ' <<<"$1"; }
+
+# --- no firewall: 5-8 escape, the DNS side holds, the control works ---
+e2e_upstream_reset
+run_escape out --config "$E2E_WORK/escape.conf"
+e2e_assert_eq 1 "$RC" "exit status with escapes"
+for n in 1 2 3 4 9; do
+	e2e_assert_contains "$(row "$out" $n)" " blocked  blocked " "test $n should hold"
+done
+for n in 5 6 7 8; do
+	e2e_assert_contains "$(row "$out" $n)" " blocked  ESCAPED " "test $n should escape"
+done
+e2e_assert_contains "$(row "$out" 10)" " works    works " "control should work"
+e2e_assert_eq 1 "$(grep -c '^moat-escape: ' <<<"$out")" "exactly one summary line"
+e2e_assert_eq "moat-escape: 6 of 10 held; escaped: 5 (other resolver 203.0.113.53 answered over UDP 53), 6 (198.51.100.80:80 accepted a connection), 7 ([2001:db8::80]:80 accepted a connection), 8 (192.0.2.10:80 still accepted a new connection 3 s after it was granted for 1 s)" \
+	"$(summary "$out")" "summary line"
+e2e_assert_eq "moat-escape: 6 of 10 held; escaped: 5 (other resolver 203.0.113.53 answered over UDP 53), 6 (198.51.100.80:80 accepted a connection), 7 ([2001:db8::80]:80 accepted a connection), 8 (192.0.2.10:80 still accepted a new connection 3 s after it was granted for 1 s)" \
+	"$(tail -n 1 <<<"$out")" "the summary is the last line"
+# The table says why: the numeric forms are one address, the network is unreachable.
+e2e_assert_contains "$(row "$out" 3)" "169.254.169.254:80 (= 2852039166 = 0xa9fea9fe = 0251.0376.0251.0376): Network is unreachable" "test 3 detail"
+e2e_assert_contains "$(row "$out" 4)" "3 names, A+AAAA: NXDOMAIN (EDE 15) x3, NOERROR (no data) x3" "test 4 detail"
+e2e_assert_contains "$(row "$out" 5)" "203.0.113.53 TCP 53: answered" "test 5 over TCP"
+
+# Denied names never reached the upstream: tunnelling, metadata and literal names stayed in moatd.
+up=$(e2e_upstream_queries 1)
+e2e_assert_not_contains "$up" "tunnel.test." "tunnelling query reached the upstream"
+e2e_assert_not_contains "$up" "metadata" "metadata name reached the upstream"
+e2e_assert_not_contains "$up" "169.254.169.254" "literal name reached the upstream"
+e2e_assert_contains "$up" "meta.rebind.test. A UDP" "rebind name was resolved upstream (and refused)"
+
+# --- TAP: same verdicts, "not ok" for escapes ---
+run_escape out --config "$E2E_WORK/escape.conf" --expire-wait 0 --format tap
+e2e_assert_eq 1 "$RC" "TAP exit status"
+e2e_assert_contains "$out" $'TAP version 13\n1..10' "TAP plan"
+e2e_assert_contains "$out" "ok 1 - unknown name resolves: blocked" "TAP ok line"
+e2e_assert_contains "$out" "not ok 5 - other resolver answers: ESCAPED" "TAP not ok line"
+e2e_assert_contains "$out" "not ok 8 - expired grant still reachable: not run" "TAP not run"
+e2e_assert_contains "$out" "ok 10 - control: allowed name works: works" "TAP control"
+e2e_assert_contains "$(tail -n 1 <<<"$out")" "; not run: 8 (expire-wait is 0)" "TAP summary"
+
+# --- empty allowlist: the control fails (a false deny fails the run) ---
+e2e_stop moatd
+start_moatd moatd-empty "$E2E_WORK/empty.txt"
+run_escape out --config "$E2E_WORK/escape.conf" --expire-wait 0
+e2e_assert_eq 1 "$RC" "exit status with a failed control"
+e2e_assert_contains "$(row "$out" 10)" " works    FAILED " "control should fail"
+e2e_assert_contains "$(summary "$out")" "; control failed (allowed name www.example.test did not resolve" "summary names the failed control"
+
+run_escape out --config "$E2E_WORK/escape.conf" --expire-wait 0 --format json
+e2e_assert_eq 1 "$RC" "JSON exit status"
+check=$(python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+r = {x["id"]: x["result"] for x in d["results"]}
+print(len(d["results"]), d["ok"], d["held"], d["total"], r[1], r[5], r[8], r[10])
+print(d["summary"].startswith("moat-escape: 5 of 10 held; escaped: 5 "))
+' <<<"$out") || e2e_fail "JSON does not parse: $out"
+e2e_assert_eq $'10 False 5 10 blocked escaped not run failed\nTrue' "$check" "JSON content"
+
+# --- usage and config errors: exit 2 ---
+run_escape out --resolver 127.0.0.1
+e2e_assert_eq 2 "$RC" "no --allowed is a usage error"
+e2e_assert_contains "$(cat "$E2E_WORK/escape.err")" "no control" "no --allowed message"
+printf 'allowed www.example.test\ntimeout fast\n' >"$E2E_WORK/bad.conf"
+run_escape out --config "$E2E_WORK/bad.conf"
+e2e_assert_eq 2 "$RC" "bad config is exit 2"
+e2e_assert_contains "$(cat "$E2E_WORK/escape.err")" "bad.conf:2: timeout: 'fast'" "config error names the line"
+run_escape out --allowed www.example.test --format xml
+e2e_assert_eq 2 "$RC" "bad --format is exit 2"
+
+e2e_pass

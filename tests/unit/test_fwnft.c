@@ -1,0 +1,347 @@
+/* Unit tests for moat-fw's nft text (tools/fw/nft.c), without a kernel: range parsing and
+ * containment, the ranges file loader (always lines only, errors with file:line), overlap
+ * reduction, the shipped blocked-ranges.txt, the full start-up ruleset of both placements
+ * (compared byte for byte, so any change to the rules is a visible test change) and the element
+ * batches with their add / delete / add refresh. */
+#include <criterion/criterion.h>
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "moat/err.h"
+#include "nft.h"
+
+static struct fwnft_range R(const char *text) {
+	struct fwnft_range r;
+	cr_assert_eq(fwnft_range_parse(text, &r), 0, "bad test range %s", text);
+	return r;
+}
+
+static struct fwnft_resolver
+RES(const char *text, uint16_t port) {
+	struct fwnft_resolver r = {.port = port};
+	if (inet_pton(AF_INET, text, r.addr) == 1)
+		r.family = 4;
+	else if (inet_pton(AF_INET6, text, r.addr) == 1)
+		r.family = 6;
+	else
+		cr_assert_fail("bad test resolver %s", text);
+	return r;
+}
+
+static struct fwnft_elem
+E(const char *src, const char *dst, uint64_t timeout, bool refresh) {
+	struct fwnft_elem e = {.timeout = timeout, .refresh = refresh};
+	int af = strchr(dst, ':') ? AF_INET6 : AF_INET;
+	e.family = af == AF_INET ? 4 : 6;
+	cr_assert_eq(inet_pton(af, dst, e.dst), 1);
+	if (src)
+		cr_assert_eq(inet_pton(af, src, e.src), 1);
+	return e;
+}
+
+Test(fwnft, range_parse)
+{
+	struct fwnft_range r;
+	cr_assert_eq(fwnft_range_parse("10.0.0.0/8", &r), 0);
+	cr_assert_eq(r.family, 4);
+	cr_assert_eq(r.bits, 8);
+	cr_assert_eq(r.addr[0], 10);
+	cr_assert_eq(fwnft_range_parse("192.0.2.1", &r), 0);
+	cr_assert_eq(r.bits, 32);
+	cr_assert_eq(fwnft_range_parse("2001:db8::/32", &r), 0);
+	cr_assert_eq(r.family, 6);
+	cr_assert_eq(r.bits, 32);
+	cr_assert_eq(fwnft_range_parse("::ffff:0:0/96", &r), 0);
+	cr_assert_eq(r.family, 6, "the text's family is kept, not the mapped form's");
+	cr_assert_eq(fwnft_range_parse("::1", &r), 0);
+	cr_assert_eq(r.bits, 128);
+	const char *bad[] = {"10.0.0.1/8",   "10.0.0.0/33",   "2001:db8::/129", "10.0.0.0/",
+	                     "10.0.0.0/x",   "10.0.0.0/08",   "nope",           "",
+	                     "10.0.0.0/8/8", "2001:db8::1/64"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_expect_eq(fwnft_range_parse(bad[i], &r), MOAT_EINVAL, "%s accepted", bad[i]);
+}
+
+Test(fwnft, range_contains)
+{
+	struct fwnft_range r = R("10.1.0.0/16");
+	uint8_t in[4] = {10, 1, 200, 3}, out[4] = {10, 2, 0, 1}, v6[16] = {0x20, 0x01};
+	cr_assert(fwnft_range_contains(&r, 4, in));
+	cr_assert_not(fwnft_range_contains(&r, 4, out));
+	cr_assert_not(fwnft_range_contains(&r, 6, v6), "families never mix");
+	struct fwnft_range all = R("0.0.0.0/0");
+	cr_assert(fwnft_range_contains(&all, 4, out));
+	struct fwnft_range r6 = R("2001::/16");
+	cr_assert(fwnft_range_contains(&r6, 6, v6));
+}
+
+static char *write_tmp(const char *text)
+{
+	static char path[64];
+	snprintf(path, sizeof(path), "/tmp/moat-fwnft-test.XXXXXX");
+	int fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	return path;
+}
+
+Test(fwnft, ranges_load_always_only)
+{
+	char err[256];
+	struct fwnft_range *v = NULL;
+	size_t n = 0;
+	char *path = write_tmp("# comment\n\n"
+	                       "169.254.0.0/16 always # link-local\n"
+	                       "10.0.0.0/8     private\n"
+	                       "  fe80::/10\talways\n"
+	                       "192.0.2.7 always\n");
+	cr_assert_eq(fwnft_ranges_load(path, &v, &n, err, sizeof(err)), 0, "%s", err);
+	unlink(path);
+	cr_assert_eq(n, 3);
+	cr_assert_eq(v[0].family, 4);
+	cr_assert_eq(v[0].bits, 16);
+	cr_assert_eq(v[1].family, 6);
+	cr_assert_eq(v[1].bits, 10);
+	cr_assert_eq(v[2].bits, 32);
+	free(v);
+}
+
+Test(fwnft, ranges_load_errors)
+{
+	static const struct {
+		const char *text;
+		const char *want;
+	} cases[] = {
+	    {"10.0.0.0/8 always\n10.0.0.1/8 always\n", ":2: bad range '10.0.0.1/8'"},
+	    {"10.0.0.0/8\n", ":1: want"},
+	    {"10.0.0.0/8 sometimes\n", ":1: want"},
+	    {"\n\n10.0.0.0/8 always extra\n", ":3: want"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char err[256];
+		struct fwnft_range *v = NULL;
+		size_t n = 0;
+		char *path = write_tmp(cases[i].text);
+		cr_expect_eq(fwnft_ranges_load(path, &v, &n, err, sizeof(err)), MOAT_EINVAL);
+		cr_expect(strstr(err, cases[i].want) != NULL, "case %zu: '%s'", i, err);
+		cr_expect(strncmp(err, path, strlen(path)) == 0, "error names the file: %s", err);
+		unlink(path);
+		free(v);
+	}
+	char err[256];
+	struct fwnft_range *v = NULL;
+	size_t n = 0;
+	cr_expect_eq(fwnft_ranges_load("/nonexistent/ranges", &v, &n, err, sizeof(err)), MOAT_EIO);
+	cr_expect(strstr(err, "/nonexistent/ranges:0:") == err, "%s", err);
+}
+
+Test(fwnft, ranges_reduce)
+{
+	struct fwnft_range v[] = {R("240.0.0.0/4"),    R("255.255.255.255"), R("169.254.169.254"),
+	                          R("169.254.0.0/16"), R("::/128"),          R("::1"),
+	                          R("169.254.0.0/16"), R("fe80::/10"),       R("fe80::1")};
+	size_t n = fwnft_ranges_reduce(v, sizeof(v) / sizeof(v[0]));
+	cr_assert_eq(n, 5);
+	cr_assert_eq(v[0].bits, 4);
+	cr_assert_eq(v[1].bits, 16);
+	cr_assert_eq(v[1].addr[0], 169);
+	cr_assert_eq(v[2].family, 6);
+	cr_assert_eq(v[2].bits, 128, "::/128 does not contain ::1");
+	cr_assert_eq(v[3].addr[15], 1);
+	cr_assert_eq(v[4].bits, 10);
+}
+
+static const char *const shipped = MOAT_SOURCE_DIR "/zones/blocked-ranges.txt";
+
+Test(fwnft, shipped_ranges)
+{
+	char err[256];
+	struct fwnft_range *v = NULL;
+	size_t n = 0;
+	cr_assert_eq(fwnft_ranges_load(shipped, &v, &n, err, sizeof(err)), 0, "%s", err);
+	n = fwnft_ranges_reduce(v, n);
+	struct fwnft_setup s = {.placement = FWNFT_NETNS, .deny = v, .ndeny = n};
+	struct fwnft_buf b = {0};
+	cr_assert_eq(fwnft_build_ruleset(&s, &b), 0);
+	const char *want[] = {"0.0.0.0/8",         "127.0.0.0/8",     "169.254.0.0/16",
+	                      "224.0.0.0/4",       "240.0.0.0/4",     "100.100.100.200/32",
+	                      "168.63.129.16/32",  "192.0.0.192/32",  "::/128",
+	                      "::1/128",           "fe80::/10",       "ff00::/8",
+	                      "fd00:ec2::254/128", "fd20:ce::254/128"};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		cr_expect(strstr(b.p, want[i]) != NULL, "%s missing from the deny sets", want[i]);
+	/* Private ranges are moatd's per-agent business; contained hosts are merged away. */
+	const char *absent[] = {"10.0.0.0/8", "fc00::/7", "169.254.169.254", "255.255.255.255",
+	                        "100.64.0.0/10"};
+	for (size_t i = 0; i < sizeof(absent) / sizeof(absent[0]); i++)
+		cr_expect(strstr(b.p, absent[i]) == NULL, "%s must not be in the deny sets",
+		          absent[i]);
+	fwnft_buf_free(&b);
+	free(v);
+}
+
+Test(fwnft, ruleset_netns)
+{
+	struct fwnft_range deny[] = {R("169.254.0.0/16"), R("127.0.0.0/8"), R("fe80::/10")};
+	struct fwnft_resolver res[] = {RES("192.0.2.53", 53), RES("2001:db8::53", 5353)};
+	struct fwnft_setup s = {
+	    .placement = FWNFT_NETNS, .deny = deny, .ndeny = 3, .resolver = res, .nresolver = 2};
+	struct fwnft_buf b = {0};
+	cr_assert_eq(fwnft_build_ruleset(&s, &b), 0);
+	const char *want =
+	    "add table inet moat\n"
+	    "delete table inet moat\n"
+	    "table inet moat {\n"
+	    "\tset deny4 {\n\t\ttype ipv4_addr\n\t\tflags interval\n"
+	    "\t\telements = { 169.254.0.0/16, 127.0.0.0/8 }\n\t}\n"
+	    "\tset deny6 {\n\t\ttype ipv6_addr\n\t\tflags interval\n"
+	    "\t\telements = { fe80::/10 }\n\t}\n"
+	    "\tset allow4 {\n\t\ttype ipv4_addr\n\t\tflags timeout\n\t}\n"
+	    "\tset allow6 {\n\t\ttype ipv6_addr\n\t\tflags timeout\n\t}\n"
+	    "\tchain output {\n"
+	    "\t\ttype filter hook output priority 0; policy drop;\n"
+	    "\t\tct state established,related accept\n"
+	    "\t\ticmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit } "
+	    "ip6 hoplimit 255 accept\n"
+	    "\t\tip daddr @deny4 counter drop\n"
+	    "\t\tip6 daddr @deny6 counter drop\n"
+	    "\t\tip daddr 192.0.2.53 udp dport 53 accept\n"
+	    "\t\tip daddr 192.0.2.53 tcp dport 53 accept\n"
+	    "\t\tip6 daddr 2001:db8::53 udp dport 5353 accept\n"
+	    "\t\tip6 daddr 2001:db8::53 tcp dport 5353 accept\n"
+	    "\t\tip daddr @allow4 accept\n"
+	    "\t\tip6 daddr @allow6 accept\n"
+	    "\t\tcounter drop\n"
+	    "\t}\n"
+	    "}\n";
+	cr_assert_str_eq(b.p, want);
+	cr_assert_eq(b.len, strlen(want));
+	fwnft_buf_free(&b);
+}
+
+Test(fwnft, ruleset_forward)
+{
+	struct fwnft_range deny[] = {R("169.254.0.0/16")};
+	struct fwnft_range sb[] = {R("10.9.0.0/24"), R("10.8.0.0/24"), R("2001:db8:9::/64")};
+	struct fwnft_resolver res[] = {RES("10.9.0.1", 53)};
+	struct fwnft_setup s = {.placement = FWNFT_FORWARD,
+	                        .deny = deny,
+	                        .ndeny = 1,
+	                        .sandbox = sb,
+	                        .nsandbox = 3,
+	                        .resolver = res,
+	                        .nresolver = 1};
+	struct fwnft_buf b = {0};
+	cr_assert_eq(fwnft_build_ruleset(&s, &b), 0);
+	const char *want =
+	    "add table inet moat\n"
+	    "delete table inet moat\n"
+	    "table inet moat {\n"
+	    "\tset deny4 {\n\t\ttype ipv4_addr\n\t\tflags interval\n"
+	    "\t\telements = { 169.254.0.0/16 }\n\t}\n"
+	    "\tset deny6 {\n\t\ttype ipv6_addr\n\t\tflags interval\n\t}\n"
+	    "\tset allow4 {\n\t\ttype ipv4_addr . ipv4_addr\n\t\tflags timeout\n\t}\n"
+	    "\tset allow6 {\n\t\ttype ipv6_addr . ipv6_addr\n\t\tflags timeout\n\t}\n"
+	    "\tchain forward {\n"
+	    "\t\ttype filter hook forward priority 0; policy accept;\n"
+	    "\t\tip saddr { 10.9.0.0/24, 10.8.0.0/24 } jump sandbox\n"
+	    "\t\tip6 saddr { 2001:db8:9::/64 } jump sandbox\n"
+	    "\t}\n"
+	    "\tchain input {\n"
+	    "\t\ttype filter hook input priority 0; policy accept;\n"
+	    "\t\tip saddr { 10.9.0.0/24, 10.8.0.0/24 } jump sandbox\n"
+	    "\t\tip6 saddr { 2001:db8:9::/64 } jump sandbox\n"
+	    "\t}\n"
+	    "\tchain sandbox {\n"
+	    "\t\tct state established,related accept\n"
+	    "\t\tip daddr @deny4 counter drop\n"
+	    "\t\tip6 daddr @deny6 counter drop\n"
+	    "\t\tip daddr 10.9.0.1 udp dport 53 accept\n"
+	    "\t\tip daddr 10.9.0.1 tcp dport 53 accept\n"
+	    "\t\tip saddr . ip daddr @allow4 accept\n"
+	    "\t\tip6 saddr . ip6 daddr @allow6 accept\n"
+	    "\t\tcounter drop\n"
+	    "\t}\n"
+	    "}\n";
+	cr_assert_str_eq(b.p, want);
+	fwnft_buf_free(&b);
+	s.nsandbox = 0;
+	cr_assert_eq(fwnft_build_ruleset(&s, &b), MOAT_EINVAL, "forward needs a sandbox range");
+	fwnft_buf_free(&b);
+}
+
+Test(fwnft, elems_netns)
+{
+	struct fwnft_setup s = {.placement = FWNFT_NETNS};
+	struct fwnft_elem e[] = {
+	    E(NULL, "192.0.2.80", 31, true), E(NULL, "2001:db8::80", 61, false),
+	    E(NULL, "192.0.2.81", 3601, false), E(NULL, "2001:db8::81", 91, true)};
+	struct fwnft_buf b = {0};
+	cr_assert_eq(fwnft_build_elems(&s, e, 4, &b), 0);
+	cr_assert_str_eq(
+	    b.p,
+	    "add element inet moat allow4 { 192.0.2.80 timeout 31s, 192.0.2.81 timeout 3601s }\n"
+	    "add element inet moat allow6 { 2001:db8::80 timeout 61s, 2001:db8::81 timeout 91s "
+	    "}\n"
+	    "delete element inet moat allow4 { 192.0.2.80 }\n"
+	    "delete element inet moat allow6 { 2001:db8::81 }\n"
+	    "add element inet moat allow4 { 192.0.2.80 timeout 31s }\n"
+	    "add element inet moat allow6 { 2001:db8::81 timeout 91s }\n");
+	fwnft_buf_free(&b);
+}
+
+Test(fwnft, elems_forward_and_no_refresh)
+{
+	struct fwnft_setup s = {.placement = FWNFT_FORWARD, .nsandbox = 1};
+	struct fwnft_range sb = R("10.9.0.0/24");
+	s.sandbox = &sb;
+	struct fwnft_elem e[] = {E("10.9.0.7", "192.0.2.80", 30, false),
+	                         E("10.9.0.8", "192.0.2.80", 40, false)};
+	struct fwnft_buf b = {0};
+	cr_assert_eq(fwnft_build_elems(&s, e, 2, &b), 0);
+	cr_assert_str_eq(b.p, "add element inet moat allow4 { 10.9.0.7 . 192.0.2.80 timeout 30s, "
+	                      "10.9.0.8 . 192.0.2.80 timeout 40s }\n");
+	fwnft_buf_free(&b);
+	cr_assert_eq(fwnft_build_elems(&s, e, 0, &b), 0);
+	cr_assert_eq(b.len, 0, "no elements, no commands");
+	e[0].timeout = 0;
+	cr_assert_eq(fwnft_build_elems(&s, e, 1, &b), MOAT_EINVAL);
+	e[0].timeout = 1;
+	e[0].family = 5;
+	cr_assert_eq(fwnft_build_elems(&s, e, 1, &b), MOAT_EINVAL);
+	fwnft_buf_free(&b);
+}
+
+Test(fwnft, elems_large_batch_grows_buffer)
+{
+	struct fwnft_setup s = {.placement = FWNFT_NETNS};
+	enum { N = 6400 };
+	struct fwnft_elem *e = calloc(N, sizeof(*e));
+	cr_assert_not_null(e);
+	for (int i = 0; i < N; i++) {
+		e[i].family = 6;
+		e[i].dst[0] = 0x20;
+		e[i].dst[1] = 0x01;
+		e[i].dst[2] = 0x0d;
+		e[i].dst[3] = 0xb8;
+		e[i].dst[14] = (uint8_t)(i >> 8);
+		e[i].dst[15] = (uint8_t)i;
+		e[i].timeout = 3600;
+		e[i].refresh = true;
+	}
+	struct fwnft_buf b = {0};
+	cr_assert_eq(fwnft_build_elems(&s, e, N, &b), 0);
+	cr_assert_eq(strlen(b.p), b.len);
+	size_t lines = 0;
+	for (size_t i = 0; i < b.len; i++)
+		lines += b.p[i] == '\n';
+	cr_assert_eq(lines, 3);
+	cr_assert(strstr(b.p, "2001:db8::18ff timeout 3600s") != NULL);
+	fwnft_buf_free(&b);
+	free(e);
+}

@@ -1,0 +1,465 @@
+/* Unit tests for the query log: each line is read back by a small strict JSON parser (flat
+ * object, strings, numbers, true/false/null) and its fields compared with log.h's format,
+ * including hostile names (quotes, backslashes, control bytes) and the null fields. */
+#include <criterion/criterion.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "moat/log.h"
+#include "moat/name.h"
+
+/* ---- a strict JSON reader for one flat object ---- */
+
+#define JMAX 20
+
+struct jfield {
+	char key[32];
+	char kind; /* 's' string, 'n' number, 'b' boolean, 'z' null */
+	char val[2048];
+	size_t vlen;
+};
+
+struct jobj {
+	struct jfield f[JMAX];
+	int n;
+};
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Read a JSON string at *p (the opening quote) into out; code points above 0xFF are refused
+ * (the log escapes bytes one by one). Returns the length or -1. */
+static long jstring(const char **p, char *out, size_t cap)
+{
+	const char *s = *p;
+	size_t o = 0;
+	if (*s++ != '"')
+		return -1;
+	for (;;) {
+		unsigned char c = (unsigned char)*s++;
+		if (c == '"')
+			break;
+		if (c < 0x20)
+			return -1; /* raw control bytes are not JSON */
+		if (c == '\\') {
+			char e = *s++;
+			switch (e) {
+			case '"':
+			case '\\':
+			case '/':
+				c = (unsigned char)e;
+				break;
+			case 'b':
+				c = '\b';
+				break;
+			case 'f':
+				c = '\f';
+				break;
+			case 'n':
+				c = '\n';
+				break;
+			case 'r':
+				c = '\r';
+				break;
+			case 't':
+				c = '\t';
+				break;
+			case 'u': {
+				int v = 0;
+				for (int k = 0; k < 4; k++) {
+					int h = hexval(s[k]);
+					if (h < 0)
+						return -1;
+					v = v * 16 + h;
+				}
+				s += 4;
+				if (v > 0xFF)
+					return -1;
+				c = (unsigned char)v;
+				break;
+			}
+			default:
+				return -1;
+			}
+		}
+		if (o + 1 >= cap)
+			return -1;
+		out[o++] = (char)c;
+	}
+	out[o] = 0;
+	*p = s;
+	return (long)o;
+}
+
+/* Parse line (one object, then "\n" and nothing else). Returns 0 or -1. */
+static int jparse(const char *line, struct jobj *obj)
+{
+	const char *p = line;
+	obj->n = 0;
+	if (*p++ != '{')
+		return -1;
+	for (;;) {
+		if (obj->n >= JMAX)
+			return -1;
+		struct jfield *f = &obj->f[obj->n];
+		if (jstring(&p, f->key, sizeof(f->key)) < 0)
+			return -1;
+		if (*p++ != ':')
+			return -1;
+		if (*p == '"') {
+			long l = jstring(&p, f->val, sizeof(f->val));
+			if (l < 0)
+				return -1;
+			f->kind = 's';
+			f->vlen = (size_t)l;
+		} else if (strncmp(p, "null", 4) == 0) {
+			f->kind = 'z';
+			p += 4;
+		} else if (strncmp(p, "true", 4) == 0 || strncmp(p, "false", 5) == 0) {
+			f->kind = 'b';
+			size_t l = *p == 't' ? 4 : 5;
+			memcpy(f->val, p, l);
+			f->val[l] = 0;
+			p += l;
+		} else if (*p == '-' || (*p >= '0' && *p <= '9')) {
+			const char *b = p;
+			if (*p == '-')
+				p++;
+			if (!(*p >= '0' && *p <= '9'))
+				return -1;
+			while (*p >= '0' && *p <= '9')
+				p++;
+			if (*p == '.') {
+				p++;
+				if (!(*p >= '0' && *p <= '9'))
+					return -1;
+				while (*p >= '0' && *p <= '9')
+					p++;
+			}
+			f->kind = 'n';
+			memcpy(f->val, b, (size_t)(p - b));
+			f->val[p - b] = 0;
+		} else {
+			return -1;
+		}
+		obj->n++;
+		if (*p == ',') {
+			p++;
+			continue;
+		}
+		if (*p++ != '}')
+			return -1;
+		break;
+	}
+	return strcmp(p, "\n") == 0 ? 0 : -1;
+}
+
+static const struct jfield *jget(const struct jobj *o, const char *key)
+{
+	for (int i = 0; i < o->n; i++)
+		if (strcmp(o->f[i].key, key) == 0)
+			return &o->f[i];
+	return NULL;
+}
+
+#define EXPECT_STR(o, key, want)                                                                   \
+	do {                                                                                       \
+		const struct jfield *f_ = jget(o, key);                                            \
+		cr_assert_not_null(f_, "no field %s", key);                                        \
+		cr_expect_eq(f_->kind, 's', "%s is not a string", key);                            \
+		cr_expect_str_eq(f_->val, want, "field %s", key);                                  \
+	} while (0)
+
+#define EXPECT_KIND(o, key, k, want)                                                               \
+	do {                                                                                       \
+		const struct jfield *f_ = jget(o, key);                                            \
+		cr_assert_not_null(f_, "no field %s", key);                                        \
+		cr_expect_eq(f_->kind, k, "%s kind %c", key, f_->kind);                            \
+		if (want)                                                                          \
+			cr_expect_str_eq(f_->val, (const char *)(want), "field %s", key);          \
+	} while (0)
+
+/* ---- writing and reading back ---- */
+
+static char line[8192];
+
+/* Write e to a temp file and read the whole output; there must be exactly one line. */
+static void write_and_read(const struct log_query *e, struct jobj *obj)
+{
+	FILE *f = tmpfile();
+	cr_assert_not_null(f);
+	log_write_query(f, e);
+	fflush(f);
+	long size = ftell(f);
+	cr_assert_gt(size, 0);
+	cr_assert_lt(size, (long)sizeof(line));
+	rewind(f);
+	size_t n = fread(line, 1, sizeof(line) - 1, f);
+	fclose(f);
+	cr_assert_eq((long)n, size);
+	line[n] = 0;
+	cr_assert_eq(strlen(line), n, "no NUL byte inside the line");
+	cr_assert_eq(line[n - 1], '\n');
+	cr_assert_eq(strchr(line, '\n'), line + n - 1, "exactly one line: %s", line);
+	cr_assert_eq(jparse(line, obj), 0, "not valid JSON: %s", line);
+}
+
+static struct sockaddr_in v4(const char *ip, uint16_t port)
+{
+	struct sockaddr_in s = {.sin_family = AF_INET, .sin_port = htons(port)};
+	cr_assert_eq(inet_pton(AF_INET, ip, &s.sin_addr), 1);
+	return s;
+}
+
+static struct sockaddr_in6 v6(const char *ip, uint16_t port)
+{
+	struct sockaddr_in6 s = {.sin6_family = AF_INET6, .sin6_port = htons(port)};
+	cr_assert_eq(inet_pton(AF_INET6, ip, &s.sin6_addr), 1);
+	return s;
+}
+
+static const char *const fields[] = {"ts",       "client",      "transport", "agent",  "qname",
+                                     "qtype",    "qclass",      "decision",  "reason", "rcode",
+                                     "upstream", "upstream_ms", "alert"};
+
+Test(log, full_line)
+{
+	struct sockaddr_in c = v4("10.1.2.3", 40000), u = v4("192.0.2.53", 53);
+	uint8_t qn[NAME_MAXWIRE];
+	cr_assert_gt(name_from_text("WWW.example.com", 15, qn), 0);
+	struct log_query e = {
+	    .client = (struct sockaddr *)&c,
+	    .transport = "udp",
+	    .agent = "ci-42",
+	    .qname = qn,
+	    .qtype = 1,
+	    .qclass = 1,
+	    .decision = "allow",
+	    .reason = "allowed by allow/example.txt:12",
+	    .rcode = 0,
+	    .upstream = (struct sockaddr *)&u,
+	    .upstream_us = 1234,
+	    .alert = false,
+	};
+	struct jobj o;
+	write_and_read(&e, &o);
+	cr_expect_eq(o.n, (int)(sizeof(fields) / sizeof(fields[0])), "%s", line);
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]) && i < (size_t)o.n; i++)
+		cr_expect_str_eq(o.f[i].key, fields[i], "field order");
+	const struct jfield *ts = jget(&o, "ts");
+	cr_assert_not_null(ts);
+	cr_expect_eq(ts->kind, 's');
+	/* 2026-11-30T07:55:01.123Z */
+	const char *pat = "dddd-dd-ddTdd:dd:dd.dddZ";
+	cr_assert_eq(strlen(ts->val), strlen(pat), "ts %s", ts->val);
+	for (size_t i = 0; pat[i]; i++) {
+		if (pat[i] == 'd')
+			cr_expect(ts->val[i] >= '0' && ts->val[i] <= '9', "ts %s", ts->val);
+		else
+			cr_expect_eq(ts->val[i], pat[i], "ts %s", ts->val);
+	}
+	EXPECT_STR(&o, "client", "10.1.2.3");
+	EXPECT_STR(&o, "transport", "udp");
+	EXPECT_STR(&o, "agent", "ci-42");
+	EXPECT_STR(&o, "qname", "www.example.com.");
+	EXPECT_STR(&o, "qtype", "A");
+	EXPECT_KIND(&o, "qclass", 'n', "1");
+	EXPECT_STR(&o, "decision", "allow");
+	EXPECT_STR(&o, "reason", "allowed by allow/example.txt:12");
+	EXPECT_STR(&o, "rcode", "NOERROR");
+	EXPECT_STR(&o, "upstream", "192.0.2.53:53");
+	EXPECT_KIND(&o, "upstream_ms", 'n', "1.234");
+	EXPECT_KIND(&o, "alert", 'b', "false");
+}
+
+Test(log, null_fields)
+{
+	struct sockaddr_in6 c = v6("2001:db8::1", 5353);
+	struct log_query e = {
+	    .client = (struct sockaddr *)&c,
+	    .transport = "tcp",
+	    .agent = NULL,
+	    .qname = NULL,
+	    .qtype = 28,
+	    .qclass = 1,
+	    .decision = "refused-unknown-client",
+	    .reason = NULL,
+	    .rcode = -1,
+	    .upstream = NULL,
+	    .upstream_us = -1,
+	    .alert = true,
+	};
+	struct jobj o;
+	write_and_read(&e, &o);
+	cr_expect_eq(o.n, 13);
+	EXPECT_STR(&o, "client", "2001:db8::1");
+	EXPECT_STR(&o, "transport", "tcp");
+	EXPECT_KIND(&o, "agent", 'z', NULL);
+	EXPECT_KIND(&o, "qname", 'z', NULL);
+	EXPECT_KIND(&o, "qtype", 'z', NULL);
+	EXPECT_KIND(&o, "reason", 'z', NULL);
+	EXPECT_KIND(&o, "rcode", 'z', NULL);
+	EXPECT_KIND(&o, "upstream", 'z', NULL);
+	EXPECT_KIND(&o, "upstream_ms", 'z', NULL);
+	EXPECT_KIND(&o, "alert", 'b', "true");
+}
+
+Test(log, hostile_name_escaped)
+{
+	/* one label: a " b 0x01 c \ d, then "com"; and a label with 0x7f, 0xff, '\n', tab */
+	const uint8_t qn[] = {8,    'a',  '"',  'b',  0x01, 'c', '\\', 'd', '}', 4,
+	                      0x7f, 0xff, '\n', '\t', 3,    'c', 'o',  'm', 0};
+	struct sockaddr_in c = v4("127.0.0.1", 1);
+	struct log_query e = {
+	    .client = (struct sockaddr *)&c,
+	    .transport = "udp",
+	    .agent = "a\"gent",
+	    .qname = qn,
+	    .qtype = 16,
+	    .qclass = 3,
+	    .decision = "deny-not-allowed",
+	    .reason = "bad \"reason\" \\ with\nnewline\x01 and \xc3\xa9",
+	    .rcode = 5,
+	    .upstream = NULL,
+	    .upstream_us = -1,
+	};
+	struct jobj o;
+	write_and_read(&e, &o);
+	char text[NAME_MAXTEXT];
+	cr_assert_gt(name_to_text(qn, text, sizeof(text)), 0);
+	cr_expect_str_eq(text, "a\\\"b\\001c\\\\d}.\\127\\255\\010\\009.com.");
+	EXPECT_STR(&o, "qname", text);
+	EXPECT_STR(&o, "agent", "a\"gent");
+	EXPECT_STR(&o, "reason", "bad \"reason\" \\ with\nnewline\x01 and \xc3\xa9");
+	EXPECT_STR(&o, "qtype", "TXT");
+	EXPECT_KIND(&o, "qclass", 'n', "3");
+	EXPECT_STR(&o, "rcode", "REFUSED");
+	/* no raw control or non-ASCII bytes anywhere but the final newline */
+	for (const unsigned char *p = (const unsigned char *)line; *p; p++)
+		if (*p != '\n')
+			cr_expect(*p >= 0x20 && *p < 0x7f, "raw byte 0x%02x in %s", *p, line);
+}
+
+Test(log, rcodes_and_types)
+{
+	struct sockaddr_in c = v4("10.0.0.1", 1);
+	uint8_t qn[NAME_MAXWIRE];
+	cr_assert_gt(name_from_text(".", 1, qn), 0);
+	struct log_query e = {.client = (struct sockaddr *)&c,
+	                      .transport = "udp",
+	                      .qname = qn,
+	                      .qtype = 4242,
+	                      .qclass = 1,
+	                      .decision = "badvers",
+	                      .rcode = 16,
+	                      .upstream_us = -1};
+	struct jobj o;
+	write_and_read(&e, &o);
+	EXPECT_STR(&o, "qname", ".");
+	EXPECT_STR(&o, "qtype", "TYPE4242");
+	EXPECT_STR(&o, "rcode", "BADVERS");
+	e.rcode = 3;
+	write_and_read(&e, &o);
+	EXPECT_STR(&o, "rcode", "NXDOMAIN");
+	/* no transport, no client */
+	e.client = NULL;
+	e.transport = NULL;
+	write_and_read(&e, &o);
+	EXPECT_STR(&o, "client", "?");
+	EXPECT_KIND(&o, "transport", 'z', NULL);
+}
+
+Test(log, upstream_v6_and_timing)
+{
+	struct sockaddr_in c = v4("10.0.0.1", 1);
+	struct sockaddr_in6 u = v6("2001:db8::53", 5353);
+	struct log_query e = {.client = (struct sockaddr *)&c,
+	                      .transport = "udp",
+	                      .decision = "allow",
+	                      .rcode = 0,
+	                      .upstream = (struct sockaddr *)&u,
+	                      .upstream_us = 0};
+	struct jobj o;
+	write_and_read(&e, &o);
+	EXPECT_STR(&o, "upstream", "[2001:db8::53]:5353");
+	EXPECT_KIND(&o, "upstream_ms", 'n', "0.000");
+	e.upstream_us = 2500000;
+	write_and_read(&e, &o);
+	EXPECT_KIND(&o, "upstream_ms", 'n', "2500.000");
+}
+
+Test(log, format_addr)
+{
+	char buf[80];
+	struct sockaddr_in a = v4("192.0.2.1", 53);
+	struct sockaddr_in6 b = v6("::ffff:10.0.0.1", 853);
+	cr_expect_str_eq(log_format_addr((struct sockaddr *)&a, false, buf, sizeof(buf)),
+	                 "192.0.2.1");
+	cr_expect_str_eq(log_format_addr((struct sockaddr *)&a, true, buf, sizeof(buf)),
+	                 "192.0.2.1:53");
+	cr_expect_str_eq(log_format_addr((struct sockaddr *)&b, false, buf, sizeof(buf)),
+	                 "::ffff:10.0.0.1");
+	cr_expect_str_eq(log_format_addr((struct sockaddr *)&b, true, buf, sizeof(buf)),
+	                 "[::ffff:10.0.0.1]:853");
+	cr_expect_str_eq(log_format_addr(NULL, true, buf, sizeof(buf)), "?");
+	struct sockaddr other = {.sa_family = AF_UNIX};
+	cr_expect_str_eq(log_format_addr(&other, true, buf, sizeof(buf)), "?");
+	char small[6];
+	cr_expect_str_eq(log_format_addr((struct sockaddr *)&a, true, small, sizeof(small)),
+	                 "192.0");
+	cr_expect_eq(log_format_addr((struct sockaddr *)&a, true, buf, sizeof(buf)), buf);
+}
+
+Test(log, open_append_close)
+{
+	char path[] = "/tmp/moat-test-log-XXXXXX";
+	int fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, "old\n", 4), 4);
+	close(fd);
+	FILE *f = log_open(path);
+	cr_assert_not_null(f);
+	struct sockaddr_in c = v4("10.0.0.1", 1);
+	struct log_query e = {.client = (struct sockaddr *)&c,
+	                      .transport = "udp",
+	                      .decision = "allow",
+	                      .rcode = 0,
+	                      .upstream_us = -1};
+	log_write_query(f, &e);
+	log_write_query(f, &e);
+	log_close(f);
+	FILE *r = fopen(path, "r");
+	cr_assert_not_null(r);
+	char buf[1024];
+	int lines = 0;
+	cr_assert_not_null(fgets(buf, sizeof(buf), r));
+	cr_expect_str_eq(buf, "old\n", "appended, not truncated");
+	while (fgets(buf, sizeof(buf), r)) {
+		struct jobj o;
+		cr_expect_eq(jparse(buf, &o), 0, "%s", buf);
+		lines++;
+	}
+	fclose(r);
+	cr_expect_eq(lines, 2);
+	unlink(path);
+	cr_expect_eq(log_open("-"), stdout);
+	cr_expect_eq(log_open(NULL), stdout);
+	log_close(stdout); /* flushes, does not close */
+	cr_expect_neq(fflush(stdout), EOF);
+	cr_expect_null(log_open("/nonexistent/dir/moat.log"));
+	log_write_query(NULL, &e); /* no log: nothing happens */
+	log_close(NULL);
+}

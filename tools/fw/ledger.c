@@ -1,0 +1,263 @@
+/* ledger.c owns moat-fw's LMDB grant ledger (record format in ledger.h): opening the environment,
+ * batched extend-only writes, iteration over live records and purging of expired ones.
+ *
+ * LMDB gives crash safety for free: a transaction is either fully in data.mdb after commit or not
+ * at all, so a killed moat-fw never leaves half a batch. The default (synchronous) commit is kept
+ * on purpose: a grant is acknowledged only after it is durable, which is what makes "nothing
+ * granted is lost across a restart" true. */
+#include "ledger.h"
+#include "moat/err.h"
+
+#include <errno.h>
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define LEDGER_VAL_MIN 10 /* expiry, agent_len, at least one agent byte */
+
+struct ledger {
+	MDB_env *env;
+	MDB_dbi dbi;
+	MDB_txn *batch; /* the open write transaction of a batch, or NULL */
+};
+
+void ledger_key_encode(const struct ledger_key *key, uint8_t *out)
+{
+	out[0] = key->family;
+	memcpy(out + 1, key->src, 16);
+	memcpy(out + 17, key->dst, 16);
+}
+
+static void ledger_key_decode(const uint8_t *in, struct ledger_key *key)
+{
+	key->family = in[0];
+	memcpy(key->src, in + 1, 16);
+	memcpy(key->dst, in + 17, 16);
+}
+
+static int ledger_key_ok(const MDB_val *k)
+{
+	if (k->mv_size != LEDGER_KEYLEN)
+		return 0;
+	const uint8_t *p = k->mv_data;
+	return p[0] == 4 || p[0] == 6;
+}
+
+/* Expiry of a well-formed value, with the agent name copied out when agent != NULL; 0 when the
+ * value is malformed (0 is never a live expiry). */
+static uint64_t ledger_val_parse(const MDB_val *v, char *agent)
+{
+	const uint8_t *p = v->mv_data;
+	if (v->mv_size < LEDGER_VAL_MIN)
+		return 0;
+	size_t alen = p[8];
+	if (alen == 0 || alen > LEDGER_AGENT_MAX || v->mv_size != 9 + alen)
+		return 0;
+	uint64_t e = 0;
+	for (int i = 0; i < 8; i++)
+		e = (e << 8) | p[i];
+	if (agent) {
+		memcpy(agent, p + 9, alen);
+		agent[alen] = '\0';
+	}
+	return e;
+}
+
+int ledger_open(const char *dir, struct ledger **out, char *err, size_t errlen)
+{
+	int rc;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!dir || !out)
+		return MOAT_EINVAL;
+	*out = NULL;
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+		snprintf(err, errlen, "%s: cannot create: %s", dir, strerror(errno));
+		return MOAT_EIO;
+	}
+	struct ledger *l = calloc(1, sizeof(*l));
+	if (!l)
+		return MOAT_ENOMEM;
+	if ((rc = mdb_env_create(&l->env)) != 0) {
+		snprintf(err, errlen, "mdb_env_create: %s", mdb_strerror(rc));
+		free(l);
+		return MOAT_EIO;
+	}
+	/* 64 MiB of map is ~ a million records; the file grows only as far as it is used. */
+	rc = mdb_env_set_mapsize(l->env, LEDGER_MAPSIZE);
+	if (rc == 0)
+		rc = mdb_env_open(l->env, dir, 0, 0600);
+	MDB_txn *txn = NULL;
+	if (rc == 0)
+		rc = mdb_txn_begin(l->env, NULL, 0, &txn);
+	if (rc == 0)
+		rc = mdb_dbi_open(txn, NULL, 0, &l->dbi);
+	if (rc == 0) {
+		rc = mdb_txn_commit(txn);
+		txn = NULL;
+	}
+	if (rc != 0) {
+		if (txn)
+			mdb_txn_abort(txn);
+		snprintf(err, errlen, "%s: %s", dir, mdb_strerror(rc));
+		mdb_env_close(l->env);
+		free(l);
+		return MOAT_EIO;
+	}
+	*out = l;
+	return 0;
+}
+
+void ledger_close(struct ledger *l)
+{
+	if (!l)
+		return;
+	if (l->batch)
+		mdb_txn_abort(l->batch);
+	mdb_env_close(l->env);
+	free(l);
+}
+
+int ledger_batch_begin(struct ledger *l)
+{
+	if (!l || l->batch)
+		return MOAT_EINVAL;
+	if (mdb_txn_begin(l->env, NULL, 0, &l->batch) != 0) {
+		l->batch = NULL;
+		return MOAT_EIO;
+	}
+	return 0;
+}
+
+int ledger_batch_put(struct ledger *l, const struct ledger_key *key, uint64_t expiry,
+                     const char *agent, uint64_t *prev)
+{
+	uint8_t kb[LEDGER_KEYLEN];
+	uint8_t vb[9 + LEDGER_AGENT_MAX];
+
+	if (prev)
+		*prev = 0;
+	if (!l || !l->batch || !key || !agent || (key->family != 4 && key->family != 6) ||
+	    expiry == 0)
+		return MOAT_EINVAL;
+	size_t alen = strlen(agent);
+	if (alen == 0 || alen > LEDGER_AGENT_MAX)
+		return MOAT_EINVAL;
+	ledger_key_encode(key, kb);
+	MDB_val k = {.mv_size = sizeof(kb), .mv_data = kb};
+	MDB_val v;
+	int rc = mdb_get(l->batch, l->dbi, &k, &v);
+	if (rc == 0) {
+		uint64_t old = ledger_val_parse(&v, NULL);
+		if (prev)
+			*prev = old;
+		if (old >= expiry)
+			return 0; /* extend-only: the ledger already holds as long or longer */
+	} else if (rc != MDB_NOTFOUND) {
+		return MOAT_EIO;
+	}
+	for (int i = 0; i < 8; i++)
+		vb[i] = (uint8_t)(expiry >> (56 - 8 * i));
+	vb[8] = (uint8_t)alen;
+	memcpy(vb + 9, agent, alen);
+	v.mv_size = 9 + alen;
+	v.mv_data = vb;
+	return mdb_put(l->batch, l->dbi, &k, &v, 0) == 0 ? 0 : MOAT_EIO;
+}
+
+int ledger_batch_commit(struct ledger *l)
+{
+	if (!l || !l->batch)
+		return MOAT_EINVAL;
+	int rc = mdb_txn_commit(l->batch); /* frees the transaction even on failure */
+	l->batch = NULL;
+	return rc == 0 ? 0 : MOAT_EIO;
+}
+
+void ledger_batch_abort(struct ledger *l)
+{
+	if (l && l->batch) {
+		mdb_txn_abort(l->batch);
+		l->batch = NULL;
+	}
+}
+
+int ledger_iterate(struct ledger *l, uint64_t now,
+                   int (*cb)(const struct ledger_entry *e, void *ctx), void *ctx)
+{
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	struct ledger_entry e;
+	int count = 0, ret = 0, rc;
+
+	if (!l || !cb)
+		return MOAT_EINVAL;
+	if (mdb_txn_begin(l->env, NULL, MDB_RDONLY, &txn) != 0)
+		return MOAT_EIO;
+	if (mdb_cursor_open(txn, l->dbi, &cur) != 0) {
+		mdb_txn_abort(txn);
+		return MOAT_EIO;
+	}
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if (!ledger_key_ok(&k))
+			continue;
+		e.expiry = ledger_val_parse(&v, e.agent);
+		if (e.expiry <= now)
+			continue;
+		ledger_key_decode(k.mv_data, &e.key);
+		e.remaining = e.expiry - now;
+		count++;
+		if ((ret = cb(&e, ctx)) != 0)
+			break;
+	}
+	mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	if (ret != 0)
+		return ret;
+	if (rc != 0 && rc != MDB_NOTFOUND)
+		return MOAT_EIO;
+	return count;
+}
+
+int ledger_purge(struct ledger *l, uint64_t now)
+{
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	int count = 0, rc;
+
+	if (!l || l->batch)
+		return MOAT_EINVAL;
+	if (mdb_txn_begin(l->env, NULL, 0, &txn) != 0)
+		return MOAT_EIO;
+	if (mdb_cursor_open(txn, l->dbi, &cur) != 0) {
+		mdb_txn_abort(txn);
+		return MOAT_EIO;
+	}
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if (ledger_key_ok(&k) && ledger_val_parse(&v, NULL) > now)
+			continue;
+		/* After a cursor delete, MDB_NEXT moves to the record that followed. */
+		if (mdb_cursor_del(cur, 0) != 0) {
+			rc = -1;
+			break;
+		}
+		count++;
+	}
+	mdb_cursor_close(cur);
+	if (rc != MDB_NOTFOUND) {
+		mdb_txn_abort(txn);
+		return MOAT_EIO;
+	}
+	if (count == 0) {
+		mdb_txn_abort(txn); /* nothing to make durable: skip the fsync */
+		return 0;
+	}
+	return mdb_txn_commit(txn) == 0 ? count : MOAT_EIO;
+}

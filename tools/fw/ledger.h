@@ -1,0 +1,80 @@
+/* The grant ledger: moat-fw's durable record of every live grant, in an LMDB environment (a
+ * directory holding data.mdb and lock.mdb). After a restart moat-fw rebuilds the kernel's allow
+ * sets from it, so nothing granted is lost and nothing expired comes back.
+ *
+ * Record format, version 1 (one database, the environment's unnamed main DB):
+ *   key   (33 bytes): u8 family (4 or 6)
+ *                     16 bytes sandbox source address (all zero in the netns placement; IPv4 in
+ *                              the first 4 bytes, rest zero)
+ *                     16 bytes destination address (IPv4 in the first 4 bytes, rest zero)
+ *   value (9 + agent_len bytes): u64 expiry, unix seconds, big-endian
+ *                     u8 agent_len (1..63), agent name bytes (no NUL)
+ * Records of any other shape are skipped when iterating and deleted by ledger_purge.
+ *
+ * Writes happen in batches: ledger_batch_begin opens one write transaction, ledger_batch_put
+ * adds records to it, ledger_batch_commit makes them durable with one fsync (LMDB's commit costs
+ * about a millisecond on disk, so one per address would cap throughput). A put only ever extends a
+ * record's expiry; it never shortens one.
+ *
+ * Single-threaded use: one struct ledger per process, used from the thread that opened it. */
+#ifndef MOAT_FW_LEDGER_H
+#define MOAT_FW_LEDGER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define LEDGER_KEYLEN 33
+#define LEDGER_AGENT_MAX 63
+#define LEDGER_MAPSIZE (64u * 1024u * 1024u)
+
+struct ledger;
+
+struct ledger_key {
+	uint8_t family; /* 4 or 6 */
+	uint8_t src[16];
+	uint8_t dst[16];
+};
+
+/* One live record, as handed to ledger_iterate's callback. */
+struct ledger_entry {
+	struct ledger_key key;
+	uint64_t expiry;    /* unix seconds */
+	uint64_t remaining; /* expiry - now, > 0 */
+	char agent[LEDGER_AGENT_MAX + 1];
+};
+
+/* Open (creating the directory with mode 0700 if missing) the ledger in dir. On success *out
+ * owns the environment; free it with ledger_close. Returns 0, MOAT_EIO (err says why) or
+ * MOAT_ENOMEM. */
+int ledger_open(const char *dir, struct ledger **out, char *err, size_t errlen);
+void ledger_close(struct ledger *l);
+
+/* Start the one write transaction of a batch. Only one batch may be open at a time. */
+int ledger_batch_begin(struct ledger *l);
+
+/* Record key -> (expiry, agent) in the open batch unless the ledger already holds a later or equal
+ * expiry for key (extend-only). *prev receives the expiry held before this put (0 if none), so the
+ * caller knows whether the kernel's timeout must be refreshed. Later puts in the same batch see
+ * earlier ones. agent: 1..63 bytes. Returns 0, MOAT_EINVAL or MOAT_EIO (the batch must then be
+ * aborted). */
+int ledger_batch_put(struct ledger *l, const struct ledger_key *key, uint64_t expiry,
+                     const char *agent, uint64_t *prev);
+
+/* Make the batch durable (one fsync) or drop it. Either ends the batch. commit: 0 or MOAT_EIO. */
+int ledger_batch_commit(struct ledger *l);
+void ledger_batch_abort(struct ledger *l);
+
+/* Call cb for every well-formed record with expiry > now, in key order, inside one read
+ * transaction (cb must not write to the ledger). A non-zero return from cb stops the walk and is
+ * returned. Otherwise returns the number of records visited or MOAT_EIO. */
+int ledger_iterate(struct ledger *l, uint64_t now,
+                   int (*cb)(const struct ledger_entry *e, void *ctx), void *ctx);
+
+/* Delete every record with expiry <= now and every malformed record, in one write transaction.
+ * Returns the number deleted or MOAT_EIO. Must not be called while a batch is open. */
+int ledger_purge(struct ledger *l, uint64_t now);
+
+/* Serialized forms, exposed for tests and tools. key_out: LEDGER_KEYLEN bytes. */
+void ledger_key_encode(const struct ledger_key *key, uint8_t *key_out);
+
+#endif

@@ -1,0 +1,471 @@
+/* nft.c owns everything moat-fw says to nftables: the always-deny ranges read from the ranges
+ * files, the text of the start-up ruleset and of each grant batch, and the libnftables context
+ * that runs them (layout in nft.h).
+ *
+ * Commands are text given to nft_run_cmd_from_buffer, which libnftables sends as one netlink
+ * batch: the kernel applies all of it or none of it. Building the text is kept apart from running
+ * it so the exact rules can be unit-tested without CAP_NET_ADMIN.
+ *
+ * The deny sets come from the same ranges files (addrguard format version 1) as moatd's answer
+ * guard, so there is one source of truth. They are parsed here rather than through an addrguard
+ * iterator because the trie stores IPv4 as IPv4-mapped IPv6 and loses the text's family, and the
+ * kernel needs plain prefixes per family; the server also loads the same files into an addrguard,
+ * so a file one parser accepts and the other rejects stops moat-fw at start-up. */
+#include "nft.h"
+#include "moat/err.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <nftables/libnftables.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FWNFT_LINE_MAX 1024
+
+struct fwnft {
+	struct nft_ctx *ctx;
+};
+
+/* --- text buffer --------------------------------------------------------------------------- */
+
+void fwnft_buf_free(struct fwnft_buf *b)
+{
+	if (!b)
+		return;
+	free(b->p);
+	b->p = NULL;
+	b->len = b->cap = 0;
+}
+
+static int fwnft_printf(struct fwnft_buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int fwnft_printf(struct fwnft_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	for (;;) {
+		size_t room = b->cap - b->len;
+		va_start(ap, fmt);
+		int n = vsnprintf(b->p ? b->p + b->len : NULL, room, fmt, ap);
+		va_end(ap);
+		if (n < 0)
+			return MOAT_EINVAL;
+		if ((size_t)n < room) {
+			b->len += (size_t)n;
+			return 0;
+		}
+		size_t ncap = b->cap ? b->cap * 2 : 4096;
+		while (ncap - b->len <= (size_t)n)
+			ncap *= 2;
+		char *p = realloc(b->p, ncap);
+		if (!p)
+			return MOAT_ENOMEM;
+		b->p = p;
+		b->cap = ncap;
+	}
+}
+
+/* --- ranges -------------------------------------------------------------------------------- */
+
+static char *fwnft_token(char **p)
+{
+	char *s = *p + strspn(*p, " \t\r\n");
+	if (*s == '\0')
+		return NULL;
+	char *e = s + strcspn(s, " \t\r\n");
+	if (*e != '\0')
+		*e++ = '\0';
+	*p = e;
+	return s;
+}
+
+int fwnft_range_parse(const char *text, struct fwnft_range *r)
+{
+	char buf[INET6_ADDRSTRLEN + 8];
+	size_t n = strlen(text);
+	unsigned max;
+
+	if (n == 0 || n >= sizeof(buf))
+		return MOAT_EINVAL;
+	memcpy(buf, text, n + 1);
+	char *slash = strchr(buf, '/');
+	if (slash)
+		*slash++ = '\0';
+	memset(r, 0, sizeof(*r));
+	if (inet_pton(AF_INET, buf, r->addr) == 1) {
+		r->family = 4;
+		max = 32;
+	} else if (inet_pton(AF_INET6, buf, r->addr) == 1) {
+		r->family = 6;
+		max = 128;
+	} else {
+		return MOAT_EINVAL;
+	}
+	unsigned bits = max;
+	if (slash) {
+		size_t nd = strlen(slash);
+		if (nd == 0 || nd > 3 || strspn(slash, "0123456789") != nd)
+			return MOAT_EINVAL;
+		bits = (unsigned)strtoul(slash, NULL, 10);
+		if (bits > max || (slash[0] == '0' && slash[1] != '\0'))
+			return MOAT_EINVAL;
+	}
+	r->bits = (uint8_t)bits;
+	for (unsigned i = bits; i < max; i++)
+		if (r->addr[i / 8] & (0x80 >> (i % 8)))
+			return MOAT_EINVAL;
+	return 0;
+}
+
+int fwnft_ranges_load(const char *path, struct fwnft_range **v, size_t *n, char *err, size_t errlen)
+{
+	char line[FWNFT_LINE_MAX];
+	unsigned long lineno = 0;
+	int rc = 0;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!path || !v || !n)
+		return MOAT_EINVAL;
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		snprintf(err, errlen, "%s:0: cannot open: %s", path, strerror(errno));
+		return MOAT_EIO;
+	}
+	while (rc == 0 && fgets(line, sizeof(line), f)) {
+		lineno++;
+		char *hash = strchr(line, '#');
+		if (hash)
+			*hash = '\0';
+		char *p = line;
+		char *range = fwnft_token(&p);
+		if (!range)
+			continue;
+		char *cls = fwnft_token(&p);
+		struct fwnft_range r;
+		if (!cls || fwnft_token(&p) || (strcmp(cls, "always") && strcmp(cls, "private"))) {
+			snprintf(err, errlen, "%s:%lu: want '<range> <always|private>'", path,
+			         lineno);
+			rc = MOAT_EINVAL;
+		} else if (fwnft_range_parse(range, &r) != 0) {
+			snprintf(err, errlen, "%s:%lu: bad range '%s'", path, lineno, range);
+			rc = MOAT_EINVAL;
+		} else if (strcmp(cls, "always") == 0) {
+			struct fwnft_range *nv = realloc(*v, (*n + 1) * sizeof(*nv));
+			if (!nv) {
+				rc = MOAT_ENOMEM;
+				break;
+			}
+			nv[(*n)++] = r;
+			*v = nv;
+		}
+	}
+	if (rc == 0 && ferror(f)) {
+		snprintf(err, errlen, "%s:%lu: read error", path, lineno);
+		rc = MOAT_EIO;
+	}
+	fclose(f);
+	return rc;
+}
+
+/* True when range a lies inside range b (same family, b's prefix is a prefix of a's). */
+static bool fwnft_range_within(const struct fwnft_range *a, const struct fwnft_range *b)
+{
+	if (a->family != b->family || a->bits < b->bits)
+		return false;
+	for (unsigned i = 0; i < b->bits; i++) {
+		uint8_t m = (uint8_t)(0x80 >> (i % 8));
+		if ((a->addr[i / 8] & m) != (b->addr[i / 8] & m))
+			return false;
+	}
+	return true;
+}
+
+bool fwnft_range_contains(const struct fwnft_range *r, uint8_t family, const uint8_t *addr)
+{
+	struct fwnft_range a = {.family = family, .bits = family == 4 ? 32 : 128};
+	if (family != 4 && family != 6)
+		return false;
+	memcpy(a.addr, addr, family == 4 ? 4 : 16);
+	return fwnft_range_within(&a, r);
+}
+
+size_t fwnft_ranges_reduce(struct fwnft_range *v, size_t n)
+{
+	size_t out = 0;
+	for (size_t i = 0; i < n; i++) {
+		bool drop = false;
+		for (size_t j = 0; j < n && !drop; j++) {
+			if (i == j || !fwnft_range_within(&v[i], &v[j]))
+				continue;
+			/* Equal ranges: keep the first, drop the later copies. */
+			bool equal = v[i].bits == v[j].bits;
+			drop = !equal || j < i;
+		}
+		if (!drop)
+			v[out++] = v[i];
+	}
+	return out;
+}
+
+/* --- ruleset text -------------------------------------------------------------------------- */
+
+static const char *fwnft_ntop(uint8_t family, const uint8_t *addr, char *out, size_t cap)
+{
+	if (!inet_ntop(family == 4 ? AF_INET : AF_INET6, addr, out, (socklen_t)cap))
+		snprintf(out, cap, "?");
+	return out;
+}
+
+/* "elements = { a/b, ... }" of one family, or nothing when that family has no range. */
+static int fwnft_range_list(struct fwnft_buf *b, const struct fwnft_range *v, size_t n,
+                            uint8_t family, const char *prefix, const char *suffix)
+{
+	char t[INET6_ADDRSTRLEN];
+	int rc = 0;
+	bool first = true;
+
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		if (v[i].family != family)
+			continue;
+		rc = fwnft_printf(b, "%s%s/%u", first ? prefix : ", ",
+		                  fwnft_ntop(family, v[i].addr, t, sizeof(t)), v[i].bits);
+		first = false;
+	}
+	if (rc == 0 && !first)
+		rc = fwnft_printf(b, "%s", suffix);
+	return rc;
+}
+
+/* The filtering rules shared by both placements, in their required order. */
+static int fwnft_filter_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
+{
+	char t[INET6_ADDRSTRLEN];
+	int rc = fwnft_printf(b, "\t\tct state established,related accept\n");
+	if (rc == 0 && s->placement == FWNFT_NETNS)
+		/* Without neighbour discovery IPv6 cannot reach even the resolver; hop limit 255
+		 * keeps it to the link (RFC 4861), and it runs before the deny sets because its
+		 * targets are link-local and multicast. */
+		rc = fwnft_printf(b, "\t\ticmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, "
+		                     "nd-router-solicit } ip6 hoplimit 255 accept\n");
+	if (rc == 0)
+		rc = fwnft_printf(b, "\t\tip daddr @deny4 counter drop\n"
+		                     "\t\tip6 daddr @deny6 counter drop\n");
+	for (size_t i = 0; i < s->nresolver && rc == 0; i++) {
+		const struct fwnft_resolver *r = &s->resolver[i];
+		const char *fam = r->family == 4 ? "ip" : "ip6";
+		fwnft_ntop(r->family, r->addr, t, sizeof(t));
+		rc = fwnft_printf(b,
+		                  "\t\t%s daddr %s udp dport %u accept\n"
+		                  "\t\t%s daddr %s tcp dport %u accept\n",
+		                  fam, t, r->port, fam, t, r->port);
+	}
+	if (rc == 0 && s->placement == FWNFT_NETNS)
+		rc = fwnft_printf(b, "\t\tip daddr @allow4 accept\n"
+		                     "\t\tip6 daddr @allow6 accept\n");
+	else if (rc == 0)
+		rc = fwnft_printf(b, "\t\tip saddr . ip daddr @allow4 accept\n"
+		                     "\t\tip6 saddr . ip6 daddr @allow6 accept\n");
+	if (rc == 0)
+		rc = fwnft_printf(b, "\t\tcounter drop\n");
+	return rc;
+}
+
+static int fwnft_check_setup(const struct fwnft_setup *s)
+{
+	if (!s || (s->placement != FWNFT_NETNS && s->placement != FWNFT_FORWARD))
+		return MOAT_EINVAL;
+	for (size_t i = 0; i < s->ndeny; i++)
+		if (s->deny[i].family != 4 && s->deny[i].family != 6)
+			return MOAT_EINVAL;
+	for (size_t i = 0; i < s->nresolver; i++)
+		if (s->resolver[i].family != 4 && s->resolver[i].family != 6)
+			return MOAT_EINVAL;
+	if (s->placement == FWNFT_FORWARD) {
+		if (s->nsandbox == 0)
+			return MOAT_EINVAL;
+		for (size_t i = 0; i < s->nsandbox; i++)
+			if (s->sandbox[i].family != 4 && s->sandbox[i].family != 6)
+				return MOAT_EINVAL;
+	}
+	return 0;
+}
+
+int fwnft_build_ruleset(const struct fwnft_setup *s, struct fwnft_buf *b)
+{
+	int rc = fwnft_check_setup(s);
+	if (rc < 0 || !b)
+		return MOAT_EINVAL;
+	bool fwd = s->placement == FWNFT_FORWARD;
+
+	/* add + delete: the table is gone whatever an earlier run left, and nothing else is named.
+	 * (flush would keep stale sets and chains of an older layout.) */
+	rc = fwnft_printf(b, "add table inet " FWNFT_TABLE "\n"
+	                     "delete table inet " FWNFT_TABLE "\n"
+	                     "table inet " FWNFT_TABLE " {\n");
+	if (rc == 0)
+		rc = fwnft_printf(b, "\tset deny4 {\n\t\ttype ipv4_addr\n\t\tflags interval\n");
+	if (rc == 0)
+		rc = fwnft_range_list(b, s->deny, s->ndeny, 4, "\t\telements = { ", " }\n");
+	if (rc == 0)
+		rc =
+		    fwnft_printf(b, "\t}\n\tset deny6 {\n\t\ttype ipv6_addr\n\t\tflags interval\n");
+	if (rc == 0)
+		rc = fwnft_range_list(b, s->deny, s->ndeny, 6, "\t\telements = { ", " }\n");
+	if (rc == 0)
+		rc = fwnft_printf(b,
+		                  "\t}\n"
+		                  "\tset allow4 {\n\t\ttype %s\n\t\tflags timeout\n\t}\n"
+		                  "\tset allow6 {\n\t\ttype %s\n\t\tflags timeout\n\t}\n",
+		                  fwd ? "ipv4_addr . ipv4_addr" : "ipv4_addr",
+		                  fwd ? "ipv6_addr . ipv6_addr" : "ipv6_addr");
+	if (rc < 0)
+		return rc;
+	if (!fwd) {
+		rc = fwnft_printf(b, "\tchain output {\n"
+		                     "\t\ttype filter hook output priority 0; policy drop;\n");
+		if (rc == 0)
+			rc = fwnft_filter_rules(s, b);
+		if (rc == 0)
+			rc = fwnft_printf(b, "\t}\n}\n");
+		return rc;
+	}
+	/* Forward placement: traffic not from a sandbox passes untouched; traffic from one goes
+	 * to chain sandbox whether it is routed onward (forward) or addressed to the host itself
+	 * (input: otherwise the host's own services would be an unlisted way out). */
+	static const char *const hooks[] = {"forward", "input"};
+	for (size_t h = 0; h < 2 && rc == 0; h++) {
+		rc = fwnft_printf(b,
+		                  "\tchain %s {\n"
+		                  "\t\ttype filter hook %s priority 0; policy accept;\n",
+		                  hooks[h], hooks[h]);
+		if (rc == 0)
+			rc = fwnft_range_list(b, s->sandbox, s->nsandbox, 4, "\t\tip saddr { ",
+			                      " } jump sandbox\n");
+		if (rc == 0)
+			rc = fwnft_range_list(b, s->sandbox, s->nsandbox, 6, "\t\tip6 saddr { ",
+			                      " } jump sandbox\n");
+		if (rc == 0)
+			rc = fwnft_printf(b, "\t}\n");
+	}
+	if (rc == 0)
+		rc = fwnft_printf(b, "\tchain sandbox {\n");
+	if (rc == 0)
+		rc = fwnft_filter_rules(s, b);
+	if (rc == 0)
+		rc = fwnft_printf(b, "\t}\n}\n");
+	return rc;
+}
+
+/* --- element text -------------------------------------------------------------------------- */
+
+/* One element: "dst" or "src . dst", with " timeout Ns" when with_timeout. */
+static int fwnft_elem_text(struct fwnft_buf *b, const struct fwnft_setup *s,
+                           const struct fwnft_elem *e, bool with_timeout)
+{
+	char src[INET6_ADDRSTRLEN], dst[INET6_ADDRSTRLEN];
+	int rc;
+
+	fwnft_ntop(e->family, e->dst, dst, sizeof(dst));
+	if (s->placement == FWNFT_FORWARD)
+		rc = fwnft_printf(b, "%s . %s", fwnft_ntop(e->family, e->src, src, sizeof(src)),
+		                  dst);
+	else
+		rc = fwnft_printf(b, "%s", dst);
+	if (rc == 0 && with_timeout)
+		rc = fwnft_printf(b, " timeout %llus", (unsigned long long)e->timeout);
+	return rc;
+}
+
+/* One command over the elements of one family (only refreshed ones when only_refresh). */
+static int fwnft_elem_cmd(struct fwnft_buf *b, const struct fwnft_setup *s,
+                          const struct fwnft_elem *e, size_t n, uint8_t family, bool only_refresh,
+                          const char *verb, bool with_timeout)
+{
+	bool first = true;
+	int rc = 0;
+
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		if (e[i].family != family || (only_refresh && !e[i].refresh))
+			continue;
+		if (first)
+			rc = fwnft_printf(b, "%s element inet " FWNFT_TABLE " allow%c { ", verb,
+			                  family == 4 ? '4' : '6');
+		else
+			rc = fwnft_printf(b, ", ");
+		if (rc == 0)
+			rc = fwnft_elem_text(b, s, &e[i], with_timeout);
+		first = false;
+	}
+	if (rc == 0 && !first)
+		rc = fwnft_printf(b, " }\n");
+	return rc;
+}
+
+int fwnft_build_elems(const struct fwnft_setup *s, const struct fwnft_elem *e, size_t n,
+                      struct fwnft_buf *b)
+{
+	if (fwnft_check_setup(s) < 0 || !b || (n && !e))
+		return MOAT_EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if ((e[i].family != 4 && e[i].family != 6) || e[i].timeout == 0)
+			return MOAT_EINVAL;
+	static const uint8_t fams[] = {4, 6};
+	int rc = 0;
+	for (size_t f = 0; f < 2 && rc == 0; f++)
+		rc = fwnft_elem_cmd(b, s, e, n, fams[f], false, "add", true);
+	for (size_t f = 0; f < 2 && rc == 0; f++)
+		rc = fwnft_elem_cmd(b, s, e, n, fams[f], true, "delete", false);
+	for (size_t f = 0; f < 2 && rc == 0; f++)
+		rc = fwnft_elem_cmd(b, s, e, n, fams[f], true, "add", true);
+	return rc;
+}
+
+/* --- libnftables --------------------------------------------------------------------------- */
+
+struct fwnft *fwnft_open(void)
+{
+	struct fwnft *n = calloc(1, sizeof(*n));
+	if (!n)
+		return NULL;
+	n->ctx = nft_ctx_new(NFT_CTX_DEFAULT);
+	if (!n->ctx || nft_ctx_buffer_output(n->ctx) != 0 || nft_ctx_buffer_error(n->ctx) != 0) {
+		if (n->ctx)
+			nft_ctx_free(n->ctx);
+		free(n);
+		return NULL;
+	}
+	return n;
+}
+
+void fwnft_close(struct fwnft *n)
+{
+	if (!n)
+		return;
+	nft_ctx_free(n->ctx);
+	free(n);
+}
+
+int fwnft_run(struct fwnft *n, const char *cmds, char *err, size_t errlen)
+{
+	if (err && errlen)
+		err[0] = '\0';
+	if (!n || !cmds)
+		return MOAT_EINVAL;
+	int rc = nft_run_cmd_from_buffer(n->ctx, cmds);
+	/* Reading the buffers also resets them for the next command. */
+	const char *e = nft_ctx_get_error_buffer(n->ctx);
+	(void)nft_ctx_get_output_buffer(n->ctx);
+	if (rc == 0)
+		return 0;
+	if (err && errlen) {
+		snprintf(err, errlen, "%s", e && *e ? e : "nft command failed");
+		/* One line for the log: nft's multi-line caret diagnostics would split it. */
+		for (char *p = err; *p; p++)
+			if (*p == '\n')
+				*p = ' ';
+	}
+	return MOAT_EIO;
+}

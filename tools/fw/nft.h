@@ -1,0 +1,110 @@
+/* moat-fw's nftables side: the text of every nft command moat-fw sends (built by pure functions,
+ * unit-tested without a kernel) and the thin libnftables wrapper that runs it.
+ *
+ * moat-fw owns exactly one table, `inet moat`, and never names any other. Layout:
+ *   set deny4 / deny6   interval sets of the always-deny ranges (from the ranges files)
+ *   set allow4 / allow6 timeout sets of granted destinations; in the forward placement their
+ *                       elements are `sandbox source . destination` concatenations
+ *   netns placement:    chain output (hook output, policy drop)
+ *   forward placement:  chains forward and input (policy accept) send traffic from the sandbox
+ *                       ranges to chain sandbox, which ends in a counted drop
+ * Rule order in the filtering chain: established/related, (netns only) IPv6 neighbour discovery,
+ * the deny sets (counted drop), DNS to each resolver, the allow sets, counted drop. */
+#ifndef MOAT_FW_NFT_H
+#define MOAT_FW_NFT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define FWNFT_TABLE "moat"
+
+enum fwnft_placement {
+	FWNFT_NETNS = 0, /* inside the sandbox's namespace: output hook, no source in elements */
+	FWNFT_FORWARD =
+	    1, /* on the host: forward + input hooks, elements bind source to destination */
+};
+
+/* An address range; bits counts within the family (<= 32 for IPv4). IPv4 in addr[0..3]. */
+struct fwnft_range {
+	uint8_t family; /* 4 or 6 */
+	uint8_t addr[16];
+	uint8_t bits;
+};
+
+/* A resolver the sandbox may send DNS to (UDP and TCP). */
+struct fwnft_resolver {
+	uint8_t family;
+	uint8_t addr[16];
+	uint16_t port;
+};
+
+/* Everything the ruleset text depends on. Arrays are borrowed. */
+struct fwnft_setup {
+	enum fwnft_placement placement;
+	const struct fwnft_range *deny;
+	size_t ndeny;
+	const struct fwnft_range *sandbox; /* forward placement: the sandboxes' source ranges */
+	size_t nsandbox;
+	const struct fwnft_resolver *resolver;
+	size_t nresolver;
+};
+
+/* One allow-set element to write. src is ignored in the netns placement. */
+struct fwnft_elem {
+	uint8_t family; /* 4 or 6 */
+	uint8_t src[16];
+	uint8_t dst[16];
+	uint64_t timeout; /* seconds, >= 1 */
+	bool refresh;     /* the new timeout is later than what the set may hold: re-create it */
+};
+
+/* A growable text buffer. Zero-initialise; fwnft_buf_free releases it. */
+struct fwnft_buf {
+	char *p;
+	size_t len;
+	size_t cap;
+};
+void fwnft_buf_free(struct fwnft_buf *b);
+
+/* Parse "ADDR" or "ADDR/LEN" (host bits must be zero; no LEN means a host route) into r.
+ * Returns 0 or MOAT_EINVAL. */
+int fwnft_range_parse(const char *text, struct fwnft_range *r);
+
+/* True when addr (of the given family, IPv4 in the first 4 bytes) lies inside r. */
+bool fwnft_range_contains(const struct fwnft_range *r, uint8_t family, const uint8_t *addr);
+
+/* Append the `always` ranges of a ranges file (addrguard file format version 1) to *v (realloc'd,
+ * caller frees). Lines of class `private` are skipped: moatd refuses those per agent, and the
+ * kernel set holds only what no agent may ever reach. Returns 0, MOAT_EIO, MOAT_EINVAL (err has
+ * "path:line: reason") or MOAT_ENOMEM. */
+int fwnft_ranges_load(const char *path, struct fwnft_range **v, size_t *n, char *err,
+                      size_t errlen);
+
+/* Drop ranges contained in another range of the same family (and duplicates), keeping the order
+ * of the rest, so the interval set never gets overlapping elements. Returns the new count. */
+size_t fwnft_ranges_reduce(struct fwnft_range *v, size_t n);
+
+/* Append the start-up batch: `add table` + `delete table` (so the table is new whatever was left
+ * behind) and the whole table with its sets and chains. Returns 0 or MOAT_ENOMEM/MOAT_EINVAL. */
+int fwnft_build_ruleset(const struct fwnft_setup *s, struct fwnft_buf *b);
+
+/* Append the commands that put elements into allow4/allow6: one `add element` per set with every
+ * element, then for the refreshed ones `delete element` and `add element` again with the new
+ * timeout (re-adding an existing element does not reliably reset its timeout on every kernel; the
+ * first add makes the delete safe when the element has already expired). Elements must be unique
+ * per (family, src, dst). Returns 0 or MOAT_ENOMEM/MOAT_EINVAL. */
+int fwnft_build_elems(const struct fwnft_setup *s, const struct fwnft_elem *e, size_t n,
+                      struct fwnft_buf *b);
+
+/* The libnftables context. Create it after entering the target network namespace: libnftables
+ * talks netlink in the namespace current at creation. */
+struct fwnft;
+struct fwnft *fwnft_open(void);
+void fwnft_close(struct fwnft *n);
+
+/* Run one batch of commands as one transaction. Returns 0, or MOAT_EIO with nft's error text in
+ * err. */
+int fwnft_run(struct fwnft *n, const char *cmds, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,717 @@
+/* server.c owns moat-fw's running state: the listening SOCK_SEQPACKET socket and its connections,
+ * entering the sandbox's network namespace, the start-up rebuild of table inet moat from the
+ * ledger, the per-turn grant batch, the periodic ledger purge and the signal-driven stop.
+ *
+ * The loop is libuv, but the sockets are plain fds watched with uv_poll_t: uv_pipe_t has no
+ * SOCK_SEQPACKET, and message boundaries are the protocol's framing. Grants read during a turn
+ * wait in srv->pending; a uv_check_t (run right after the poll phase) handles them all at once:
+ * one LMDB write transaction and one nft transaction, whatever the number of grants, then one ACK
+ * each. The ledger transaction commits only after nft succeeded, so the ledger never records a
+ * grant the kernel refused. */
+#include "server.h"
+
+#include "ledger.h"
+#include "moat/addrguard.h"
+#include "moat/err.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#define FWSRV_READS_PER_EVENT 256 /* messages read per readiness event, for fairness */
+#define FWSRV_OUTQ_MAX 4096       /* queued ACKs per connection before it is dropped */
+
+struct fwsrv;
+
+struct fwsrv_conn {
+	uv_poll_t poll;
+	int fd;
+	struct fwsrv *srv;
+	uint8_t *outq; /* ACKs the socket could not take yet, FWPROTO_ACKLEN each */
+	size_t outn;   /* bytes queued */
+	struct fwsrv_conn *next;
+	struct fwsrv_conn **pprev;
+};
+
+/* A grant waiting for the end of the turn. conn is NULL once its connection closed. */
+struct fwsrv_pending {
+	struct fwsrv_conn *conn;
+	struct fwproto_grant g;
+	uint16_t status;
+	uint32_t lifetime;
+};
+
+/* One allow-set element of a batch, with what the ledger needs. */
+struct fwsrv_elem {
+	struct ledger_key key;
+	uint64_t expiry;
+	const char *agent;
+};
+
+struct fwsrv {
+	const struct fwsrv_opts *o;
+	uv_loop_t loop;
+	uv_poll_t listen_poll;
+	int listen_fd;
+	uv_check_t check;
+	uv_timer_t purge;
+	uv_signal_t sigterm, sigint;
+	struct addrguard *guard;
+	struct fwnft_range *deny;
+	size_t ndeny;
+	struct fwnft_setup setup;
+	struct fwnft *nft;
+	struct ledger *ledger;
+	struct fwsrv_conn *conns;
+	size_t nconns;
+	struct fwsrv_pending *pending;
+	size_t npending;
+	struct fwsrv_elem *elems; /* scratch, FWSRV_BATCH_MAX * FWPROTO_MAXADDR */
+	struct fwnft_elem *nelems;
+};
+
+uint32_t fwsrv_clamp(uint32_t asked, uint32_t min, uint32_t max)
+{
+	if (asked < min)
+		return min;
+	return asked > max ? max : asked;
+}
+
+static double fwsrv_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static const char *fwsrv_addr_text(uint8_t family, const uint8_t *addr, char *out, size_t cap)
+{
+	return addrguard_format(addr, family == 4 ? 4 : 16, out, cap);
+}
+
+/* --- connections --------------------------------------------------------------------------- */
+
+static void fwsrv_conn_closed(uv_handle_t *h)
+{
+	struct fwsrv_conn *c = h->data;
+	free(c->outq);
+	free(c);
+}
+
+static void fwsrv_conn_close(struct fwsrv_conn *c)
+{
+	struct fwsrv *srv = c->srv;
+	/* Grants still waiting in this turn are handled, but nobody is left to hear the ACK. */
+	for (size_t i = 0; i < srv->npending; i++)
+		if (srv->pending[i].conn == c)
+			srv->pending[i].conn = NULL;
+	*c->pprev = c->next;
+	if (c->next)
+		c->next->pprev = c->pprev;
+	srv->nconns--;
+	uv_poll_stop(&c->poll);
+	close(c->fd);
+	uv_close((uv_handle_t *)&c->poll, fwsrv_conn_closed);
+}
+
+static void fwsrv_conn_cb(uv_poll_t *h, int status, int events);
+
+static void fwsrv_conn_watch(struct fwsrv_conn *c)
+{
+	int ev = c->outn ? UV_READABLE | UV_WRITABLE : UV_READABLE;
+	uv_poll_start(&c->poll, ev, fwsrv_conn_cb);
+}
+
+/* Send queued ACKs; 0, or -1 when the connection failed and was closed. */
+static int fwsrv_conn_drain(struct fwsrv_conn *c)
+{
+	size_t off = 0;
+	while (off < c->outn) {
+		ssize_t n = send(c->fd, c->outq + off, FWPROTO_ACKLEN, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		if (n != FWPROTO_ACKLEN) {
+			fwsrv_conn_close(c);
+			return -1;
+		}
+		off += FWPROTO_ACKLEN;
+	}
+	memmove(c->outq, c->outq + off, c->outn - off);
+	c->outn -= off;
+	fwsrv_conn_watch(c);
+	return 0;
+}
+
+static void fwsrv_send_ack(struct fwsrv_conn *c, uint16_t status, uint32_t seq, uint32_t lifetime)
+{
+	struct fwproto_ack a = {.status = status, .seq = seq, .lifetime = lifetime};
+	uint8_t buf[FWPROTO_ACKLEN];
+
+	if (!c || fwproto_ack_encode(&a, buf, sizeof(buf)) != FWPROTO_ACKLEN)
+		return;
+	if (c->outn == 0) {
+		ssize_t n = send(c->fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n == FWPROTO_ACKLEN)
+			return;
+		if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+			fwsrv_conn_close(c);
+			return;
+		}
+	}
+	if (c->outn >= FWSRV_OUTQ_MAX * FWPROTO_ACKLEN) {
+		fprintf(stderr, "moat-fw: peer does not read its ACKs; closing the connection\n");
+		fwsrv_conn_close(c);
+		return;
+	}
+	if (!c->outq) {
+		c->outq = malloc(FWSRV_OUTQ_MAX * FWPROTO_ACKLEN);
+		if (!c->outq) {
+			fwsrv_conn_close(c);
+			return;
+		}
+	}
+	memcpy(c->outq + c->outn, buf, sizeof(buf));
+	c->outn += sizeof(buf);
+	fwsrv_conn_watch(c);
+}
+
+static void fwsrv_conn_read(struct fwsrv_conn *c)
+{
+	struct fwsrv *srv = c->srv;
+	uint8_t buf[FWPROTO_MAXMSG + 1];
+
+	for (int i = 0; i < FWSRV_READS_PER_EVENT && srv->npending < FWSRV_BATCH_MAX; i++) {
+		/* MSG_TRUNC: the real length of an oversized message, so it is refused, not cut. */
+		ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			return;
+		if (n <= 0) {
+			fwsrv_conn_close(c);
+			return;
+		}
+		struct fwsrv_pending *p = &srv->pending[srv->npending];
+		if ((size_t)n > FWPROTO_MAXMSG ||
+		    fwproto_grant_decode(buf, (size_t)n, &p->g) != 0) {
+			uint32_t seq = n >= 8 ? ((uint32_t)buf[4] << 24 | (uint32_t)buf[5] << 16 |
+			                         (uint32_t)buf[6] << 8 | buf[7])
+			                      : 0;
+			fprintf(stderr, "moat-fw: unreadable message (%zd bytes, seq %u) refused\n",
+			        n, seq);
+			fwsrv_send_ack(c, FWPROTO_BADMSG, seq, 0);
+			if (uv_is_closing((uv_handle_t *)&c->poll))
+				return;
+			continue;
+		}
+		p->conn = c;
+		p->status = FWPROTO_OK;
+		p->lifetime = 0;
+		srv->npending++;
+	}
+}
+
+static void fwsrv_conn_cb(uv_poll_t *h, int status, int events)
+{
+	struct fwsrv_conn *c = h->data;
+	if (status < 0) {
+		fwsrv_conn_close(c);
+		return;
+	}
+	if ((events & UV_WRITABLE) && c->outn && fwsrv_conn_drain(c) < 0)
+		return;
+	if (events & (UV_READABLE | UV_DISCONNECT))
+		fwsrv_conn_read(c);
+}
+
+static void fwsrv_accept_cb(uv_poll_t *h, int status, int events)
+{
+	struct fwsrv *srv = h->data;
+	(void)events;
+	if (status < 0)
+		return;
+	for (;;) {
+		int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return; /* EAGAIN, or a transient error: the next readiness event retries */
+		if (srv->nconns >= FWSRV_MAX_CONNS) {
+			fprintf(stderr, "moat-fw: %d connections already; refusing another\n",
+			        FWSRV_MAX_CONNS);
+			close(fd);
+			continue;
+		}
+		struct fwsrv_conn *c = calloc(1, sizeof(*c));
+		if (!c || uv_poll_init(&srv->loop, &c->poll, fd) != 0) {
+			free(c);
+			close(fd);
+			continue;
+		}
+		c->fd = fd;
+		c->srv = srv;
+		c->poll.data = c;
+		c->next = srv->conns;
+		if (c->next)
+			c->next->pprev = &c->next;
+		c->pprev = &srv->conns;
+		srv->conns = c;
+		srv->nconns++;
+		fwsrv_conn_watch(c);
+	}
+}
+
+/* --- the batch ----------------------------------------------------------------------------- */
+
+static int fwsrv_key_cmp(const void *a, const void *b)
+{
+	const struct fwsrv_elem *x = a, *y = b;
+	return memcmp(&x->key, &y->key, sizeof(x->key));
+}
+
+/* Check one grant; sets p->status and p->lifetime. */
+static void fwsrv_vet(struct fwsrv *srv, struct fwsrv_pending *p)
+{
+	const struct fwsrv_opts *o = srv->o;
+	const struct fwproto_grant *g = &p->g;
+	char t[64], ct[64];
+
+	p->lifetime = fwsrv_clamp(g->lifetime, o->min_lifetime, o->max_lifetime);
+	for (size_t i = 0; i < g->naddr; i++) {
+		const struct fwproto_addr *a = &g->addr[i];
+		if (addrguard_check(srv->guard, a->addr, a->family == 4 ? 4 : 16) == ADDR_ALWAYS) {
+			fprintf(stderr,
+			        "moat-fw: ALERT: grant seq %u for agent %s asks for always-denied "
+			        "address %s; whole grant refused\n",
+			        g->seq, g->agent,
+			        fwsrv_addr_text(a->family, a->addr, t, sizeof(t)));
+			p->status = FWPROTO_DENIED;
+			p->lifetime = 0;
+			return;
+		}
+	}
+	if (o->placement != FWNFT_FORWARD)
+		return;
+	/* The element binds the client to the address, so the client must be a sandbox and
+	 * speak the addresses' family (an IPv4 client's IPv6 source is unknown here). */
+	bool inside = false;
+	for (size_t i = 0; i < o->nsandbox && !inside; i++)
+		inside = g->client.family != 0 &&
+		         fwnft_range_contains(&o->sandbox[i], g->client.family, g->client.addr);
+	for (size_t i = 0; i < g->naddr && inside; i++)
+		if (g->addr[i].family != g->client.family) {
+			fprintf(stderr,
+			        "moat-fw: grant seq %u: address %s is not of client %s's family\n",
+			        g->seq,
+			        fwsrv_addr_text(g->addr[i].family, g->addr[i].addr, t, sizeof(t)),
+			        fwsrv_addr_text(g->client.family, g->client.addr, ct, sizeof(ct)));
+			p->status = FWPROTO_FAILED;
+			return;
+		}
+	if (!inside) {
+		fprintf(stderr, "moat-fw: grant seq %u: client %s is not in a --sandbox range\n",
+		        g->seq,
+		        g->client.family
+		            ? fwsrv_addr_text(g->client.family, g->client.addr, ct, sizeof(ct))
+		            : "(unknown)");
+		p->status = FWPROTO_FAILED;
+	}
+}
+
+/* Write the batch's unique elements to the ledger and the kernel. 0, or a negative code with a
+ * line on stderr (the ledger transaction is then dropped). */
+static int fwsrv_commit(struct fwsrv *srv, size_t ne, uint64_t now, double *nft_ms,
+                        double *ledger_ms)
+{
+	char err[512];
+	struct fwnft_buf b = {0};
+	double t0 = fwsrv_ms();
+	int rc = ledger_batch_begin(srv->ledger);
+
+	for (size_t i = 0; i < ne && rc == 0; i++) {
+		struct fwsrv_elem *e = &srv->elems[i];
+		struct fwnft_elem *n = &srv->nelems[i];
+		uint64_t prev = 0;
+		rc = ledger_batch_put(srv->ledger, &e->key, e->expiry, e->agent, &prev);
+		n->family = e->key.family;
+		memcpy(n->src, e->key.src, 16);
+		memcpy(n->dst, e->key.dst, 16);
+		/* Refresh only when the new expiry is later; otherwise a plain add with the
+		 * ledger's remaining time is a no-op if the element is there and a repair if it is
+		 * not. */
+		n->refresh = e->expiry > prev;
+		n->timeout = (n->refresh ? e->expiry : prev) - now;
+	}
+	if (rc < 0) {
+		fprintf(stderr, "moat-fw: ledger write failed: %s\n", moat_strerror(rc));
+		ledger_batch_abort(srv->ledger);
+		return rc;
+	}
+	*ledger_ms = fwsrv_ms() - t0;
+	rc = fwnft_build_elems(&srv->setup, srv->nelems, ne, &b);
+	double t1 = fwsrv_ms();
+	if (rc == 0)
+		rc = fwnft_run(srv->nft, b.p, err, sizeof(err));
+	*nft_ms = fwsrv_ms() - t1;
+	fwnft_buf_free(&b);
+	if (rc < 0) {
+		fprintf(stderr, "moat-fw: nft refused the batch: %s\n",
+		        rc == MOAT_EIO ? err : moat_strerror(rc));
+		ledger_batch_abort(srv->ledger);
+		return rc;
+	}
+	t1 = fwsrv_ms();
+	rc = ledger_batch_commit(srv->ledger);
+	*ledger_ms += fwsrv_ms() - t1;
+	if (rc < 0)
+		fprintf(stderr, "moat-fw: ledger commit failed; the grants are refused\n");
+	return rc;
+}
+
+static void fwsrv_flush(struct fwsrv *srv)
+{
+	size_t n = srv->npending, ne = 0, ok = 0, denied = 0, failed = 0;
+	double t0 = fwsrv_ms(), nft_ms = 0, ledger_ms = 0;
+	uint64_t now = (uint64_t)time(NULL);
+
+	for (size_t i = 0; i < n; i++) {
+		struct fwsrv_pending *p = &srv->pending[i];
+		fwsrv_vet(srv, p);
+		if (p->status != FWPROTO_OK)
+			continue;
+		for (size_t j = 0; j < p->g.naddr; j++) {
+			struct fwsrv_elem *e = &srv->elems[ne++];
+			const struct fwproto_addr *a = &p->g.addr[j];
+			memset(&e->key, 0, sizeof(e->key));
+			e->key.family = a->family;
+			memcpy(e->key.dst, a->addr, 16);
+			if (srv->o->placement == FWNFT_FORWARD)
+				memcpy(e->key.src, p->g.client.addr, 16);
+			e->expiry = now + p->lifetime + FWSRV_SLACK;
+			e->agent = p->g.agent;
+		}
+	}
+	/* One element per key: the set command must not name an element twice. */
+	qsort(srv->elems, ne, sizeof(*srv->elems), fwsrv_key_cmp);
+	size_t u = 0;
+	for (size_t i = 0; i < ne; i++) {
+		if (u && fwsrv_key_cmp(&srv->elems[u - 1], &srv->elems[i]) == 0) {
+			if (srv->elems[i].expiry > srv->elems[u - 1].expiry)
+				srv->elems[u - 1] = srv->elems[i];
+			continue;
+		}
+		srv->elems[u++] = srv->elems[i];
+	}
+	int rc = u ? fwsrv_commit(srv, u, now, &nft_ms, &ledger_ms) : 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct fwsrv_pending *p = &srv->pending[i];
+		if (p->status == FWPROTO_OK && rc < 0) {
+			p->status = FWPROTO_FAILED;
+			p->lifetime = 0;
+		}
+		if (p->status == FWPROTO_OK)
+			ok++;
+		else if (p->status == FWPROTO_DENIED)
+			denied++;
+		else
+			failed++;
+		/* fwsrv_send_ack may close the connection, which clears later entries' conn. */
+		fwsrv_send_ack(p->conn, p->status, p->g.seq, p->lifetime);
+	}
+	srv->npending = 0;
+	fprintf(stderr,
+	        "moat-fw: batch grants=%zu ok=%zu denied=%zu failed=%zu addresses=%zu "
+	        "nft_ms=%.3f ledger_ms=%.3f total_ms=%.3f\n",
+	        n, ok, denied, failed, u, nft_ms, ledger_ms, fwsrv_ms() - t0);
+}
+
+static void fwsrv_check_cb(uv_check_t *h)
+{
+	struct fwsrv *srv = h->data;
+	if (srv->npending)
+		fwsrv_flush(srv);
+}
+
+static void fwsrv_purge_cb(uv_timer_t *h)
+{
+	struct fwsrv *srv = h->data;
+	int rc = ledger_purge(srv->ledger, (uint64_t)time(NULL));
+	if (rc < 0)
+		fprintf(stderr, "moat-fw: ledger purge failed: %s\n", moat_strerror(rc));
+	else if (rc > 0)
+		fprintf(stderr, "moat-fw: purged %d expired grants from the ledger\n", rc);
+}
+
+static void fwsrv_signal_cb(uv_signal_t *h, int signum)
+{
+	struct fwsrv *srv = h->data;
+	fprintf(stderr, "moat-fw: signal %d: stopping; table inet moat stays in place\n", signum);
+	uv_stop(&srv->loop);
+}
+
+/* --- start-up ------------------------------------------------------------------------------ */
+
+static int fwsrv_load_ranges(struct fwsrv *srv)
+{
+	char err[512];
+	const struct fwsrv_opts *o = srv->o;
+	const char *shipped = MOAT_ZONES_DIR "/blocked-ranges.txt";
+
+	srv->guard = addrguard_new();
+	if (!srv->guard)
+		return MOAT_ENOMEM;
+	for (size_t i = 0; i <= o->nrange_files; i++) {
+		const char *path = i == 0 ? shipped : o->range_files[i - 1];
+		int rc = addrguard_load_file(srv->guard, path, err, sizeof(err));
+		if (rc == 0)
+			rc = fwnft_ranges_load(path, &srv->deny, &srv->ndeny, err, sizeof(err));
+		if (rc < 0) {
+			fprintf(stderr, "moat-fw: %s\n", err[0] ? err : moat_strerror(rc));
+			return rc;
+		}
+	}
+	srv->ndeny = fwnft_ranges_reduce(srv->deny, srv->ndeny);
+	return 0;
+}
+
+/* Create, bind and listen on the socket, replacing a stale socket file (never another kind). */
+static int fwsrv_listen(struct fwsrv *srv)
+{
+	const char *path = srv->o->socket_path;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct stat st;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		fprintf(stderr, "moat-fw: socket path too long: %s\n", path);
+		return MOAT_EINVAL;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			fprintf(stderr, "moat-fw: %s exists and is not a socket\n", path);
+			return MOAT_EIO;
+		}
+		unlink(path);
+	}
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		fprintf(stderr, "moat-fw: socket: %s\n", strerror(errno));
+		return MOAT_EIO;
+	}
+	/* Created without group/other access, then opened to the group: no window where a
+	 * stranger could connect. */
+	mode_t old = umask(0177);
+	int rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (rc != 0 || chmod(path, 0660) != 0 || listen(fd, 64) != 0) {
+		fprintf(stderr, "moat-fw: %s: %s\n", path, strerror(errno));
+		close(fd);
+		return MOAT_EIO;
+	}
+	srv->listen_fd = fd;
+	return 0;
+}
+
+static int fwsrv_enter_netns(const char *name)
+{
+	char path[PATH_MAX];
+	if (strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || !*name) {
+		fprintf(stderr, "moat-fw: bad namespace name '%s'\n", name);
+		return MOAT_EINVAL;
+	}
+	snprintf(path, sizeof(path), "/run/netns/%s", name);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+		fprintf(stderr, "moat-fw: cannot enter network namespace %s: %s\n", path,
+		        strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return MOAT_EIO;
+	}
+	close(fd);
+	return 0;
+}
+
+struct fwsrv_restore {
+	struct fwsrv *srv;
+	struct fwnft_elem *v;
+	size_t n, cap;
+	size_t skipped;
+};
+
+static int fwsrv_restore_cb(const struct ledger_entry *e, void *ctx)
+{
+	struct fwsrv_restore *r = ctx;
+	const struct fwsrv_opts *o = r->srv->o;
+	static const uint8_t zero[16];
+	bool ok =
+	    addrguard_check(r->srv->guard, e->key.dst, e->key.family == 4 ? 4 : 16) != ADDR_ALWAYS;
+
+	/* Records written under another placement or before a ranges file grew stay out. */
+	if (o->placement == FWNFT_NETNS) {
+		ok = ok && memcmp(e->key.src, zero, 16) == 0;
+	} else {
+		bool inside = false;
+		for (size_t i = 0; i < o->nsandbox && !inside; i++)
+			inside = fwnft_range_contains(&o->sandbox[i], e->key.family, e->key.src);
+		ok = ok && inside;
+	}
+	if (!ok) {
+		r->skipped++;
+		return 0;
+	}
+	if (r->n == r->cap) {
+		size_t ncap = r->cap ? r->cap * 2 : 256;
+		struct fwnft_elem *nv = realloc(r->v, ncap * sizeof(*nv));
+		if (!nv)
+			return MOAT_ENOMEM;
+		r->v = nv;
+		r->cap = ncap;
+	}
+	struct fwnft_elem *n = &r->v[r->n++];
+	n->family = e->key.family;
+	memcpy(n->src, e->key.src, 16);
+	memcpy(n->dst, e->key.dst, 16);
+	n->timeout = e->remaining;
+	n->refresh = false; /* the table is new: a plain add */
+	return 0;
+}
+
+/* One nft transaction: replace table inet moat and put back every live ledger grant. */
+static int fwsrv_rebuild(struct fwsrv *srv)
+{
+	char err[1024];
+	struct fwsrv_restore r = {.srv = srv};
+	struct fwnft_buf b = {0};
+	double t0 = fwsrv_ms();
+	int purged = ledger_purge(srv->ledger, (uint64_t)time(NULL));
+	int rc = ledger_iterate(srv->ledger, (uint64_t)time(NULL), fwsrv_restore_cb, &r);
+
+	if (rc >= 0)
+		rc = fwnft_build_ruleset(&srv->setup, &b);
+	if (rc >= 0)
+		rc = fwnft_build_elems(&srv->setup, r.v, r.n, &b);
+	if (rc >= 0) {
+		rc = fwnft_run(srv->nft, b.p, err, sizeof(err));
+		if (rc < 0)
+			fprintf(stderr, "moat-fw: nft: %s\n", err);
+	} else {
+		fprintf(stderr, "moat-fw: reading the ledger failed: %s\n", moat_strerror(rc));
+	}
+	if (rc >= 0)
+		fprintf(stderr,
+		        "moat-fw: table inet moat created (%s placement, %zu deny ranges); "
+		        "%zu grants restored, %zu skipped, %d expired purged; %.3f ms\n",
+		        srv->o->placement == FWNFT_NETNS ? "netns" : "forward", srv->ndeny, r.n,
+		        r.skipped, purged > 0 ? purged : 0, fwsrv_ms() - t0);
+	free(r.v);
+	fwnft_buf_free(&b);
+	return rc < 0 ? rc : 0;
+}
+
+static void fwsrv_close_walk(uv_handle_t *h, void *arg)
+{
+	(void)arg;
+	if (!uv_is_closing(h))
+		uv_close(h, NULL);
+}
+
+int fwsrv_run(const struct fwsrv_opts *o)
+{
+	struct fwsrv *srv = calloc(1, sizeof(*srv));
+	char err[512];
+	int status = 1;
+
+	if (!srv)
+		return 1;
+	srv->o = o;
+	srv->listen_fd = -1;
+	signal(SIGPIPE, SIG_IGN);
+	srv->pending = calloc(FWSRV_BATCH_MAX, sizeof(*srv->pending));
+	srv->elems = calloc((size_t)FWSRV_BATCH_MAX * FWPROTO_MAXADDR, sizeof(*srv->elems));
+	srv->nelems = calloc((size_t)FWSRV_BATCH_MAX * FWPROTO_MAXADDR, sizeof(*srv->nelems));
+	if (!srv->pending || !srv->elems || !srv->nelems || uv_loop_init(&srv->loop) != 0)
+		goto out_free;
+	if (fwsrv_load_ranges(srv) < 0)
+		goto out;
+	srv->setup = (struct fwnft_setup){
+	    .placement = o->placement,
+	    .deny = srv->deny,
+	    .ndeny = srv->ndeny,
+	    .sandbox = o->sandbox,
+	    .nsandbox = o->nsandbox,
+	    .resolver = o->resolver,
+	    .nresolver = o->nresolver,
+	};
+	/* The socket first, in the namespace moatd lives in; then the sandbox's namespace, where
+	 * every netlink socket libnftables opens from now on will talk. */
+	if (fwsrv_listen(srv) < 0)
+		goto out;
+	if (o->netns && fwsrv_enter_netns(o->netns) < 0)
+		goto out;
+	srv->nft = fwnft_open();
+	if (!srv->nft) {
+		fprintf(stderr, "moat-fw: cannot create the libnftables context\n");
+		goto out;
+	}
+	if (ledger_open(o->state_dir, &srv->ledger, err, sizeof(err)) < 0) {
+		fprintf(stderr, "moat-fw: ledger: %s\n", err);
+		goto out;
+	}
+	if (fwsrv_rebuild(srv) < 0)
+		goto out;
+
+	uv_poll_init(&srv->loop, &srv->listen_poll, srv->listen_fd);
+	srv->listen_poll.data = srv;
+	uv_poll_start(&srv->listen_poll, UV_READABLE, fwsrv_accept_cb);
+	uv_check_init(&srv->loop, &srv->check);
+	srv->check.data = srv;
+	uv_check_start(&srv->check, fwsrv_check_cb);
+	uv_timer_init(&srv->loop, &srv->purge);
+	srv->purge.data = srv;
+	uv_timer_start(&srv->purge, fwsrv_purge_cb, FWSRV_PURGE_MS, FWSRV_PURGE_MS);
+	uv_signal_init(&srv->loop, &srv->sigterm);
+	srv->sigterm.data = srv;
+	uv_signal_start(&srv->sigterm, fwsrv_signal_cb, SIGTERM);
+	uv_signal_init(&srv->loop, &srv->sigint);
+	srv->sigint.data = srv;
+	uv_signal_start(&srv->sigint, fwsrv_signal_cb, SIGINT);
+	fprintf(stderr, "moat-fw: listening on %s (lifetimes %u..%u s)\n", o->socket_path,
+	        o->min_lifetime, o->max_lifetime);
+
+	uv_run(&srv->loop, UV_RUN_DEFAULT);
+	/* Grants read in the last turn are answered before stopping: they were asked for. */
+	if (srv->npending)
+		fwsrv_flush(srv);
+	status = 0;
+out:
+	while (srv->conns)
+		fwsrv_conn_close(srv->conns);
+	uv_walk(&srv->loop, fwsrv_close_walk, NULL);
+	uv_run(&srv->loop, UV_RUN_DEFAULT);
+	uv_loop_close(&srv->loop);
+	if (srv->listen_fd >= 0) {
+		close(srv->listen_fd);
+		/* Only the path is removed; the rules stay (closed stays closed). */
+		unlink(o->socket_path);
+	}
+	ledger_close(srv->ledger);
+	fwnft_close(srv->nft);
+	addrguard_free(srv->guard);
+	free(srv->deny);
+out_free:
+	free(srv->pending);
+	free(srv->elems);
+	free(srv->nelems);
+	free(srv);
+	return status;
+}

@@ -1,0 +1,51 @@
+/* moat-fw's daemon: the grant socket, the event loop, and the batch step that turns the grants of
+ * one loop turn into one ledger transaction, one nft transaction and one ACK per grant.
+ *
+ * Trust: moat-fw does not trust moatd. Every granted address is re-checked against the
+ * always-deny ranges (a grant naming one is refused whole, FWPROTO_DENIED, with an alert on
+ * stderr), lifetimes are clamped to [min, max], and in the forward placement the client must lie
+ * in a --sandbox range of the same family as every address. */
+#ifndef MOAT_FW_SERVER_H
+#define MOAT_FW_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "moat/fwproto.h"
+#include "nft.h"
+
+#define FWSRV_DEFAULT_STATE "/var/lib/moat-fw"
+#define FWSRV_DEFAULT_MIN 30
+#define FWSRV_DEFAULT_MAX 3600
+#define FWSRV_LIFETIME_CAP 604800 /* a week: --max-lifetime may not exceed it */
+/* Seconds the kernel keeps an element beyond the granted lifetime: the client's TTL starts when
+ * moatd sends the answer, a little after the element was written. */
+#define FWSRV_SLACK 1
+#define FWSRV_PURGE_MS 60000
+#define FWSRV_MAX_CONNS 64
+#define FWSRV_BATCH_MAX 1024 /* grants per loop turn; more wait for the next turn */
+
+/* Options, as parsed by main.c. Arrays and strings are borrowed for the run's duration. */
+struct fwsrv_opts {
+	const char *socket_path;
+	const char *netns; /* netns placement: the namespace name under /run/netns */
+	enum fwnft_placement placement;
+	const struct fwnft_range *sandbox; /* forward placement */
+	size_t nsandbox;
+	const struct fwnft_resolver *resolver;
+	size_t nresolver;
+	const char *state_dir;
+	const char *const *range_files; /* extra ranges files; the shipped one is always loaded */
+	size_t nrange_files;
+	uint32_t min_lifetime;
+	uint32_t max_lifetime;
+};
+
+/* Run until SIGTERM/SIGINT. Returns the process exit status: 0 after a signal, 1 when start-up
+ * failed (the reason is on stderr). The nft table is left in place on exit. */
+int fwsrv_run(const struct fwsrv_opts *o);
+
+/* The lifetime a grant gets: asked clamped to [min, max]. */
+uint32_t fwsrv_clamp(uint32_t asked, uint32_t min, uint32_t max);
+
+#endif
