@@ -526,8 +526,8 @@ static bool config_is_alias(struct fy_node *n)
 /* YAML's null: an absent value or a plain ~ / null. */
 static bool config_is_null(struct fy_node *n)
 {
-	const char *s;
-	size_t len;
+	const char *s = NULL;
+	size_t len = 0;
 
 	if (n == NULL)
 		return true;
@@ -564,8 +564,8 @@ static int config_text(struct config_ctx *c, struct fy_node *v, int line, const 
 static int config_scalar(struct config_ctx *c, struct fy_node *v, int line, const char *key,
                          const char *what, char *buf, size_t buflen)
 {
-	const char *s;
-	size_t len;
+	const char *s = NULL;
+	size_t len = 0;
 	int rc;
 
 	rc = config_text(c, v, line, key, what, &s, &len);
@@ -610,7 +610,7 @@ static int config_bool(struct config_ctx *c, struct fy_node *v, int line, const 
 {
 	static const char *const yes[] = {"true", "True", "TRUE"};
 	static const char *const no[] = {"false", "False", "FALSE"};
-	const char *s;
+	const char *s = NULL;
 	size_t len, i;
 	int rc;
 
@@ -810,8 +810,8 @@ static int config_log(struct config_ctx *c, struct fy_node *v, int line)
 		struct fy_node *k = fy_node_pair_key(pair);
 		struct fy_node *val = fy_node_pair_value(pair);
 		int kline = config_node_line(k, line);
-		const char *ks;
-		size_t klen;
+		const char *ks = NULL;
+		size_t klen = 0;
 		int rc;
 
 		rc = config_key(c, k, line, &ks, &klen);
@@ -952,8 +952,8 @@ static int config_agent(struct config_ctx *c, struct config_agent *a, size_t ind
 		struct fy_node *k = fy_node_pair_key(pair);
 		struct fy_node *v = fy_node_pair_value(pair);
 		int kline = config_node_line(k, aline);
-		const char *ks;
-		size_t klen;
+		const char *ks = NULL;
+		size_t klen = 0;
 
 		rc = config_key(c, k, aline, &ks, &klen);
 		if (rc != 0)
@@ -988,8 +988,8 @@ static int config_agent(struct config_ctx *c, struct config_agent *a, size_t ind
 		} else if (config_key_is(ks, klen, "allow")) {
 			rc = config_paths(c, v, kline, "allow", &a->allow_files, &a->nallow, false);
 		} else if (config_key_is(ks, klen, "deny")) {
-			const char *s;
-			size_t len;
+			const char *s = NULL;
+			size_t len = 0;
 
 			rc = config_text(c, v, kline, "deny", "nxdomain, refused or sinkhole", &s,
 			                 &len);
@@ -1077,8 +1077,8 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 		struct fy_node *k = fy_node_pair_key(pair);
 		struct fy_node *v = fy_node_pair_value(pair);
 		int line = config_node_line(k, 1);
-		const char *ks;
-		size_t klen;
+		const char *ks = NULL;
+		size_t klen = 0;
 
 		rc = config_key(c, k, 1, &ks, &klen);
 		if (rc != 0)

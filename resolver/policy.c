@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "moat/addrguard.h"
 #include "moat/err.h"
@@ -16,13 +18,22 @@
 #include "moat/name.h"
 #include "moat/policy.h"
 
+/* 16 bytes a name. The tag (32 bits of the name's SipHash) picks the home slot and is compared
+ * before the name itself, so a probe rarely touches the name arena (a cache miss each), and the
+ * table grows without hashing or reading a single name again. A rule is packed as
+ * file index (8 bits, 1-based) and line (24 bits); 0 means "not listed". */
 struct pslot {
-	uint32_t name_off; /* into arena; UINT32_MAX = empty slot */
-	uint32_t exact_line;
-	uint32_t wild_line;
-	uint16_t exact_file;
-	uint16_t wild_file;
+	uint32_t name_off; /* into arena, plus one; 0 = empty slot (so calloc makes empty tables) */
+	uint32_t tag;
+	uint32_t exact; /* rule of "name" */
+	uint32_t wild;  /* rule of "*.name" */
 };
+
+#define RULE_LINE_MAX 0xFFFFFFu
+#define RULE_FILES_MAX 255
+#define RULE(file, line) ((uint32_t)(file) << 24 | ((line) > RULE_LINE_MAX ? RULE_LINE_MAX : (line)))
+#define RULE_FILE(r) ((r) >> 24)
+#define RULE_LINE(r) ((r)&RULE_LINE_MAX)
 
 struct policy_set {
 	uint8_t key[crypto_shorthash_KEYBYTES];
@@ -34,7 +45,23 @@ struct policy_set {
 	size_t nfiles;
 };
 
-#define SLOT_EMPTY UINT32_MAX
+#define SLOT_EMPTY 0
+#define SLOT_NAME(s, sl) ((s)->arena + (sl)->name_off - 1)
+
+/* An empty slot table. Large tables sit on transparent huge pages: lookups land on random
+ * slots, and with 4 KiB pages nearly every one would also miss the TLB. */
+static struct pslot *slots_alloc(size_t n)
+{
+	size_t bytes = n * sizeof(struct pslot);
+	if (bytes < ((size_t)4 << 20))
+		return calloc(n, sizeof(struct pslot));
+	void *p = NULL;
+	if (posix_memalign(&p, (size_t)2 << 20, bytes) != 0)
+		return NULL;
+	madvise(p, bytes, MADV_HUGEPAGE); /* a hint: without it the table still works */
+	memset(p, 0, bytes);
+	return p;
+}
 
 struct policy_set *policy_set_new(void)
 {
@@ -45,13 +72,11 @@ struct policy_set *policy_set_new(void)
 		return NULL;
 	randombytes_buf(s->key, sizeof(s->key));
 	s->cap = 64;
-	s->slots = malloc(s->cap * sizeof(*s->slots));
+	s->slots = slots_alloc(s->cap);
 	if (!s->slots) {
 		free(s);
 		return NULL;
 	}
-	for (size_t i = 0; i < s->cap; i++)
-		s->slots[i].name_off = SLOT_EMPTY;
 	return s;
 }
 
@@ -72,11 +97,11 @@ size_t policy_set_count(const struct policy_set *s)
 	return s->npatterns;
 }
 
-static uint64_t set_hash(const struct policy_set *s, const uint8_t *name, size_t len)
+static uint32_t set_tag(const struct policy_set *s, const uint8_t *name, size_t len)
 {
 	uint64_t h;
 	crypto_shorthash((unsigned char *)&h, name, len, s->key);
-	return h;
+	return (uint32_t)(h ^ (h >> 32));
 }
 
 /* Byte equality of two lower-cased wire names. Stops at the first difference: wire names are
@@ -90,41 +115,48 @@ static bool wire_same(const uint8_t *a, const uint8_t *b, size_t len)
 }
 
 /* The slot holding name, or the empty slot where it would go. */
-static struct pslot *set_find(const struct policy_set *s, const uint8_t *name, size_t len)
+static struct pslot *set_find(const struct policy_set *s, const uint8_t *name, size_t len,
+			      uint32_t tag)
 {
 	size_t mask = s->cap - 1;
-	size_t i = (size_t)set_hash(s, name, len) & mask;
+	size_t i = tag & mask;
 	for (;;) {
 		struct pslot *sl = &s->slots[i];
 		if (sl->name_off == SLOT_EMPTY)
 			return sl;
-		if (wire_same(s->arena + sl->name_off, name, len))
+		if (sl->tag == tag && wire_same(SLOT_NAME(s, sl), name, len))
 			return sl;
 		i = (i + 1) & mask;
 	}
 }
 
-static int set_grow(struct policy_set *s)
+/* Rehash into a table of ncap slots (a power of two). */
+static int set_resize(struct policy_set *s, size_t ncap)
 {
-	size_t ncap = s->cap * 2;
 	struct pslot *old = s->slots;
 	size_t ocap = s->cap;
-	s->slots = malloc(ncap * sizeof(*s->slots));
+	s->slots = slots_alloc(ncap);
 	if (!s->slots) {
 		s->slots = old;
 		return MOAT_ENOMEM;
 	}
 	s->cap = ncap;
-	for (size_t i = 0; i < ncap; i++)
-		s->slots[i].name_off = SLOT_EMPTY;
+	size_t mask = ncap - 1;
 	for (size_t i = 0; i < ocap; i++) {
 		if (old[i].name_off == SLOT_EMPTY)
 			continue;
-		const uint8_t *n = s->arena + old[i].name_off;
-		*set_find(s, n, (size_t)name_wire_len(n, NAME_MAXWIRE)) = old[i];
+		size_t k = old[i].tag & mask; /* names are distinct: the first empty slot is it */
+		while (s->slots[k].name_off != SLOT_EMPTY)
+			k = (k + 1) & mask;
+		s->slots[k] = old[i];
 	}
 	free(old);
 	return 0;
+}
+
+static int set_grow(struct policy_set *s)
+{
+	return set_resize(s, s->cap * 2);
 }
 
 static int set_file_index(struct policy_set *s, const char *file, uint16_t *idx)
@@ -138,7 +170,7 @@ static int set_file_index(struct policy_set *s, const char *file, uint16_t *idx)
 			*idx = (uint16_t)(i + 1);
 			return 0;
 		}
-	if (s->nfiles >= UINT16_MAX - 1)
+	if (s->nfiles >= RULE_FILES_MAX)
 		return MOAT_ELIMIT;
 	char **nf = realloc(s->files, (s->nfiles + 1) * sizeof(*nf));
 	if (!nf)
@@ -150,18 +182,17 @@ static int set_file_index(struct policy_set *s, const char *file, uint16_t *idx)
 	return 0;
 }
 
-int policy_set_add(struct policy_set *s, const char *pattern, size_t len, const char *file,
-		   uint32_t line)
+/* Check a pattern and turn it into a lower-cased wire name. Returns the wire length or
+ * MOAT_EINVAL. */
+static int pattern_parse(const char *pattern, size_t len, uint8_t *wire, bool *wild)
 {
-	uint8_t wire[NAME_MAXWIRE];
-	bool wild = false;
-
+	*wild = false;
 	if (len >= 1 && pattern[0] == '*') {
 		if (len < 3 || pattern[1] != '.')
 			return MOAT_EINVAL;
 		pattern += 2;
 		len -= 2;
-		wild = true;
+		*wild = true;
 		/* "*." would allow every name: that is no allowlist. */
 		if (len == 1 && pattern[0] == '.')
 			return MOAT_EINVAL;
@@ -173,16 +204,18 @@ int policy_set_add(struct policy_set *s, const char *pattern, size_t len, const 
 	for (const uint8_t *p = wire; *p; p = name_parent(p))
 		if (memchr(p + 1, '*', *p))
 			return MOAT_EINVAL;
+	return wl;
+}
 
-	uint16_t fidx = 0;
-	int rc = set_file_index(s, file ? file : "-", &fidx);
-	if (rc)
-		return rc;
+static int set_insert(struct policy_set *s, const uint8_t *wire, size_t wl, uint32_t tag,
+		      bool wild, uint16_t fidx, uint32_t line)
+{
+	int rc;
 	if ((s->used + 1) * 4 > s->cap * 3 && (rc = set_grow(s)))
 		return rc;
-	struct pslot *sl = set_find(s, wire, (size_t)wl);
+	struct pslot *sl = set_find(s, wire, wl, tag);
 	if (sl->name_off == SLOT_EMPTY) {
-		if (s->arena_len + (size_t)wl > s->arena_cap) {
+		if (s->arena_len + wl > s->arena_cap) {
 			size_t ncap = s->arena_cap ? s->arena_cap * 2 : 4096;
 			uint8_t *na = realloc(s->arena, ncap);
 			if (!na)
@@ -190,77 +223,181 @@ int policy_set_add(struct policy_set *s, const char *pattern, size_t len, const 
 			s->arena = na;
 			s->arena_cap = ncap;
 		}
-		if (s->arena_len + (size_t)wl >= SLOT_EMPTY)
+		if (s->arena_len + wl >= UINT32_MAX)
 			return MOAT_ELIMIT;
-		memcpy(s->arena + s->arena_len, wire, (size_t)wl);
-		*sl = (struct pslot){.name_off = (uint32_t)s->arena_len};
-		s->arena_len += (size_t)wl;
+		memcpy(s->arena + s->arena_len, wire, wl);
+		*sl = (struct pslot){.name_off = (uint32_t)s->arena_len + 1, .tag = tag};
+		s->arena_len += wl;
 		s->used++;
 	}
-	if (wild ? sl->wild_line : sl->exact_line)
+	if (wild ? sl->wild : sl->exact)
 		return 0; /* listed twice: the first place explains it */
-	if (wild) {
-		sl->wild_line = line ? line : 1;
-		sl->wild_file = fidx;
-	} else {
-		sl->exact_line = line ? line : 1;
-		sl->exact_file = fidx;
-	}
+	if (wild)
+		sl->wild = RULE(fidx, line ? line : 1);
+	else
+		sl->exact = RULE(fidx, line ? line : 1);
 	s->npatterns++;
 	return 0;
 }
 
+int policy_set_add(struct policy_set *s, const char *pattern, size_t len, const char *file,
+		   uint32_t line)
+{
+	uint8_t wire[NAME_MAXWIRE];
+	bool wild;
+	int wl = pattern_parse(pattern, len, wire, &wild);
+	if (wl < 0)
+		return wl;
+	uint16_t fidx = 0;
+	int rc = set_file_index(s, file ? file : "-", &fidx);
+	if (rc)
+		return rc;
+	return set_insert(s, wire, (size_t)wl, set_tag(s, wire, (size_t)wl), wild, fidx, line);
+}
+
+/* Make room for n more names and bytes more arena at once: loading a large file then touches
+ * each page of the table and the arena once instead of at every doubling. */
+static int set_reserve(struct policy_set *s, size_t n, size_t bytes)
+{
+	size_t ncap = s->cap;
+	while ((s->used + n) * 4 > ncap * 3)
+		ncap *= 2;
+	if (ncap != s->cap) {
+		int rc = set_resize(s, ncap);
+		if (rc)
+			return rc;
+	}
+	if (s->arena_len + bytes > s->arena_cap) {
+		uint8_t *na = realloc(s->arena, s->arena_len + bytes);
+		if (!na)
+			return MOAT_ENOMEM;
+		s->arena = na;
+		s->arena_cap = s->arena_len + bytes;
+	}
+	return 0;
+}
+
+/* Names parsed from a file wait here in small batches: each one's home slot is prefetched when
+ * it is parsed and written when the batch is full, so the cache misses of a batch overlap
+ * instead of being paid one after another (they dominate loading a large list). */
+#define LOAD_BATCH 16
+struct load_name {
+	uint8_t wire[NAME_MAXWIRE];
+	uint8_t wl;
+	bool wild;
+	uint32_t tag, line;
+};
+
+struct load_batch {
+	unsigned n;
+	uint16_t fidx;
+	struct load_name e[LOAD_BATCH];
+};
+
+static int batch_flush(struct policy_set *s, struct load_batch *b)
+{
+	int rc = 0;
+	for (unsigned i = 0; i < b->n && !rc; i++)
+		rc = set_insert(s, b->e[i].wire, b->e[i].wl, b->e[i].tag, b->e[i].wild, b->fidx,
+				b->e[i].line);
+	b->n = 0;
+	return rc;
+}
+
+/* One line of a pattern file: strip the comment and blanks, queue what is left. */
+static int load_line(struct policy_set *s, struct load_batch *bt, const char *line, size_t n,
+		     const char *path, uint32_t lineno, char *err, size_t errlen)
+{
+	size_t b = 0, e = n;
+	for (size_t i = 0; i < e; i++)
+		if (line[i] == '#' && (i == 0 || line[i - 1] != '\\')) {
+			e = i;
+			break;
+		}
+	while (b < e && (line[b] == ' ' || line[b] == '\t'))
+		b++;
+	while (e > b && (line[e - 1] == ' ' || line[e - 1] == '\t' || line[e - 1] == '\r'))
+		e--;
+	if (b == e)
+		return 0;
+	for (size_t i = b; i < e; i++)
+		if (line[i] == ' ' || line[i] == '\t') {
+			snprintf(err, errlen, "%s:%u: one pattern per line, found '%.*s'", path, lineno,
+				 (int)(e - b), line + b);
+			return MOAT_EINVAL;
+		}
+	struct load_name *q = &bt->e[bt->n];
+	int wl = pattern_parse(line + b, e - b, q->wire, &q->wild);
+	if (wl < 0) {
+		snprintf(err, errlen,
+			 "%s:%u: bad pattern '%.*s' (expected name or *.name: labels of 1-63 "
+			 "bytes, 255 in all, '*' only as the whole first label)",
+			 path, lineno, (int)(e - b), line + b);
+		return wl;
+	}
+	q->wl = (uint8_t)wl;
+	q->line = lineno;
+	q->tag = set_tag(s, q->wire, (size_t)wl);
+	__builtin_prefetch(&s->slots[q->tag & (s->cap - 1)], 1);
+	if (++bt->n < LOAD_BATCH)
+		return 0;
+	int rc = batch_flush(s, bt);
+	if (rc)
+		snprintf(err, errlen, "%s:%u: %s", path, lineno, moat_strerror(rc));
+	return rc;
+}
+
 int policy_set_load_file(struct policy_set *s, const char *path, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "r");
-	if (!f) {
+	FILE *f = fopen(path, "re");
+	struct stat st;
+	if (!f || fstat(fileno(f), &st) < 0) {
 		snprintf(err, errlen, "%s: cannot open: %m", path);
+		if (f)
+			fclose(f);
 		return MOAT_EIO;
 	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s: not a regular file", path);
+		fclose(f);
+		return MOAT_EIO;
+	}
+	/* First pass: count lines. Each holds at most one name, and a wire name is one byte
+	 * longer than its text at most, which bounds what the file can add. */
+	static _Thread_local char block[1 << 16];
+	size_t lines = 1, got;
+	while ((got = fread(block, 1, sizeof(block), f)) > 0)
+		for (const char *p = block; (p = memchr(p, '\n', got - (size_t)(p - block))); p++)
+			lines++;
+	int rc = set_reserve(s, lines, (size_t)st.st_size + lines);
+	if (rc) {
+		snprintf(err, errlen, "%s: %s", path, moat_strerror(rc));
+		fclose(f);
+		return rc;
+	}
+	static _Thread_local struct load_batch bt;
+	bt.n = 0;
+	if ((rc = set_file_index(s, path, &bt.fidx))) {
+		snprintf(err, errlen, "%s: %s", path, moat_strerror(rc));
+		fclose(f);
+		return rc;
+	}
+	rewind(f);
 	char *line = NULL;
 	size_t cap = 0;
 	ssize_t n;
 	uint32_t lineno = 0;
-	int rc = 0;
-	while ((n = getline(&line, &cap, f)) >= 0) {
-		lineno++;
-		size_t b = 0, e = (size_t)n;
-		for (size_t i = 0; i < e; i++)
-			if (line[i] == '#' && (i == 0 || line[i - 1] != '\\')) {
-				e = i;
-				break;
-			}
-		while (b < e && (line[b] == ' ' || line[b] == '\t'))
-			b++;
-		while (e > b && (line[e - 1] == ' ' || line[e - 1] == '\t' || line[e - 1] == '\n' ||
-				 line[e - 1] == '\r'))
-			e--;
-		if (b == e)
-			continue;
-		for (size_t i = b; i < e; i++)
-			if (line[i] == ' ' || line[i] == '\t') {
-				snprintf(err, errlen, "%s:%u: one pattern per line, found '%.*s'", path,
-					 lineno, (int)(e - b), line + b);
-				rc = MOAT_EINVAL;
-				goto out;
-			}
-		rc = policy_set_add(s, line + b, e - b, path, lineno);
-		if (rc == MOAT_EINVAL) {
-			snprintf(err, errlen,
-				 "%s:%u: bad pattern '%.*s' (expected name or *.name: labels of 1-63 "
-				 "bytes, 255 in all, '*' only as the whole first label)",
-				 path, lineno, (int)(e - b), line + b);
-			goto out;
-		} else if (rc) {
-			snprintf(err, errlen, "%s:%u: %s", path, lineno, moat_strerror(rc));
-			goto out;
-		}
+	while (!rc && (n = getline(&line, &cap, f)) >= 0) {
+		if (n > 0 && line[n - 1] == '\n')
+			n--;
+		rc = load_line(s, &bt, line, (size_t)n, path, ++lineno, err, errlen);
 	}
-	if (ferror(f)) {
+	if (!rc && (rc = batch_flush(s, &bt)))
+		snprintf(err, errlen, "%s:%u: %s", path, lineno, moat_strerror(rc));
+	if (!rc && ferror(f)) {
 		snprintf(err, errlen, "%s: read error", path);
 		rc = MOAT_EIO;
 	}
-out:
 	free(line);
 	fclose(f);
 	return rc;
@@ -268,25 +405,27 @@ out:
 
 static const struct pslot *set_lookup(const struct policy_set *s, const uint8_t *name)
 {
-	const struct pslot *sl = set_find(s, name, (size_t)name_wire_len(name, NAME_MAXWIRE));
+	size_t len = (size_t)name_wire_len(name, NAME_MAXWIRE);
+	const struct pslot *sl = set_find(s, name, len, set_tag(s, name, len));
 	return sl->name_off == SLOT_EMPTY ? NULL : sl;
 }
 
 bool policy_set_match(const struct policy_set *s, const uint8_t *lname, struct policy_rule *rule)
 {
 	const struct pslot *sl = set_lookup(s, lname);
-	if (sl && sl->exact_line) {
+	if (sl && sl->exact) {
 		if (rule)
-			*rule = (struct policy_rule){s->files[sl->exact_file - 1], sl->exact_line, false};
+			*rule = (struct policy_rule){s->files[RULE_FILE(sl->exact) - 1],
+						     RULE_LINE(sl->exact), false};
 		return true;
 	}
 	for (const uint8_t *p = lname; *p;) {
 		p = name_parent(p);
 		sl = set_lookup(s, p);
-		if (sl && sl->wild_line) {
+		if (sl && sl->wild) {
 			if (rule)
-				*rule = (struct policy_rule){s->files[sl->wild_file - 1], sl->wild_line,
-							     true};
+				*rule = (struct policy_rule){s->files[RULE_FILE(sl->wild) - 1],
+							     RULE_LINE(sl->wild), true};
 			return true;
 		}
 	}
