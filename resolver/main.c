@@ -383,10 +383,12 @@ static void reload(void)
 	fprintf(stderr, "moatd: policy reloaded (%zu agents)\n", np->nagents);
 }
 
-/* After each loop turn's I/O: write the turn's log lines in one go. */
+/* After each loop turn's I/O: send the turn's queued UDP answers, then write its log lines,
+ * each in one go. */
 static void on_check(uv_check_t *c)
 {
 	(void)c;
+	listen_flush_all(&srv);
 	log_flush(srv.log);
 }
 

@@ -76,9 +76,12 @@ struct reply_to {
 };
 
 /* A listening socket (UDP or TCP), on the server's list so shutdown can close it. */
+struct udp_queue;
+
 struct listener {
 	struct dlist link;
 	struct server *srv;
+	struct udp_queue *udpq; /* UDP: answers waiting for one sendmmsg (owned) */
 	union {
 		uv_handle_t handle;
 		uv_udp_t udp;
@@ -90,6 +93,8 @@ struct listener {
 int listen_udp_start(struct server *srv, const struct sockaddr *addr);
 int listen_tcp_start(struct server *srv, const struct sockaddr *addr);
 void listen_close_all(struct server *srv);
+/* Send the answers UDP listeners have queued (called once per loop turn). */
+void listen_flush_all(struct server *srv);
 void tcp_close_all(struct server *srv);
 /* Send one answer; the message is copied if it cannot be sent at once. */
 void udp_reply(uv_udp_t *udp, const struct sockaddr *client, const uint8_t *msg, size_t len);
