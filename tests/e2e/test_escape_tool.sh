@@ -3,8 +3,9 @@
 # hold because moatd denies, the network-side tests escape because nothing filters packets (5: a
 # rogue resolver answers, 6: an unresolved address accepts, 7: an IPv6 host accepts, 8: an
 # address stays reachable after its TTL), the control works, and the run exits 1 with a summary
-# naming what escaped. With an empty allowlist the control fails. Also: the table, TAP and JSON
-# formats, usage errors (exit 2), and proof from NSD's query log that denied names never left.
+# naming what escaped. With an empty allowlist the control fails. With moat-fw filtering the
+# namespace, all ten hold and the run exits 0. Also: the table, TAP and JSON formats, usage errors
+# (exit 2), and proof from NSD's query log that denied names never left.
 # Everything runs inside the test's own namespace, which has only lo: nothing leaves it.
 source "$(dirname "$0")/lib.sh"
 e2e_init escape_tool
@@ -28,9 +29,12 @@ $TTL 300
         IN NS   ns1.escape.test.
 ns1     IN A    192.0.2.53
 ; test 8: a name whose grant (TTL 1 s) runs out while moat-escape waits
-short 1 IN A    192.0.2.10
+short 1 IN A    192.0.2.11
 Z
-e2e_nsd 127.0.0.1 5300 "$E2E_ZONES/example.test.zone" "$E2E_ZONES/rebind.test.zone" \
+# On a documentation address, not loopback: with moat-fw on (last part) moatd must still reach
+# it, and moat-fw never lets anything through to 127.0.0.0/8.
+e2e_addr 192.0.2.53/32
+e2e_nsd 192.0.2.53 53 "$E2E_ZONES/example.test.zone" "$E2E_ZONES/rebind.test.zone" \
 	"$E2E_WORK/escape.test.zone"
 
 # A rogue resolver the sandbox should never reach (test 5).
@@ -40,6 +44,7 @@ e2e_nsd 203.0.113.53 53 "$E2E_ZONES/example.test.zone"
 # Web servers: the control and test 8 (www.example.test = 192.0.2.10), an address nobody
 # resolved (test 6), an IPv6 host (test 7).
 e2e_addr 192.0.2.10/32
+e2e_addr 192.0.2.11/32
 e2e_addr 198.51.100.80/32
 e2e_addr 2001:db8::80/128
 cat >"$E2E_WORK/listen.py" <<'PY'
@@ -59,7 +64,8 @@ while True:
         c, _ = s.accept()
         c.close()
 PY
-e2e_bg web python3 "$E2E_WORK/listen.py" 192.0.2.10:80 198.51.100.80:80 198.51.100.80:443 \
+e2e_bg web python3 "$E2E_WORK/listen.py" 192.0.2.10:80 192.0.2.11:80 198.51.100.80:80 \
+	198.51.100.80:443 \
 	'[2001:db8::80]:80' '[2001:db8::80]:443'
 e2e_wait_port tcp 192.0.2.10 80
 e2e_wait_port tcp 2001:db8::80 443
@@ -71,12 +77,14 @@ short.escape.test
 A
 : >"$E2E_WORK/empty.txt"
 
+# start_moatd NAME ALLOWFILE [LISTEN [ARGS...]]
 start_moatd() {
-	local name=$1 allow=$2
-	e2e_bg "$name" "$MOAT_BUILD/moatd" --listen 127.0.0.1:53 --upstream 127.0.0.1:5300 \
-		--allow "$allow" --log "$E2E_WORK/$name.jsonl"
-	e2e_wait_port udp 127.0.0.1 53
-	e2e_wait_port tcp 127.0.0.1 53
+	local name=$1 allow=$2 listen=${3:-127.0.0.1}
+	shift 3 || shift $#
+	e2e_bg "$name" "$MOAT_BUILD/moatd" --listen "$listen:53" --upstream 192.0.2.53:53 \
+		--allow "$allow" --log "$E2E_WORK/$name.jsonl" "$@"
+	e2e_wait_port udp "$listen" 53
+	e2e_wait_port tcp "$listen" 53
 }
 start_moatd moatd "$E2E_WORK/allow.txt"
 
@@ -99,64 +107,67 @@ tunnel-domain tunnel.test
 timeout 1000
 C
 
-# run_escape OUTVAR ARGS...: run moat-escape in the namespace; sets OUTVAR and RC.
+# run_escape ARGS...: run moat-escape in the namespace; sets OUT (stdout) and RC.
 run_escape() {
-	local -n res_=$1
-	shift
 	RC=0
-	res_=$(e2e_run timeout 120 "$ESC" "$@" 2>"$E2E_WORK/escape.err") || RC=$?
-	printf '%s\n' "$res_" >>"$E2E_WORK/escape.log"
+	OUT=$(e2e_run timeout 120 "$ESC" "$@" 2>"$E2E_WORK/escape.err") || RC=$?
+	printf '%s\n' "$OUT" >>"$E2E_WORK/escape.log"
 }
 row() { awk -v n="$2" '$1 == n' <<<"$1"; }
 summary() { grep '^moat-escape: ' <<<"$1"; }
 
 # --- no firewall: 5-8 escape, the DNS side holds, the control works ---
 e2e_upstream_reset
-run_escape out --config "$E2E_WORK/escape.conf"
+run_escape --config "$E2E_WORK/escape.conf"
 e2e_assert_eq 1 "$RC" "exit status with escapes"
 for n in 1 2 3 4 9; do
-	e2e_assert_contains "$(row "$out" $n)" " blocked  blocked " "test $n should hold"
+	e2e_assert_contains "$(row "$OUT" $n)" " blocked  blocked " "test $n should hold"
 done
 for n in 5 6 7 8; do
-	e2e_assert_contains "$(row "$out" $n)" " blocked  ESCAPED " "test $n should escape"
+	e2e_assert_contains "$(row "$OUT" $n)" " blocked  ESCAPED " "test $n should escape"
 done
-e2e_assert_contains "$(row "$out" 10)" " works    works " "control should work"
-e2e_assert_eq 1 "$(grep -c '^moat-escape: ' <<<"$out")" "exactly one summary line"
-e2e_assert_eq "moat-escape: 6 of 10 held; escaped: 5 (other resolver 203.0.113.53 answered over UDP 53), 6 (198.51.100.80:80 accepted a connection), 7 ([2001:db8::80]:80 accepted a connection), 8 (192.0.2.10:80 still accepted a new connection 3 s after it was granted for 1 s)" \
-	"$(summary "$out")" "summary line"
-e2e_assert_eq "moat-escape: 6 of 10 held; escaped: 5 (other resolver 203.0.113.53 answered over UDP 53), 6 (198.51.100.80:80 accepted a connection), 7 ([2001:db8::80]:80 accepted a connection), 8 (192.0.2.10:80 still accepted a new connection 3 s after it was granted for 1 s)" \
-	"$(tail -n 1 <<<"$out")" "the summary is the last line"
+e2e_assert_contains "$(row "$OUT" 10)" " works    works " "control should work"
+e2e_assert_eq 1 "$(grep -c '^moat-escape: ' <<<"$OUT")" "exactly one summary line"
+want="moat-escape: 6 of 10 held; escaped: 5 (other resolver 203.0.113.53 answered over UDP 53)"
+want+=", 6 (198.51.100.80:80 accepted a connection), 7 ([2001:db8::80]:80 accepted a connection)"
+want+=", 8 (192.0.2.11:80 still accepted a new connection 3 s after it was granted for 1 s)"
+e2e_assert_eq "$want" "$(summary "$OUT")" "summary line"
+e2e_assert_eq "$want" "$(tail -n 1 <<<"$OUT")" "the summary is the last line"
 # The table says why: the numeric forms are one address, the network is unreachable.
-e2e_assert_contains "$(row "$out" 3)" "169.254.169.254:80 (= 2852039166 = 0xa9fea9fe = 0251.0376.0251.0376): Network is unreachable" "test 3 detail"
-e2e_assert_contains "$(row "$out" 4)" "3 names, A+AAAA: NXDOMAIN (EDE 15) x3, NOERROR (no data) x3" "test 4 detail"
-e2e_assert_contains "$(row "$out" 5)" "203.0.113.53 TCP 53: answered" "test 5 over TCP"
+e2e_assert_contains "$(row "$OUT" 3)" \
+	"169.254.169.254:80 (= 2852039166 = 0xa9fea9fe = 0251.0376.0251.0376): Network is unreachable" \
+	"test 3 detail"
+e2e_assert_contains "$(row "$OUT" 4)" \
+	"3 names, A+AAAA: NXDOMAIN (EDE 15) x3, NOERROR (no data) x3" "test 4 detail"
+e2e_assert_contains "$(row "$OUT" 5)" "203.0.113.53 TCP 53: answered" "test 5 over TCP"
 
 # Denied names never reached the upstream: tunnelling, metadata and literal names stayed in moatd.
 up=$(e2e_upstream_queries 1)
 e2e_assert_not_contains "$up" "tunnel.test." "tunnelling query reached the upstream"
 e2e_assert_not_contains "$up" "metadata" "metadata name reached the upstream"
 e2e_assert_not_contains "$up" "169.254.169.254" "literal name reached the upstream"
-e2e_assert_contains "$up" "meta.rebind.test. A UDP" "rebind name was resolved upstream (and refused)"
+e2e_assert_contains "$up" "meta.rebind.test. A UDP" "rebind name asked upstream (then refused)"
 
 # --- TAP: same verdicts, "not ok" for escapes ---
-run_escape out --config "$E2E_WORK/escape.conf" --expire-wait 0 --format tap
+run_escape --config "$E2E_WORK/escape.conf" --expire-wait 0 --format tap
 e2e_assert_eq 1 "$RC" "TAP exit status"
-e2e_assert_contains "$out" $'TAP version 13\n1..10' "TAP plan"
-e2e_assert_contains "$out" "ok 1 - unknown name resolves: blocked" "TAP ok line"
-e2e_assert_contains "$out" "not ok 5 - other resolver answers: ESCAPED" "TAP not ok line"
-e2e_assert_contains "$out" "not ok 8 - expired grant still reachable: not run" "TAP not run"
-e2e_assert_contains "$out" "ok 10 - control: allowed name works: works" "TAP control"
-e2e_assert_contains "$(tail -n 1 <<<"$out")" "; not run: 8 (expire-wait is 0)" "TAP summary"
+e2e_assert_contains "$OUT" $'TAP version 13\n1..10' "TAP plan"
+e2e_assert_contains "$OUT" "ok 1 - unknown name resolves: blocked" "TAP ok line"
+e2e_assert_contains "$OUT" "not ok 5 - other resolver answers: ESCAPED" "TAP not ok line"
+e2e_assert_contains "$OUT" "not ok 8 - expired grant still reachable: not run" "TAP not run"
+e2e_assert_contains "$OUT" "ok 10 - control: allowed name works: works" "TAP control"
+e2e_assert_contains "$(tail -n 1 <<<"$OUT")" "; not run: 8 (expire-wait is 0)" "TAP summary"
 
 # --- empty allowlist: the control fails (a false deny fails the run) ---
 e2e_stop moatd
 start_moatd moatd-empty "$E2E_WORK/empty.txt"
-run_escape out --config "$E2E_WORK/escape.conf" --expire-wait 0
+run_escape --config "$E2E_WORK/escape.conf" --expire-wait 0
 e2e_assert_eq 1 "$RC" "exit status with a failed control"
-e2e_assert_contains "$(row "$out" 10)" " works    FAILED " "control should fail"
-e2e_assert_contains "$(summary "$out")" "; control failed (allowed name www.example.test did not resolve" "summary names the failed control"
+e2e_assert_contains "$(row "$OUT" 10)" " works    FAILED " "control should fail"
+e2e_assert_contains "$(summary "$OUT")" \
+	"; control failed (allowed name www.example.test did not resolve" "summary names the control"
 
-run_escape out --config "$E2E_WORK/escape.conf" --expire-wait 0 --format json
+run_escape --config "$E2E_WORK/escape.conf" --expire-wait 0 --format json
 e2e_assert_eq 1 "$RC" "JSON exit status"
 check=$(python3 -c '
 import json, sys
@@ -164,18 +175,41 @@ d = json.load(sys.stdin)
 r = {x["id"]: x["result"] for x in d["results"]}
 print(len(d["results"]), d["ok"], d["held"], d["total"], r[1], r[5], r[8], r[10])
 print(d["summary"].startswith("moat-escape: 5 of 10 held; escaped: 5 "))
-' <<<"$out") || e2e_fail "JSON does not parse: $out"
+' <<<"$OUT") || e2e_fail "JSON does not parse: $OUT"
 e2e_assert_eq $'10 False 5 10 blocked escaped not run failed\nTrue' "$check" "JSON content"
 
 # --- usage and config errors: exit 2 ---
-run_escape out --resolver 127.0.0.1
+run_escape --resolver 127.0.0.1
 e2e_assert_eq 2 "$RC" "no --allowed is a usage error"
 e2e_assert_contains "$(cat "$E2E_WORK/escape.err")" "no control" "no --allowed message"
 printf 'allowed www.example.test\ntimeout fast\n' >"$E2E_WORK/bad.conf"
-run_escape out --config "$E2E_WORK/bad.conf"
+run_escape --config "$E2E_WORK/bad.conf"
 e2e_assert_eq 2 "$RC" "bad config is exit 2"
-e2e_assert_contains "$(cat "$E2E_WORK/escape.err")" "bad.conf:2: timeout: 'fast'" "config error names the line"
-run_escape out --allowed www.example.test --format xml
+e2e_assert_contains "$(cat "$E2E_WORK/escape.err")" "bad.conf:2: timeout: 'fast'" \
+	"config error names the line"
+run_escape --allowed www.example.test --format xml
 e2e_assert_eq 2 "$RC" "bad --format is exit 2"
+
+# --- with moat-fw filtering the namespace: all ten hold, exit 0 ---
+# moatd moves off loopback (moat-fw drops 127.0.0.0/8 whatever the port); only it and the
+# upstream are reachable resolvers; grants live at least 1 s, so test 8 waits 1 + 2 s.
+e2e_stop moatd-empty
+e2e_addr 192.0.2.2/32
+e2e_bg fw "$MOAT_BUILD/moat-fw" --socket "$E2E_WORK/fw.sock" --netns "$E2E_NS" \
+	--state "$E2E_WORK/fwstate" --resolver 192.0.2.2 --resolver 192.0.2.53 --min-lifetime 1
+for ((i = 0; i < E2E_STARTUP_TRIES; i++)); do
+	grep -q 'listening on' "$E2E_WORK/fw.log" 2>/dev/null && break
+	e2e_alive fw || e2e_fail "moat-fw exited during start-up"
+	sleep 0.1
+done
+grep -q 'listening on' "$E2E_WORK/fw.log" || e2e_fail "moat-fw did not start"
+start_moatd moatd-fw "$E2E_WORK/allow.txt" 192.0.2.2 --firewall "$E2E_WORK/fw.sock"
+sed -e 's/^resolver = .*/resolver = 192.0.2.2/' -e 's/^grant-min 0/grant-min 1/' \
+	"$E2E_WORK/escape.conf" >"$E2E_WORK/escape-fw.conf"
+run_escape --config "$E2E_WORK/escape-fw.conf"
+e2e_assert_eq "moat-escape: 10 of 10 held" "$(tail -n 1 <<<"$OUT")" "summary with moat-fw"
+e2e_assert_eq 0 "$RC" "exit status with moat-fw"
+e2e_assert_contains "$(row "$OUT" 8)" "first connection open; new connection 3 s later:" \
+	"test 8 really ran"
 
 e2e_pass

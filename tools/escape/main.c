@@ -93,10 +93,11 @@ int main(int argc, char **argv)
 	static struct escape_result res[ESCAPE_NTESTS];
 	char err[512];
 	int ch, idx;
+	int rc = ESCAPE_EXIT_USAGE;
 
 	if (keys == NULL || vals == NULL) {
 		fprintf(stderr, "moat-escape: out of memory\n");
-		return ESCAPE_EXIT_USAGE;
+		goto out;
 	}
 	while ((ch = getopt_long(argc, argv, "c:h", opts, &idx)) != -1) {
 		switch (ch) {
@@ -112,35 +113,34 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			escape_usage(stdout);
-			return ESCAPE_EXIT_HELD;
+			rc = ESCAPE_EXIT_HELD;
+			goto out;
 		default:
 			escape_usage(stderr);
-			return ESCAPE_EXIT_USAGE;
+			goto out;
 		}
 	}
 	if (optind < argc) {
 		fprintf(stderr, "moat-escape: unexpected argument '%s'\n", argv[optind]);
-		return ESCAPE_EXIT_USAGE;
+		goto out;
 	}
 	escape_cfg_init(&cfg);
 	if (config != NULL && escape_cfg_load_file(&cfg, config, err, sizeof(err)) != 0) {
 		fprintf(stderr, "moat-escape: %s\n", err);
-		return ESCAPE_EXIT_USAGE;
+		goto out;
 	}
 	for (size_t i = 0; i < nflags; i++)
 		if (escape_cfg_set(&cfg, keys[i], vals[i], err, sizeof(err)) != 0) {
 			fprintf(stderr, "moat-escape: --%s\n", err);
-			return ESCAPE_EXIT_USAGE;
+			goto out;
 		}
-	free(keys);
-	free(vals);
 	if (escape_cfg_finish(&cfg, resolv, err, sizeof(err)) != 0) {
 		fprintf(stderr, "moat-escape: %s\n", err);
-		return ESCAPE_EXIT_USAGE;
+		goto out;
 	}
 	if (sodium_init() < 0) {
 		fprintf(stderr, "moat-escape: libsodium failed to start\n");
-		return ESCAPE_EXIT_USAGE;
+		goto out;
 	}
 	/* A peer closing a TCP connection must be a probe result, not the end of the run. */
 	signal(SIGPIPE, SIG_IGN);
@@ -148,5 +148,9 @@ int main(int argc, char **argv)
 	escape_report_begin(stdout, cfg.format, &cfg);
 	escape_run(&cfg, res, escape_progress, &cfg);
 	escape_report_end(stdout, cfg.format, res, ESCAPE_NTESTS);
-	return escape_all_held(res, ESCAPE_NTESTS) ? ESCAPE_EXIT_HELD : ESCAPE_EXIT_ESCAPED;
+	rc = escape_all_held(res, ESCAPE_NTESTS) ? ESCAPE_EXIT_HELD : ESCAPE_EXIT_ESCAPED;
+out:
+	free(keys);
+	free(vals);
+	return rc;
 }

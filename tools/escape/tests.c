@@ -10,9 +10,13 @@
  *   4                an internal address (moat's guard ranges) in the answer section;
  *   5                any reply from the other resolver over UDP or TCP, or a DoT handshake:
  *                    a reply of any kind, even REFUSED, proves a two-way channel;
- *   9                any reply but a deny (NXDOMAIN, REFUSED, sinkhole, empty NOERROR), and no
- *                    reply at all: the data leaves with the query, so only an answer that says
- *                    "denied here" shows it went no further. */
+ *   9                any reply but a deny (NXDOMAIN, REFUSED, sinkhole, empty NOERROR: moatd's
+ *                    sinkhole deny of a TXT question), SERVFAIL, and no reply at all: the data
+ *                    leaves with the query, so only an answer that says "denied" shows it went
+ *                    no further (SERVFAIL or silence is what a forwarded query to a slow or dead
+ *                    upstream looks like). A socket error (nothing listens) counts as denied.
+ * Tests 1-4 count SERVFAIL, timeouts and malformed replies as blocked: no address came back,
+ * and the control (10) catches a resolver that answers nothing at all. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <sodium.h>
