@@ -7,7 +7,7 @@
  * moat-fw listens on. One message per packet, all integers big-endian.
  *
  * Format version 1.
- *   GRANT (moatd -> moat-fw), 12 + agent_len + 17 + 17 * naddr bytes:
+ *   GRANT (moatd -> moat-fw), 13 + agent_len + 17 + 17 * naddr bytes:
  *     u8  version (1)       u8  type (FWPROTO_GRANT)   u16 naddr (1..FWPROTO_MAXADDR)
  *     u32 seq (echoed)      u32 lifetime (seconds asked: the answer's lowest TTL)
  *     u8  agent_len (1..63) agent name bytes

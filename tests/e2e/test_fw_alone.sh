@@ -13,6 +13,10 @@ FW="$MOAT_BUILD/moat-fw"
 CLIENT="$E2E_DIR/peers/fw_client.py"
 SOCK="$E2E_WORK/fw.sock"
 STATE="$E2E_WORK/state"
+# The system interpreter when there is one: a version-manager shim costs ~1 s per start, and this
+# test starts python some forty times.
+PY=python3
+[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
 
 # Hosts: documentation addresses on the namespace's lo. 192.0.2.53 plays moatd, 198.51.100.53
 # another resolver.
@@ -51,13 +55,13 @@ try:
 except OSError as e:
     print("failed: %s" % e)
 PY
-e2e_bg listen python3 "$E2E_WORK/listen.py" 240 192.0.2.80:8080 192.0.2.81:8080 \
+e2e_bg listen "$PY" "$E2E_WORK/listen.py" 240 192.0.2.80:8080 192.0.2.81:8080 \
 	192.0.2.82:8080 192.0.2.53:53 198.51.100.53:53 "[2001:db8::80]:8080"
 e2e_wait_port tcp 192.0.2.80 8080
 e2e_wait_port tcp 198.51.100.53 53
 
-connect() { e2e_run python3 "$E2E_WORK/connect.py" "$1" "$2"; }
-grant() { python3 "$CLIENT" --socket "$SOCK" "$@"; }
+connect() { e2e_run "$PY" "$E2E_WORK/connect.py" "$1" "$2"; }
+grant() { "$PY" "$CLIENT" --socket "$SOCK" "$@"; }
 allow4() { e2e_run nft list set inet moat allow4; }
 allow6() { e2e_run nft list set inet moat allow6; }
 
@@ -98,8 +102,8 @@ e2e_assert_contains "$(connect 198.51.100.53 53)" "failed" "DNS to another resol
 # --- a grant opens exactly its addresses, with a timeout -------------------------------------
 e2e_assert_eq "seq=1 status=OK lifetime=300" \
 	"$(grant --seq 1 --agent ci-42 --lifetime 300 192.0.2.80 2001:db8::80)" "grant 1"
-e2e_assert_contains "$(allow4)" "192.0.2.80 timeout 5m1s" "allow4 lacks the element with its timeout"
-e2e_assert_contains "$(allow6)" "2001:db8::80 timeout 5m1s" "allow6 lacks the element"
+e2e_assert_contains "$(allow4)" "192.0.2.80 timeout 5m2s" "allow4 lacks the element with its timeout"
+e2e_assert_contains "$(allow6)" "2001:db8::80 timeout 5m2s" "allow6 lacks the element"
 e2e_assert_eq connected "$(connect 192.0.2.80 8080)" "granted 192.0.2.80 blocked"
 e2e_assert_eq connected "$(connect 2001:db8::80 8080)" "granted 2001:db8::80 blocked"
 e2e_assert_contains "$(connect 192.0.2.81 8080)" "failed" "ungranted 192.0.2.81 reachable"
@@ -127,13 +131,16 @@ e2e_assert_contains "$(cat "$E2E_WORK/fw.log")" \
 e2e_assert_eq "seq=4 status=OK lifetime=3600" "$(grant --seq 4 --lifetime 999999 203.0.113.7)" \
 	"lifetime not clamped to --max-lifetime"
 e2e_assert_eq "seq=5 status=BADMSG lifetime=0" "$(grant --raw 0201000100000005)" "bad version"
+# Longer than any valid message (FWPROTO_MAXMSG 1182): refused whole, not read in part.
+e2e_assert_eq "seq=16843009 status=BADMSG lifetime=0" "$(grant --raw "$(printf '01%.0s' {1..1200})")" \
+	"oversized message"
 e2e_assert_eq "seq=6 status=OK lifetime=600" "$(grant --seq 6 --lifetime 600 192.0.2.80)" "refresh"
-e2e_assert_contains "$(allow4)" "192.0.2.80 timeout 10m1s" "refresh did not extend the timeout"
+e2e_assert_contains "$(allow4)" "192.0.2.80 timeout 10m2s" "refresh did not extend the timeout"
 e2e_assert_eq "seq=7 status=OK lifetime=60" "$(grant --seq 7 --lifetime 60 192.0.2.80)" "shorter"
 # (A kernel may rewrite the element with the ledger's remaining time: still about 10 minutes.)
 out=$(allow4)
-e2e_assert_contains "$out" "192.0.2.80 timeout 10m" "a shorter grant shortened the timeout"
-e2e_assert_not_contains "$out" "192.0.2.80 timeout 1m1s" "a shorter grant shortened the timeout"
+[[ "$out" =~ 192\.0\.2\.80\ timeout\ (10m|9m5[0-9]s) ]] ||
+	e2e_fail "a shorter grant shortened the timeout: $out"
 
 # A batch of 100 grants in one go: all acknowledged.
 e2e_assert_contains "$(grant --seq 100 --count 100 --quiet --lifetime 120 198.51.100.100)" \
@@ -141,13 +148,13 @@ e2e_assert_contains "$(grant --seq 100 --count 100 --quiet --lifetime 120 198.51
 
 # --- expiry and restart ---------------------------------------------------------------------
 e2e_assert_eq "seq=8 status=OK lifetime=2" "$(grant --seq 8 --lifetime 2 192.0.2.82)" "short grant"
-e2e_assert_contains "$(allow4)" "192.0.2.82 timeout 3s" "short grant not in the set"
+e2e_assert_contains "$(allow4)" "192.0.2.82 timeout 4s" "short grant not in the set"
 e2e_stop fw
 e2e_assert_eq 0 "$E2E_LAST_STATUS" "moat-fw exit status after SIGTERM"
 [[ ! -e "$SOCK" ]] || e2e_fail "socket left behind"
 e2e_assert_contains "$(allow4)" "192.0.2.80 timeout" "rules were removed on stop"
 e2e_assert_contains "$(connect 192.0.2.81 8080)" "failed" "closed did not stay closed on stop"
-sleep 4.5 # the 2 s grant (+1 s slack) is now expired in the ledger and the kernel
+sleep 5.5 # the 2 s grant (+2 s slack) is now expired in the ledger and the kernel
 e2e_assert_not_contains "$(allow4)" "192.0.2.82" "kernel kept an expired element"
 
 start_fw fw2
@@ -159,7 +166,7 @@ e2e_assert_not_contains "$out" "192.0.2.82" "expired grant came back after the r
 e2e_assert_contains "$(allow6)" "2001:db8::80 timeout" "IPv6 grant lost across the restart"
 e2e_assert_eq connected "$(connect 192.0.2.80 8080)" "granted address blocked after restart"
 e2e_assert_contains "$(connect 192.0.2.82 8080)" "failed" "expired address reachable"
-e2e_assert_eq "seq=9 status=OK lifetime=30" "$(grant --seq 9 192.0.2.81 --lifetime 1 --lifetime 30)" \
+e2e_assert_eq "seq=9 status=OK lifetime=30" "$(grant --seq 9 --lifetime 30 192.0.2.81)" \
 	"grant after restart"
 e2e_assert_eq connected "$(connect 192.0.2.81 8080)" "grant after restart did not open"
 e2e_assert_eq $'table inet other\ntable inet moat' "$(e2e_run nft list tables)" "tables at end"

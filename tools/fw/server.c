@@ -277,6 +277,33 @@ static int fwsrv_key_cmp(const void *a, const void *b)
 	return memcmp(&x->key, &y->key, sizeof(x->key));
 }
 
+/* The sandbox source an element for an address of this family binds to: the client itself when
+ * it speaks that family; otherwise the one --sandbox host route of that family (a dual-stack
+ * sandbox asks for AAAA over IPv4 all the time, and its IPv6 source is only known from the
+ * configuration). False when there is no such single address. */
+static bool fwsrv_source(const struct fwsrv_opts *o, const struct fwproto_addr *client,
+                         uint8_t family, uint8_t *src)
+{
+	if (client->family == family) {
+		memcpy(src, client->addr, 16);
+		return true;
+	}
+	const struct fwnft_range *found = NULL;
+	for (size_t i = 0; i < o->nsandbox; i++) {
+		const struct fwnft_range *r = &o->sandbox[i];
+		if (r->family != family)
+			continue;
+		if (found || r->bits != (family == 4 ? 32 : 128))
+			return false; /* several or a range: which sandbox asked is unknown */
+		found = r;
+	}
+	if (!found)
+		return false;
+	memset(src, 0, 16);
+	memcpy(src, found->addr, family == 4 ? 4 : 16);
+	return true;
+}
+
 /* Check one grant; sets p->status and p->lifetime. */
 static void fwsrv_vet(struct fwsrv *srv, struct fwsrv_pending *p)
 {
@@ -306,16 +333,19 @@ static void fwsrv_vet(struct fwsrv *srv, struct fwsrv_pending *p)
 	for (size_t i = 0; i < o->nsandbox && !inside; i++)
 		inside = g->client.family != 0 &&
 		         fwnft_range_contains(&o->sandbox[i], g->client.family, g->client.addr);
-	for (size_t i = 0; i < g->naddr && inside; i++)
-		if (g->addr[i].family != g->client.family) {
+	for (size_t i = 0; i < g->naddr && inside; i++) {
+		uint8_t src[16];
+		if (!fwsrv_source(o, &g->client, g->addr[i].family, src)) {
 			fprintf(stderr,
-			        "moat-fw: grant seq %u: address %s is not of client %s's family\n",
+			        "moat-fw: grant seq %u: address %s is not of client %s's family and "
+			        "no single --sandbox address of that family is configured\n",
 			        g->seq,
 			        fwsrv_addr_text(g->addr[i].family, g->addr[i].addr, t, sizeof(t)),
 			        fwsrv_addr_text(g->client.family, g->client.addr, ct, sizeof(ct)));
 			p->status = FWPROTO_FAILED;
 			return;
 		}
+	}
 	if (!inside) {
 		fprintf(stderr, "moat-fw: grant seq %u: client %s is not in a --sandbox range\n",
 		        g->seq,
@@ -394,7 +424,7 @@ static void fwsrv_flush(struct fwsrv *srv)
 			e->key.family = a->family;
 			memcpy(e->key.dst, a->addr, 16);
 			if (srv->o->placement == FWNFT_FORWARD)
-				memcpy(e->key.src, p->g.client.addr, 16);
+				fwsrv_source(srv->o, &p->g.client, a->family, e->key.src);
 			e->expiry = now + p->lifetime + FWSRV_SLACK;
 			e->agent = p->g.agent;
 		}
@@ -425,7 +455,8 @@ static void fwsrv_flush(struct fwsrv *srv)
 		else
 			failed++;
 		/* fwsrv_send_ack may close the connection, which clears later entries' conn. */
-		fwsrv_send_ack(p->conn, p->status, p->g.seq, p->lifetime);
+		fwsrv_send_ack(p->conn, p->status, p->g.seq,
+		               p->status == FWPROTO_OK ? p->lifetime : 0);
 	}
 	srv->npending = 0;
 	fprintf(stderr,

@@ -18,9 +18,10 @@
 #define FWSRV_DEFAULT_MIN 30
 #define FWSRV_DEFAULT_MAX 3600
 #define FWSRV_LIFETIME_CAP 604800 /* a week: --max-lifetime may not exceed it */
-/* Seconds the kernel keeps an element beyond the granted lifetime: the client's TTL starts when
- * moatd sends the answer, a little after the element was written. */
-#define FWSRV_SLACK 1
+/* Seconds added to every expiry beyond the granted lifetime: the client's TTL starts when moatd
+ * sends the answer, a little after the element was written. Expiries are whole seconds counted
+ * from the start of the current second, so the real margin is between 1 and 2 seconds. */
+#define FWSRV_SLACK 2
 #define FWSRV_PURGE_MS 60000
 #define FWSRV_MAX_CONNS 64
 #define FWSRV_BATCH_MAX 1024 /* grants per loop turn; more wait for the next turn */
