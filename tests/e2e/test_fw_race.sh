@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# moatd + moat-fw together (issue 4), netns placement: the grant comes before the answer. A
+# client resolves a name and connects to the answer at once, 1,000 times, each name with its own
+# address: every connection must succeed (zero failures). An address never resolved stays
+# blocked. Restarting moat-fw and moatd keeps the live grants; moatd without moat-fw fails closed.
+source "$(dirname "$0")/lib.sh"
+e2e_init fw_race
+
+PY=python3
+[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
+N=${RACE_COUNT:-1000}
+
+# The zone: r1..rN.race.test, each an AAAA of its own in 2001:db8:5::/64.
+{
+	printf '$ORIGIN race.test.\n$TTL 120\n@ IN SOA ns1 hostmaster 1 3600 600 86400 60\n  IN NS ns1\nns1 IN A 192.0.2.53\n'
+	for ((i = 1; i <= N + 10; i++)); do printf 'r%d IN AAAA 2001:db8:5::%x\n' "$i" "$i"; done
+} >"$E2E_WORK/race.test.zone"
+e2e_addr 192.0.2.53/32 # NSD
+e2e_addr 192.0.2.2/32  # moatd
+e2e_nsd 192.0.2.53 53 "$E2E_WORK/race.test.zone"
+# Every address of 2001:db8:5::/64 is local (AnyIP), and one listener on [::]:80 accepts them all.
+e2e_run ip -6 route add local 2001:db8:5::/64 dev lo
+cat >"$E2E_WORK/listen.py" <<'PY'
+import socket, sys, time
+s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("::", 80))
+s.listen(512)
+s.settimeout(0.2)
+end = time.time() + float(sys.argv[1])
+while time.time() < end:
+    try:
+        c, _ = s.accept()
+        c.close()
+    except socket.timeout:
+        pass
+PY
+e2e_bg listen "$PY" "$E2E_WORK/listen.py" 280
+e2e_wait_port tcp '*' 80
+printf '*.race.test\n' >"$E2E_WORK/allow.txt"
+
+start_fw() {
+	e2e_bg "$1" "$MOAT_BUILD/moat-fw" --socket "$E2E_WORK/fw.sock" --netns "$E2E_NS" \
+		--state "$E2E_WORK/fwstate" --resolver 192.0.2.2 --resolver 192.0.2.53
+	for ((i = 0; i < 50; i++)); do [[ -S "$E2E_WORK/fw.sock" ]] && return 0; sleep 0.1; done
+	e2e_fail "moat-fw did not create its socket"
+}
+start_moatd() {
+	e2e_bg "$1" "$MOAT_BUILD/moatd" --listen 192.0.2.2:53 --upstream 192.0.2.53:53 \
+		--allow "$E2E_WORK/allow.txt" --firewall "$E2E_WORK/fw.sock" --log "$E2E_WORK/$1.jsonl"
+	e2e_wait_port udp 192.0.2.2 53
+}
+connect() { # connect ADDR: "connected" or "failed: ..."
+	e2e_run "$PY" -c 'import socket,sys
+s=socket.socket(socket.AF_INET6); s.settimeout(1)
+try:
+    s.connect((sys.argv[1], 80)); print("connected")
+except OSError as e:
+    print("failed: %s" % e)' "$1"
+}
+
+start_fw fw
+start_moatd moatd
+
+# Before any grant, nothing in the range is reachable.
+e2e_assert_contains "$(connect 2001:db8:5::1)" "failed" "an address reached before it was resolved"
+
+# --- the race: resolve then connect at once, N times ---
+out=$(e2e_run "$PY" "$E2E_DIR/peers/race.py" 192.0.2.2 "$N" 80 1)
+e2e_log "race with moat-fw: $out"
+e2e_assert_contains "$out" "ok=$N fail=0" "resolve-then-connect failures with moat-fw"
+# A neighbour of the granted addresses, never resolved, stays blocked.
+e2e_assert_contains "$(connect "2001:db8:5::$(printf %x $((N + 5)))")" "failed" "unresolved address"
+
+# --- restart moat-fw and moatd: live grants survive ---
+e2e_stop moatd
+e2e_stop fw
+e2e_assert_contains "$(connect 2001:db8:5::1)" "connected" "grant gone while both daemons were down"
+start_fw fw2
+start_moatd moatd2
+e2e_assert_contains "$(connect 2001:db8:5::2)" "connected" "grant gone after both restarted"
+e2e_assert_contains "$(connect "2001:db8:5::$(printf %x $((N + 6)))")" "failed" "unresolved address after restart"
+# the restarted pair still grants before answering
+out=$(e2e_run "$PY" "$E2E_DIR/peers/race.py" 192.0.2.2 5 80 $((N + 1)))
+e2e_assert_contains "$out" "ok=5 fail=0" "resolve-then-connect after restart"
+
+# --- moat-fw gone: moatd fails closed (SERVFAIL), and nothing new opens ---
+e2e_stop fw2
+out=$(e2e_dig @192.0.2.2 r$((N + 7)).race.test AAAA)
+e2e_assert_contains "$out" "status: SERVFAIL" "answer released without a grant"
+e2e_assert_contains "$out" "firewall did not confirm" "EDE says why"
+e2e_assert_contains "$(connect "2001:db8:5::$(printf %x $((N + 7)))")" "failed" "address opened without moat-fw"
+e2e_pass
