@@ -356,6 +356,7 @@ void config_init(struct config *cfg)
 	cfg->tcp_idle_ms = 10000;
 	cfg->tcp_max_clients = 1024;
 	cfg->fw_timeout_ms = 1000;
+	cfg->seccomp = true;
 	cfg->cache_bytes = (size_t)32 << 20;
 	cfg->cache_min_ttl = 0;
 	cfg->cache_max_ttl = 86400;
@@ -376,6 +377,7 @@ void config_free(struct config *cfg)
 	free(cfg->upstreams);
 	free(cfg->log_file);
 	free(cfg->fw_socket);
+	free(cfg->user);
 	config_strv_free(&cfg->highrisk_files, &cfg->nhighrisk);
 	config_strv_free(&cfg->range_files, &cfg->nranges);
 	config_agents_free(cfg);
@@ -1119,6 +1121,31 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 		} else if (config_key_is(ks, klen, "tcp_max_clients")) {
 			rc = config_u32(c, v, line, "tcp_max_clients", CONFIG_CLIENTS_MIN,
 			                CONFIG_CLIENTS_MAX, &cfg->tcp_max_clients);
+		} else if (config_key_is(ks, klen, "user")) {
+			char u[64];
+			rc = config_scalar(c, v, line, "user", "a user name", u, sizeof(u));
+			if (rc == 0) {
+				free(cfg->user);
+				if (!(cfg->user = strdup(u)))
+					rc = config_fail(c, line, "out of memory");
+			}
+		} else if (config_key_is(ks, klen, "seccomp")) {
+			rc = config_bool(c, v, line, "seccomp", &cfg->seccomp);
+		} else if (config_key_is(ks, klen, "ratelimit_qps")) {
+			rc = config_u32(c, v, line, "ratelimit_qps", 0, 10000000, &cfg->rl_qps);
+		} else if (config_key_is(ks, klen, "ratelimit_burst")) {
+			rc = config_u32(c, v, line, "ratelimit_burst", 0, 10000000, &cfg->rl_burst);
+		} else if (config_key_is(ks, klen, "ratelimit_action")) {
+			char act[16];
+			rc = config_scalar(c, v, line, "ratelimit_action", "refuse or drop", act,
+			                   sizeof(act));
+			if (rc == 0 && strcmp(act, "drop") == 0)
+				cfg->rl_drop = true;
+			else if (rc == 0 && strcmp(act, "refuse") == 0)
+				cfg->rl_drop = false;
+			else if (rc == 0)
+				rc = config_fail(c, config_node_line(v, line),
+				                 "ratelimit_action: expected refuse or drop");
 		} else if (config_key_is(ks, klen, "cache_size_mb")) {
 			uint32_t mb;
 			rc = config_u32(c, v, line, "cache_size_mb", 0, 65536, &mb);

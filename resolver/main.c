@@ -15,8 +15,10 @@
 #include "moat/err.h"
 #include "moat/log.h"
 #include "moat/policy.h"
+#include "moat/ratelimit.h"
 #include "fetch.h"
 #include "fwchan.h"
+#include "privdrop.h"
 #include "server.h"
 
 #define MOAT_VERSION "0.1.0"
@@ -34,6 +36,9 @@ static void usage(FILE *f)
 	      "  --upstream-source ADDR source address of upstream queries\n"
 	      "  --upstream-timeout MS  per-attempt timeout (default 1000)\n"
 	      "  --cache-size MB        answer cache size (default 32; 0: no cache)\n"
+	      "  --ratelimit QPS        queries per second per client (0: off, the default)\n"
+	      "  --user NAME            drop to this user once the sockets are bound\n"
+	      "  --no-seccomp           skip the system-call filter (for debugging)\n"
 	      "  --allow FILE           allowlist: one name or *.name per line (repeatable)\n"
 	      "  --deny FORM            nxdomain (default), refused or sinkhole\n"
 	      "  --strict-chain         every CNAME/DNAME target must be allowed too\n"
@@ -119,7 +124,10 @@ struct options {
 	const char *deny;
 	const char *log;
 	const char *firewall;
-	long cache_mb; /* -1: not given */
+	long cache_mb;  /* -1: not given */
+	long ratelimit; /* -1: not given */
+	const char *user;
+	bool no_seccomp;
 	char **allow;
 	size_t nallow;
 	long timeout_ms;
@@ -155,6 +163,9 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		O_VERSION,
 		O_FIREWALL,
 		O_CACHE,
+		O_RATELIMIT,
+		O_USER,
+		O_NOSECCOMP,
 	};
 	static const struct option longopts[] = {
 		{"listen", required_argument, 0, O_LISTEN},
@@ -169,6 +180,9 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		{"log", required_argument, 0, O_LOG},
 		{"firewall", required_argument, 0, O_FIREWALL},
 		{"cache-size", required_argument, 0, O_CACHE},
+		{"ratelimit", required_argument, 0, O_RATELIMIT},
+		{"user", required_argument, 0, O_USER},
+		{"no-seccomp", no_argument, 0, O_NOSECCOMP},
 		{"config", required_argument, 0, 'c'},
 		{"help", no_argument, 0, 'h'},
 		{"version", no_argument, 0, O_VERSION},
@@ -184,6 +198,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 	memset(o, 0, sizeof(*o));
 	o->timeout_ms = -1;
 	o->cache_mb = -1;
+	o->ratelimit = -1;
 	while ((ch = getopt_long(argc, argv, "c:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'c':
@@ -238,6 +253,21 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		case O_FIREWALL:
 			o->firewall = optarg;
 			break;
+		case O_USER:
+			o->user = optarg;
+			break;
+		case O_NOSECCOMP:
+			o->no_seccomp = true;
+			break;
+		case O_RATELIMIT: {
+			char *end;
+			o->ratelimit = strtol(optarg, &end, 10);
+			if (*end || o->ratelimit < 0 || o->ratelimit > 10000000) {
+				fprintf(stderr, "moatd: --ratelimit: 0 to 10000000 (queries/s)\n");
+				return MOAT_EINVAL;
+			}
+			break;
+		}
 		case O_CACHE: {
 			char *end;
 			o->cache_mb = strtol(optarg, &end, 10);
@@ -300,6 +330,14 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		free(cfg->log_file);
 		cfg->log_file = strdup(o->log);
 	}
+	if (o->user) {
+		free(cfg->user);
+		cfg->user = strdup(o->user);
+	}
+	if (o->no_seccomp)
+		cfg->seccomp = false;
+	if (o->ratelimit >= 0)
+		cfg->rl_qps = (uint32_t)o->ratelimit;
 	if (o->cache_mb >= 0)
 		cfg->cache_bytes = (size_t)o->cache_mb << 20;
 	if (o->firewall) {
@@ -383,6 +421,18 @@ static void reload(void)
 	fprintf(stderr, "moatd: policy reloaded (%zu agents)\n", np->nagents);
 }
 
+/* Rate-limited queries are not logged one by one; this says how many there were. */
+static void on_stats(uv_timer_t *t)
+{
+	static uint64_t last;
+	(void)t;
+	if (srv.stats.ratelimited != last) {
+		fprintf(stderr, "moatd: rate limit: %llu queries over the limit in the last 10 s\n",
+			(unsigned long long)(srv.stats.ratelimited - last));
+		last = srv.stats.ratelimited;
+	}
+}
+
 /* After each loop turn's I/O: send the turn's queued UDP answers, then write its log lines,
  * each in one go. */
 static void on_check(uv_check_t *c)
@@ -410,6 +460,7 @@ static void on_signal(uv_signal_t *s, int signum)
 	fwchan_close(srv.fw);
 	srv.fw = NULL;
 	uv_close((uv_handle_t *)&srv.flush, NULL);
+	uv_close((uv_handle_t *)&srv.stats_timer, NULL);
 	uv_close((uv_handle_t *)&srv.sig_term, NULL);
 	uv_close((uv_handle_t *)&srv.sig_int, NULL);
 	uv_close((uv_handle_t *)&srv.sig_hup, NULL);
@@ -471,6 +522,13 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
+	if (cfg.rl_qps && !(srv.rl = ratelimit_new(cfg.rl_qps, cfg.rl_burst, 65536))) {
+		fprintf(stderr, "moatd: out of memory for the rate limiter\n");
+		return 1;
+	}
+	uv_timer_init(srv.loop, &srv.stats_timer);
+	uv_timer_start(&srv.stats_timer, on_stats, 10000, 10000);
+	uv_unref((uv_handle_t *)&srv.stats_timer);
 	uv_check_init(srv.loop, &srv.flush);
 	uv_check_start(&srv.flush, on_check);
 	uv_unref((uv_handle_t *)&srv.flush);
@@ -482,6 +540,11 @@ int main(int argc, char **argv)
 	uv_signal_start(&srv.sig_hup, on_signal, SIGHUP);
 	signal(SIGPIPE, SIG_IGN);
 
+	/* Everything privileged is done: sockets bound, files open. */
+	if (privdrop_apply(cfg.user, cfg.seccomp, err, sizeof(err)) < 0) {
+		fprintf(stderr, "moatd: %s\n", err);
+		return 1;
+	}
 	fprintf(stderr,
 		"moatd %s: serving %zu agent(s) on %zu address(es), %zu upstream(s); ready in "
 		"%.1f ms\n",
@@ -492,14 +555,16 @@ int main(int argc, char **argv)
 	fprintf(stderr,
 		"moatd: stopped: %llu queries, %llu answered, %llu denied, %llu forwarded, "
 		"%llu servfail, %llu formerr, %llu dropped, %llu refused clients, %llu upstream "
-		"mismatches\n",
+		"mismatches, %llu rate-limited\n",
 		(unsigned long long)srv.stats.queries, (unsigned long long)srv.stats.answered,
 		(unsigned long long)srv.stats.denied, (unsigned long long)srv.stats.forwarded,
 		(unsigned long long)srv.stats.servfail, (unsigned long long)srv.stats.formerr,
 		(unsigned long long)srv.stats.dropped, (unsigned long long)srv.stats.refused_clients,
-		(unsigned long long)srv.stats.upstream_mismatch);
+		(unsigned long long)srv.stats.upstream_mismatch,
+		(unsigned long long)srv.stats.ratelimited);
 	uv_loop_close(srv.loop);
 	fetch_deinit(&srv);
+	ratelimit_free(srv.rl);
 	log_close(srv.log);
 	policy_unref(srv.policy);
 	config_free(&cfg);

@@ -12,6 +12,7 @@
 #include "moat/err.h"
 #include "moat/log.h"
 #include "moat/policy.h"
+#include "moat/ratelimit.h"
 #include "fetch.h"
 #include "fwchan.h"
 #include "server.h"
@@ -320,11 +321,26 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 	srv->stats.queries++;
 
 	/* Read the question. */
-	switch (wire_query_parse(pkt, len, &q)) {
+	enum wire_query_status st = wire_query_parse(pkt, len, &q);
+	if (st == WQ_DROP) {
+		srv->stats.dropped++;
+		return;
+	}
+	/* One client's flood must not take the resolver from the others. Limited queries are
+	 * counted, not logged one by one: a flood would otherwise become a log flood (main.c
+	 * reports the count every 10 s). */
+	if (srv->rl && !ratelimit_allow(srv->rl, (const struct sockaddr *)&to->client,
+					uv_now(srv->loop))) {
+		srv->stats.ratelimited++;
+		if (!srv->cfg->rl_drop && st == WQ_OK)
+			answer_local(srv, to, &q, NULL, false, WIRE_REFUSED, WIRE_EDE_PROHIBITED,
+				     "moat: rate limit");
+		return;
+	}
+	switch (st) {
 	case WQ_OK:
 		break;
 	case WQ_DROP:
-		srv->stats.dropped++;
 		return;
 	case WQ_FORMERR:
 		srv->stats.formerr++;
@@ -370,6 +386,18 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 									  : WIRE_NXDOMAIN;
 		log_it(srv, to, &q, agent->cfg.name, policy_verdict_str(d.verdict), d.reason, rcode,
 		       d.alert, NULL, -1);
+		return;
+	}
+
+	/* ANY is answered here (RFC 8482): never forwarded, never an amplifier. */
+	if (q.qtype == WIRE_ANY) {
+		uint8_t out[1024];
+		int n = wire_build_rfc8482(&q, out, sizeof(out));
+		if (n > 0)
+			reply_send(srv, to, out, (size_t)n);
+		srv->stats.answered++;
+		log_it(srv, to, &q, agent->cfg.name, "allow", "moat: ANY answered locally (RFC 8482)",
+		       WIRE_NOERROR, false, NULL, -1);
 		return;
 	}
 

@@ -40,7 +40,7 @@ static inline void dlist_del(struct dlist *n)
 
 struct server_stats {
 	uint64_t queries, answered, dropped, denied, forwarded, servfail, formerr, refused_clients;
-	uint64_t upstream_mismatch, upstream_timeouts, tcp_rejected;
+	uint64_t upstream_mismatch, upstream_timeouts, tcp_rejected, ratelimited;
 };
 
 struct server {
@@ -51,6 +51,7 @@ struct server {
 	FILE *log;
 	struct fwchan *fw;        /* NULL: no firewall companion */
 	struct cache *cache;      /* NULL: no answer cache */
+	struct ratelimit *rl;     /* NULL: no per-client rate limit */
 	struct fetch_table *fetches; /* questions in flight (fetch.c) */
 	struct dlist listeners;   /* struct listener */
 	struct dlist tcp_conns;   /* struct tcp_conn */
@@ -61,6 +62,7 @@ struct server {
 	struct server_stats stats;
 	uv_signal_t sig_term, sig_int, sig_hup;
 	uv_check_t flush; /* flushes the query log once per loop turn */
+	uv_timer_t stats_timer;
 };
 
 /* How a reply gets back to its client. */

@@ -86,6 +86,29 @@ int wire_build_answer(const struct wire_query *q, uint8_t rcode, const struct wi
 			       ede);
 }
 
+int wire_build_rfc8482(const struct wire_query *q, uint8_t *out, size_t cap)
+{
+	static const uint8_t hinfo[] = {7, 'R', 'F', 'C', '8', '4', '8', '2', 0};
+	int n = wire_build_answer(q, WIRE_NOERROR, NULL, NULL, NULL, 0, out, cap);
+	if (n < 0)
+		return n;
+	/* Put the record between the question and the OPT record (if any). */
+	size_t end = q->edns ? (size_t)n - 11 : (size_t)n;
+	size_t rr = 2 + 2 + 2 + 4 + 2 + sizeof(hinfo);
+	if ((size_t)n + rr > cap)
+		return MOAT_ESPACE;
+	memmove(out + end + rr, out + end, (size_t)n - end);
+	struct wire_writer w = {out, cap, end, 0};
+	ww_u16(&w, 0xC000 | WIRE_HDR);
+	ww_u16(&w, 13 /* HINFO */);
+	ww_u16(&w, WIRE_CLASS_IN);
+	ww_u32(&w, 3600);
+	ww_u16(&w, sizeof(hinfo));
+	ww_bytes(&w, hinfo, sizeof(hinfo));
+	ww_put16(out + 6, 1);
+	return w.err ? w.err : n + (int)rr;
+}
+
 int wire_build_query(uint16_t id, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
 		     bool dnssec_ok, uint8_t *out, size_t cap)
 {

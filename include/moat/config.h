@@ -13,6 +13,11 @@
  *   log: {file: /var/log/moat/queries.jsonl}  # "-" or absent: stdout
  *   highrisk: [extra-highrisk.txt]            # more names always denied (the shipped list stays)
  *   blocked_ranges: [extra-ranges.txt]        # more answer ranges refused (shipped list stays)
+ *   user: moat                                # drop to this user after binding (default: stay)
+ *   seccomp: true                             # system-call filter after start-up
+ *   ratelimit_qps: 0                          # per client (IPv4, IPv6 /64); 0: no limit
+ *   ratelimit_burst: 0                        # bucket size; 0: same as ratelimit_qps
+ *   ratelimit_action: refuse                  # refuse (REFUSED) or drop
  *   cache_size_mb: 32                         # answer cache; 0 turns it off
  *   cache_min_ttl: 0                          # TTL clamps for cached answers (seconds)
  *   cache_max_ttl: 86400
@@ -77,6 +82,10 @@ struct config {
 	uint32_t tcp_idle_ms;
 	uint32_t tcp_max_clients;
 	char *log_file; /* owned; NULL means stdout */
+	char *user;   /* owned; NULL: keep the starting user */
+	bool seccomp; /* install the system-call filter (default true) */
+	uint32_t rl_qps, rl_burst; /* rl_qps 0: no rate limit */
+	bool rl_drop;              /* over the limit: drop (true) or answer REFUSED */
 	size_t cache_bytes; /* 0: no cache */
 	uint32_t cache_min_ttl, cache_max_ttl;
 	char *fw_socket; /* owned; NULL: no firewall companion */

@@ -103,6 +103,11 @@ int wire_build_answer(const struct wire_query *q, uint8_t rcode, const struct wi
 		      const uint8_t *sink4, const uint8_t *sink6, uint32_t ttl, uint8_t *out,
 		      size_t cap);
 
+/* The RFC 8482 answer to an ANY question for an allowed name: one synthesized HINFO record
+ * ("RFC8482", ""), so ANY is never forwarded and never amplifies. Returns the length or
+ * MOAT_ESPACE. */
+int wire_build_rfc8482(const struct wire_query *q, uint8_t *out, size_t cap);
+
 /* moatd's own upstream query: one question (lname, qtype, qclass), RD set, our EDNS record
  * (size WIRE_EDNS_SIZE, DO as given) and nothing else from the client. */
 int wire_build_query(uint16_t id, const uint8_t *lname, uint16_t qtype, uint16_t qclass,

@@ -1,0 +1,24 @@
+/* Per-client rate limiting: a token bucket per client (an IPv4 address, or an IPv6 /64, since
+ * one host can hold a whole /64), so one noisy or hostile client cannot take the resolver from
+ * the others. Buckets live in a fixed table indexed by SipHash of the client under a random key:
+ * no allocation per client, bounded memory, and clients cannot aim collisions (a collision only
+ * makes two clients share one budget). Pure; one table per loop thread. */
+#ifndef MOAT_RATELIMIT_H
+#define MOAT_RATELIMIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+struct ratelimit;
+
+/* qps queries a second on average, bursts of up to burst. nbuckets is rounded up to a power of
+ * two. Ownership: caller frees with ratelimit_free. NULL on allocation failure or qps == 0. */
+struct ratelimit *ratelimit_new(uint32_t qps, uint32_t burst, size_t nbuckets);
+void ratelimit_free(struct ratelimit *rl);
+
+/* Take one token for client at now_ms (a monotonic clock). False: over the limit. */
+bool ratelimit_allow(struct ratelimit *rl, const struct sockaddr *client, uint64_t now_ms);
+
+#endif

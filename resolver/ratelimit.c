@@ -1,0 +1,73 @@
+/* ratelimit.c owns the per-client token buckets (see moat/ratelimit.h). Tokens are kept in
+ * thousandths so that refills of less than one query a millisecond are not lost to rounding. */
+#include <netinet/in.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moat/ratelimit.h"
+
+struct bucket {
+	uint64_t key;     /* the client's hash, so a bucket notices a new owner */
+	uint64_t last_ms; /* last refill */
+	uint64_t milli;   /* tokens x 1000 */
+};
+
+struct ratelimit {
+	uint8_t hkey[crypto_shorthash_KEYBYTES];
+	uint64_t rate;  /* tokens x 1000 per millisecond = qps */
+	uint64_t burst; /* tokens x 1000 */
+	size_t mask;
+	struct bucket b[];
+};
+
+struct ratelimit *ratelimit_new(uint32_t qps, uint32_t burst, size_t nbuckets)
+{
+	if (qps == 0 || sodium_init() < 0)
+		return NULL;
+	size_t n = 16;
+	while (n < nbuckets)
+		n *= 2;
+	struct ratelimit *rl = calloc(1, sizeof(*rl) + n * sizeof(struct bucket));
+	if (!rl)
+		return NULL;
+	randombytes_buf(rl->hkey, sizeof(rl->hkey));
+	rl->rate = qps;
+	rl->burst = (uint64_t)(burst ? burst : qps) * 1000;
+	rl->mask = n - 1;
+	return rl;
+}
+
+void ratelimit_free(struct ratelimit *rl)
+{
+	free(rl);
+}
+
+bool ratelimit_allow(struct ratelimit *rl, const struct sockaddr *client, uint64_t now_ms)
+{
+	uint8_t id[9] = {0};
+	if (client->sa_family == AF_INET) {
+		id[0] = 4;
+		memcpy(id + 1, &((const struct sockaddr_in *)client)->sin_addr, 4);
+	} else if (client->sa_family == AF_INET6) {
+		id[0] = 6;
+		memcpy(id + 1, &((const struct sockaddr_in6 *)client)->sin6_addr, 8); /* the /64 */
+	}
+	uint64_t h;
+	crypto_shorthash((unsigned char *)&h, id, sizeof(id), rl->hkey);
+	struct bucket *b = &rl->b[h & rl->mask];
+	if (b->key != h || b->last_ms == 0) {
+		/* A client this bucket has not seen (or seen last): it starts with a full burst. */
+		b->key = h;
+		b->last_ms = now_ms ? now_ms : 1;
+		b->milli = rl->burst;
+	} else if (now_ms > b->last_ms) {
+		uint64_t add = (now_ms - b->last_ms) * rl->rate;
+		b->milli = b->milli + add > rl->burst ? rl->burst : b->milli + add;
+		b->last_ms = now_ms;
+	}
+	if (b->milli < 1000)
+		return false;
+	b->milli -= 1000;
+	return true;
+}

@@ -1,0 +1,66 @@
+/* Unit tests for the per-client token buckets. */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "moat/ratelimit.h"
+
+static struct sockaddr_in v4(const char *a)
+{
+	struct sockaddr_in s = {.sin_family = AF_INET};
+	inet_pton(AF_INET, a, &s.sin_addr);
+	return s;
+}
+
+static struct sockaddr_in6 v6(const char *a)
+{
+	struct sockaddr_in6 s = {.sin6_family = AF_INET6};
+	inet_pton(AF_INET6, a, &s.sin6_addr);
+	return s;
+}
+
+static int allowed(struct ratelimit *rl, const void *sa, uint64_t now, int n)
+{
+	int ok = 0;
+	for (int i = 0; i < n; i++)
+		ok += ratelimit_allow(rl, sa, now);
+	return ok;
+}
+
+Test(ratelimit, off_when_zero)
+{
+	cr_assert_null(ratelimit_new(0, 10, 64));
+}
+
+Test(ratelimit, burst_then_refill)
+{
+	struct ratelimit *rl = ratelimit_new(100, 20, 1024);
+	struct sockaddr_in c = v4("192.0.2.1");
+	cr_assert_not_null(rl);
+	cr_expect_eq(allowed(rl, &c, 1000, 50), 20, "a burst of 20, then nothing");
+	cr_expect_eq(allowed(rl, &c, 1100, 50), 10, "100 qps: 10 tokens after 100 ms");
+	cr_expect_eq(allowed(rl, &c, 1105, 50), 0, "half a token is not a token");
+	cr_expect_eq(allowed(rl, &c, 1110, 50), 1, "a whole one after 10 ms");
+	cr_expect_eq(allowed(rl, &c, 100000, 50), 20, "refill stops at the burst");
+	ratelimit_free(rl);
+}
+
+Test(ratelimit, clients_are_separate)
+{
+	struct ratelimit *rl = ratelimit_new(10, 5, 4096);
+	struct sockaddr_in a = v4("192.0.2.1"), b = v4("192.0.2.2");
+	cr_expect_eq(allowed(rl, &a, 1, 100), 5);
+	cr_expect_eq(allowed(rl, &b, 1, 100), 5, "one client's flood leaves another's budget");
+	ratelimit_free(rl);
+}
+
+Test(ratelimit, ipv6_counts_per_64)
+{
+	struct ratelimit *rl = ratelimit_new(10, 5, 4096);
+	struct sockaddr_in6 a = v6("2001:db8:1:2::1"), b = v6("2001:db8:1:2:ffff::9"),
+			    c = v6("2001:db8:1:3::1");
+	cr_expect_eq(allowed(rl, &a, 1, 3), 3);
+	cr_expect_eq(allowed(rl, &b, 1, 100), 2, "the same /64 shares the budget");
+	cr_expect_eq(allowed(rl, &c, 1, 100), 5, "another /64 has its own");
+	ratelimit_free(rl);
+}
