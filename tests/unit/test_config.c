@@ -854,3 +854,47 @@ Test(config, cidr_contains_other_family)
 	cr_expect_not(config_cidr_contains(&c, (const struct sockaddr *)&un));
 	cr_expect_not(config_cidr_contains(&c, NULL));
 }
+
+Test(config, daemon_keys)
+{
+	struct config cfg;
+	char err[256] = "";
+
+	cr_assert_eq(load(&cfg,
+			  "cache_size_mb: 8\ncache_min_ttl: 5\ncache_max_ttl: 600\n"
+			  "ratelimit_qps: 100\nratelimit_burst: 300\nratelimit_action: drop\n"
+			  "firewall_socket: /run/moat/fw.sock\nfirewall_timeout_ms: 250\n"
+			  "firewall_fail_open: true\nuser: nobody\nseccomp: false\n",
+			  err, sizeof(err)),
+		     0, "%s", err);
+	cr_expect_eq(cfg.cache_bytes, (size_t)8 << 20);
+	cr_expect_eq(cfg.cache_min_ttl, 5);
+	cr_expect_eq(cfg.cache_max_ttl, 600);
+	cr_expect_eq(cfg.rl_qps, 100);
+	cr_expect_eq(cfg.rl_burst, 300);
+	cr_expect(cfg.rl_drop);
+	cr_expect_str_eq(cfg.fw_socket, "/run/moat/fw.sock");
+	cr_expect_eq(cfg.fw_timeout_ms, 250);
+	cr_expect(cfg.fw_fail_open);
+	cr_expect_str_eq(cfg.user, "nobody");
+	cr_expect_not(cfg.seccomp);
+	config_free(&cfg);
+
+	cr_expect_neq(load(&cfg, "ratelimit_action: shout\n", err, sizeof(err)), 0);
+	cr_expect(strstr(err, ":1: ratelimit_action: expected refuse or drop") != NULL, "%s", err);
+	config_free(&cfg);
+	cr_expect_neq(load(&cfg, "firewall_timeout_ms: 5\n", err, sizeof(err)), 0);
+	config_free(&cfg);
+}
+
+Test(config, daemon_key_defaults)
+{
+	struct config cfg;
+	config_init(&cfg);
+	cr_expect_eq(cfg.cache_bytes, (size_t)32 << 20);
+	cr_expect_eq(cfg.rl_qps, 0, "no rate limit unless asked");
+	cr_expect(cfg.seccomp, "the filter is on by default");
+	cr_expect_null(cfg.fw_socket);
+	cr_expect_eq(cfg.fw_timeout_ms, 1000);
+	config_free(&cfg);
+}
