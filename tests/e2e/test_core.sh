@@ -45,6 +45,10 @@ for spec in "www.example.test A" "www.example.test AAAA" "multi.example.test A" 
 done
 out=$(q +tcp www.example.test A)
 e2e_assert_contains "$out" "192.0.2.10" "allowed name over TCP"
+# Several queries on one TCP connection, sent back to back: every one is answered on it.
+out=$(e2e_run python3 "$E2E_DIR/peers/tcp_multi.py" 127.0.0.1 www.example.test evil.test \
+	multi.example.test mail.example.test | sort)
+e2e_assert_eq "$(printf '1000 0 1\n1001 3 0\n1002 0 4\n1003 0 1')" "$out" "pipelined TCP queries"
 out=$(e2e_dig @::1 www.example.test AAAA)
 e2e_assert_contains "$out" "2001:db8::10" "allowed name over IPv6 transport"
 # The client's case is echoed; the 0x20 bits are the client's business.

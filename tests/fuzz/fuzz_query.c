@@ -24,51 +24,29 @@
 #include <string.h>
 
 #include "fuzz_common.h"
+#include "fuzz_ldns.h"
 #include "moat/err.h"
 #include "moat/wire.h"
 
-/* Skip a name without following pointers; 0 on a framing error (the oracle then does not apply,
- * and ldns must have rejected the packet for its own reasons). */
-static size_t skip_name(const uint8_t *p, size_t len, size_t off)
+static void retype_extra(uint8_t *pkt, size_t t, int section, void *ctx)
 {
-	while (off < len) {
-		uint8_t n = p[off];
-		if ((n & 0xC0) == 0xC0)
-			return off + 2 <= len ? off + 2 : 0;
-		if (n > 63)
-			return 0;
-		off += 1u + n;
-		if (n == 0)
-			return off;
+	(void)ctx;
+	if (section == 3 && fz_u16(pkt + t) != WIRE_OPT) {
+		pkt[t] = FZ_TYPE_PRIVATE >> 8;
+		pkt[t + 1] = FZ_TYPE_PRIVATE & 0xFF;
 	}
-	return 0;
 }
 
-/* ldns on a copy of pkt whose additional records other than OPT carry the private type 65280. */
+/* ldns on a copy of pkt whose additional records other than OPT carry the private type. */
 static bool ldns_accepts_framing(const uint8_t *pkt, size_t len)
 {
 	uint8_t *c = malloc(len);
 	if (!c)
 		return false;
 	memcpy(c, pkt, len);
-	size_t off = WIRE_HDR;
-	unsigned counts[4] = {fz_u16(c + 4), fz_u16(c + 6), fz_u16(c + 8), fz_u16(c + 10)};
-	bool ok = true;
-	for (int s = 0; s < 4 && ok; s++)
-		for (unsigned i = 0; i < counts[s] && ok; i++) {
-			off = skip_name(c, len, off);
-			if (!off || off + (s ? 10u : 4u) > len) {
-				ok = false;
-				break;
-			}
-			if (s == 3 && fz_u16(c + off) != WIRE_OPT) {
-				c[off] = 0xFF;
-				c[off + 1] = 0x00;
-			}
-			off += s ? 10u + fz_u16(c + off + 8) : 4u;
-		}
+	fz_each_type(c, len, retype_extra, NULL);
 	ldns_pkt *p = NULL;
-	ok = ok && ldns_wire2pkt(&p, c, len) == LDNS_STATUS_OK;
+	bool ok = ldns_wire2pkt(&p, c, len) == LDNS_STATUS_OK;
 	ldns_pkt_free(p);
 	free(c);
 	return ok;
@@ -209,7 +187,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	enum wire_query_status st = wire_query_parse(data, size, &q);
 	FZ_CHECK(st <= WQ_BADVERS, "status %d", (int)st);
 	ldns_pkt *p = NULL;
-	ldns_status ls = ldns_wire2pkt(&p, data, size);
+	ldns_status ls = fz_ldns_wire2pkt(&p, data, size);
 
 	if (st == WQ_OK) {
 		FZ_CHECK(q.has_question && q.qname_len >= 1 && q.qname_len <= NAME_MAXWIRE &&

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""A misbehaving upstream on UDP and TCP ADDR:PORT, for SECONDS at most.
+
+usage: bad_upstream.py MODE ADDR PORT SECONDS
+
+MODE
+  tcreset  UDP answers have TC=1 (no records), so the resolver retries over TCP; TCP accepts
+           and resets the connection at once (SO_LINGER 0), before reading anything.
+  tchalf   UDP answers have TC=1; TCP reads the query, sends a length prefix of 100 and only
+           10 bytes, then closes.
+  flood    every UDP query gets 100 answers: the first 20 with wrong IDs (A 192.0.2.66), then
+           80 alternating between the right ID (A 192.0.2.80) and wrong IDs (A 192.0.2.66).
+  flaky    a plain upstream that misbehaves some of the time, for the soak: A 192.0.2.x for any
+           name, TTL 30; 10% of queries dropped, 10% answered 50-400 ms late.
+
+Prints one line per event ("udp NAME", "tcp-reset", "tcp-half", "flood NAME 100"); flaky
+prints only its totals when it stops (SIGTERM or SECONDS):
+  flaky: received=N answered=N dropped=N delayed=N"""
+import heapq
+import random
+import select
+import signal
+import socket
+import struct
+import sys
+import time
+
+import dnsmini
+
+mode, addr, port, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+if mode not in ("tcreset", "tchalf", "flood", "flaky"):
+    sys.exit("unknown mode " + mode)
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+u.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 22)
+u.bind((addr, port))
+t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+t.bind((addr, port))
+t.listen(64)
+stop = False
+
+
+def on_term(signum, frame):
+    global stop
+    stop = True
+
+
+signal.signal(signal.SIGTERM, on_term)
+stats = {"received": 0, "answered": 0, "dropped": 0, "delayed": 0}
+later = []  # heap of (due, seq, packet, client)
+seq = 0
+rng = random.Random(7)
+
+
+def on_udp(pkt, client):
+    global seq
+    q = dnsmini.question(pkt)
+    if q is None:
+        return
+    if mode in ("tcreset", "tchalf"):
+        u.sendto(dnsmini.answer_a(pkt, [], flags=0x8380), client)
+        print("udp %s" % q[2], flush=True)
+    elif mode == "flood":
+        good = dnsmini.answer_a(pkt, ["192.0.2.80"])
+        for k in range(100):
+            if k >= 20 and k % 2 == 0:
+                u.sendto(good, client)
+            else:
+                u.sendto(dnsmini.answer_a(pkt, ["192.0.2.66"], qid=q[0] ^ (k + 1)), client)
+        print("flood %s 100" % q[2], flush=True)
+    else:
+        stats["received"] += 1
+        x = rng.random()
+        if x < 0.10:
+            stats["dropped"] += 1
+            return
+        # a stable address per name, inside 192.0.2.0/24
+        ans = dnsmini.answer_a(pkt, ["192.0.2.%d" % (1 + sum(q[2].encode()) % 250)], ttl=30)
+        if x < 0.20:
+            stats["delayed"] += 1
+            seq += 1
+            heapq.heappush(later, (time.monotonic() + rng.uniform(0.05, 0.4), seq, ans, client))
+            return
+        u.sendto(ans, client)
+        stats["answered"] += 1
+
+
+def on_tcp():
+    c, _ = t.accept()
+    if mode == "tcreset":
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        c.close()
+        print("tcp-reset", flush=True)
+        return
+    c.settimeout(1)
+    try:
+        c.recv(65535)
+        if mode == "tchalf":
+            c.sendall(struct.pack(">H", 100) + b"\0" * 10)
+            print("tcp-half", flush=True)
+    except OSError:
+        pass
+    c.close()
+
+
+end = time.time() + seconds
+while not stop and time.time() < end:
+    wait = 0.1
+    if later:
+        wait = max(0.0, min(wait, later[0][0] - time.monotonic()))
+    try:
+        r, _, _ = select.select([u, t], [], [], wait)
+    except InterruptedError:
+        continue
+    if u in r:
+        # drain what is there, so a burst is not answered one select() at a time
+        for _ in range(256):
+            try:
+                pkt, client = u.recvfrom(65535, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                break
+            on_udp(pkt, client)
+    if t in r:
+        on_tcp()
+    now = time.monotonic()
+    while later and later[0][0] <= now:
+        _, _, ans, client = heapq.heappop(later)
+        u.sendto(ans, client)
+        stats["answered"] += 1
+if mode == "flaky":
+    print("flaky: " + " ".join("%s=%d" % (k, stats[k]) for k in
+                               ("received", "answered", "dropped", "delayed")), flush=True)
