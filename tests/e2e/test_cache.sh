@@ -82,6 +82,12 @@ e2e_assert_eq 192.0.2.20 "$out" "full cache still answers"
 e2e_assert_eq "again.wild.example.test. A UDP" "$(e2e_upstream_queries)" "full cache still caches"
 rss=$(awk '/VmRSS/ { print $2 }' "/proc/$(e2e_pid small)/status")
 e2e_log "moatd RSS after 6000 names through a 1 MB cache: $rss kB"
-((rss < 65536)) || e2e_fail "RSS $rss kB: the cache is not bounded"
+# AddressSanitizer's shadow memory and quarantine make RSS meaningless in the sanitizer build;
+# the bound is checked in the plain build.
+if grep -q __asan_init "$MOAT_BUILD/moatd"; then
+	e2e_log "sanitizer build: RSS bound not checked"
+else
+	((rss < 65536)) || e2e_fail "RSS $rss kB: the cache is not bounded"
+fi
 
 e2e_pass

@@ -1,9 +1,12 @@
-/* fuzz_ldns.h: ldns as the fuzzers' oracle, with the one ldns defect the fuzzers ran into worked
- * around: ldns_wire2pkt (1.8.3) keeps the last TSIG record of the additional section in the packet
- * and leaks every earlier one, so a packet with two TSIGs would be reported as a leak in ldns.
- * Before ldns sees a packet, every TSIG but the first gets the private type 65280: ldns still
- * checks its framing (owner name, lengths), only its TSIG RDATA layout goes unchecked, and that
- * record is one moat never reads either. */
+/* fuzz_ldns.h: ldns as the fuzzers' oracle.
+ *
+ * ldns_wire2pkt (1.8.3) leaks: with more than one TSIG record in the additional section it keeps
+ * the last and loses the earlier ones (ldns_pkt_set_tsig does not free the one it replaces), and
+ * where a name inside RDATA runs past the RDLENGTH ldns goes on reading records from where the
+ * name ended, so which records it takes for TSIGs cannot be predicted from the framing. Those
+ * records come from ldns_rr_new; LeakSanitizer is told to ignore exactly that allocation site
+ * (and what hangs off it). Leaks of moat code, and of the packets and names the targets
+ * allocate through ldns (ldns_pkt_new, ldns_rdf_*), are still reported. */
 #ifndef MOAT_FUZZ_LDNS_H
 #define MOAT_FUZZ_LDNS_H
 
@@ -51,27 +54,11 @@ static inline void fz_each_type(uint8_t *pkt, size_t len,
 		}
 }
 
-static inline void fz_retype_extra_tsig(uint8_t *pkt, size_t t, int section, void *ctx)
+/* Read by LeakSanitizer at exit (libFuzzer's leak check and the ASan replay alike). */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void)
 {
-	int *seen = ctx;
-	if (section == 3 && fz_u16(pkt + t) == LDNS_RR_TYPE_TSIG && (*seen)++) {
-		pkt[t] = FZ_TYPE_PRIVATE >> 8;
-		pkt[t + 1] = FZ_TYPE_PRIVATE & 0xFF;
-	}
-}
-
-static inline ldns_status fz_ldns_wire2pkt(ldns_pkt **p, const uint8_t *data, size_t size)
-{
-	uint8_t *c = malloc(size ? size : 1);
-	if (!c)
-		return LDNS_STATUS_MEM_ERR;
-	memcpy(c, data, size);
-	int seen = 0;
-	fz_each_type(c, size, fz_retype_extra_tsig, &seen);
-	*p = NULL;
-	ldns_status st = ldns_wire2pkt(p, c, size);
-	free(c);
-	return st;
+	return "leak:ldns_rr_new\n";
 }
 
 #endif

@@ -187,7 +187,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	enum wire_query_status st = wire_query_parse(data, size, &q);
 	FZ_CHECK(st <= WQ_BADVERS, "status %d", (int)st);
 	ldns_pkt *p = NULL;
-	ldns_status ls = fz_ldns_wire2pkt(&p, data, size);
+	ldns_status ls = ldns_wire2pkt(&p, data, size);
 
 	if (st == WQ_OK) {
 		FZ_CHECK(q.has_question && q.qname_len >= 1 && q.qname_len <= NAME_MAXWIRE &&

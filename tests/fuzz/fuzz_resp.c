@@ -278,7 +278,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FZ_CHECK(n > 0 || n == MOAT_EFORMAT, "rebuild returned %d", n);
 
 	ldns_pkt *in = NULL;
-	ldns_status ls = fz_ldns_wire2pkt(&in, data, size);
+	ldns_status ls = ldns_wire2pkt(&in, data, size);
 	if (ar == 0 && n > 0 && ls != LDNS_STATUS_OK)
 		FZ_CHECK(ldns_accepts_framing(data, size, &r),
 			 "we accept what ldns rejects as malformed: %s", ldns_get_errorstr_by_id(ls));
