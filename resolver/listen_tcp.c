@@ -1,7 +1,8 @@
-/* listen_tcp.c owns client TCP connections: accept (up to tcp_max_clients), read
- * length-prefixed messages (several per connection, pipelined), answer each on the same
- * connection in the order answers are ready, and close connections that stay idle for
- * tcp_idle_ms. A connection is reference-counted: forwarded queries keep it alive (but closed)
+/* listen_tcp.c owns client TCP connections: accept (up to tcp_max_clients; when full, the
+ * connection quiet longest with no query in flight makes room), read length-prefixed messages
+ * (several per connection, pipelined), answer each on the same connection in the order answers
+ * are ready, and close connections that stay idle for tcp_idle_ms (only whole messages and
+ * answers count as activity, so a message trickled in slowly is cut off too). A connection is reference-counted: forwarded queries keep it alive (but closed)
  * until their answer arrives and is dropped. */
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,32 @@ static void on_idle(uv_timer_t *t)
 	conn_close(t->data);
 }
 
+/* Activity: restart the idle timer and move the connection to the head of the server's list,
+ * so the tail is the connection that has been quiet longest. */
+static void conn_touch(struct tcp_conn *c)
+{
+	uv_timer_again(&c->idle);
+	dlist_del(&c->link);
+	dlist_add(&c->srv->tcp_conns, &c->link);
+}
+
+/* At tcp_max_clients, make room for a new client by closing the connection that has been quiet
+ * longest and has no query in flight (refs == 1: only its own reference), so a client holding
+ * many idle connections cannot lock everyone else out of TCP. Looks at a bounded number from
+ * the tail. Returns false when there is none to close. */
+static bool conn_evict_idle(struct server *srv, const struct tcp_conn *keep)
+{
+	int n = 0;
+	for (struct dlist *d = srv->tcp_conns.prev; d != &srv->tcp_conns && n < 64; d = d->prev, n++) {
+		struct tcp_conn *v = (struct tcp_conn *)((char *)d - offsetof(struct tcp_conn, link));
+		if (v != keep && v->refs == 1) {
+			conn_close(v);
+			return true;
+		}
+	}
+	return false;
+}
+
 static void on_written(uv_write_t *req, int status)
 {
 	(void)status;
@@ -92,7 +119,7 @@ void tcp_conn_send(struct tcp_conn *c, const uint8_t *msg, size_t len)
 		conn_close(c);
 		return;
 	}
-	uv_timer_again(&c->idle);
+	conn_touch(c);
 }
 
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
@@ -127,7 +154,6 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 		return;
 	}
 	c->len += (size_t)n;
-	uv_timer_again(&c->idle);
 	size_t off = 0;
 	while (c->len - off >= 2 && !c->closed) {
 		size_t mlen = (size_t)(c->buf[off] << 8 | c->buf[off + 1]);
@@ -138,6 +164,11 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 		off += 2 + mlen;
 	}
 	if (off) {
+		/* Only whole messages count as activity: a message trickled in a byte at a time
+		 * must still arrive within tcp_idle_ms, or one slow client holds a slot for ever
+		 * (slow loris). */
+		if (!c->closed)
+			conn_touch(c);
 		memmove(c->buf, c->buf + off, c->len - off);
 		c->len -= off;
 	}
@@ -168,8 +199,10 @@ static void on_connection(uv_stream_t *server, int status)
 	}
 	if (srv->ntcp > srv->cfg->tcp_max_clients) {
 		srv->stats.tcp_rejected++;
-		conn_close(c);
-		return;
+		if (!conn_evict_idle(srv, c)) {
+			conn_close(c);
+			return;
+		}
 	}
 	int alen = sizeof(c->peer);
 	uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&c->peer, &alen);

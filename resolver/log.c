@@ -61,63 +61,124 @@ const char *log_format_addr(const struct sockaddr *sa, bool with_port, char *buf
 	return buf;
 }
 
-/* Append s as a JSON string (quotes included). */
-static void json_str(FILE *f, const char *s)
+/* One line is built in a buffer and written with one fwrite: no printf on the hot path, and a
+ * line is never interleaved with another thread's. */
+struct line {
+	char buf[4096];
+	size_t n;
+};
+
+static void put(struct line *l, const char *s, size_t n)
 {
+	if (n > sizeof(l->buf) - l->n)
+		n = sizeof(l->buf) - l->n;
+	memcpy(l->buf + l->n, s, n);
+	l->n += n;
+}
+
+static void puts_(struct line *l, const char *s)
+{
+	put(l, s, strlen(s));
+}
+
+static void put_uint(struct line *l, uint64_t v)
+{
+	char d[24];
+	int i = sizeof(d);
+	do
+		d[--i] = (char)('0' + v % 10);
+	while ((v /= 10) && i > 0);
+	put(l, d + i, sizeof(d) - (size_t)i);
+}
+
+/* Append s as a JSON string (quotes included), or null. */
+static void json_str(struct line *l, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
 	if (!s) {
-		fputs("null", f);
+		puts_(l, "null");
 		return;
 	}
-	fputc('"', f);
+	put(l, "\"", 1);
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p < 0x20 || *p >= 0x7f)
-			fprintf(f, "\\u%04x", *p);
-		else
-			fputc(*p, f);
+		if (*p == '"' || *p == '\\') {
+			char e[2] = {'\\', (char)*p};
+			put(l, e, 2);
+		} else if (*p < 0x20 || *p >= 0x7f) {
+			char e[6] = {'\\', 'u', '0', '0', hex[*p >> 4], hex[*p & 15]};
+			put(l, e, 6);
+		} else {
+			put(l, (const char *)p, 1);
+		}
 	}
-	fputc('"', f);
+	put(l, "\"", 1);
+}
+
+/* "2026-11-30T07:55:01": formatted once a second, not once a query. */
+static const char *when_seconds(time_t sec)
+{
+	static _Thread_local time_t last = -1;
+	static _Thread_local char text[32];
+	if (sec != last) {
+		struct tm tm;
+		gmtime_r(&sec, &tm);
+		strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%S", &tm);
+		last = sec;
+	}
+	return text;
 }
 
 void log_write_query(FILE *f, const struct log_query *e)
 {
 	struct timespec ts;
-	struct tm tm;
-	char when[40], client[64], up[64], qname[NAME_MAXTEXT], qtype[16];
+	char client[64], up[64], qname[NAME_MAXTEXT], qtype[16];
+	static _Thread_local struct line l;
 
 	if (!f)
 		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
 	if (!e->qname || name_to_text(e->qname, qname, sizeof(qname)) < 0)
 		qname[0] = 0;
 
-	/* One buffered line, flushed whole by line buffering. */
-	flockfile(f);
-	fprintf(f, "{\"ts\":\"%s.%03ldZ\",\"client\":", when, ts.tv_nsec / 1000000);
-	json_str(f, log_format_addr(e->client, false, client, sizeof(client)));
-	fputs(",\"transport\":", f);
-	json_str(f, e->transport);
-	fputs(",\"agent\":", f);
-	json_str(f, e->agent);
-	fputs(",\"qname\":", f);
-	json_str(f, e->qname ? qname : NULL);
-	fputs(",\"qtype\":", f);
-	json_str(f, e->qname ? wire_type_str(e->qtype, qtype, sizeof(qtype)) : NULL);
-	fprintf(f, ",\"qclass\":%u,\"decision\":", e->qclass);
-	json_str(f, e->decision);
-	fputs(",\"reason\":", f);
-	json_str(f, e->reason);
-	fputs(",\"rcode\":", f);
-	json_str(f, e->rcode < 0 ? NULL : wire_rcode_str((uint8_t)e->rcode));
-	fputs(",\"upstream\":", f);
-	json_str(f, e->upstream ? log_format_addr(e->upstream, true, up, sizeof(up)) : NULL);
-	if (e->upstream_us >= 0)
-		fprintf(f, ",\"upstream_ms\":%.3f", (double)e->upstream_us / 1000.0);
-	else
-		fputs(",\"upstream_ms\":null", f);
-	fprintf(f, ",\"alert\":%s}\n", e->alert ? "true" : "false");
-	funlockfile(f);
+	l.n = 0;
+	puts_(&l, "{\"ts\":\"");
+	puts_(&l, when_seconds(ts.tv_sec));
+	char ms[5] = {'.', (char)('0' + ts.tv_nsec / 100000000),
+		      (char)('0' + ts.tv_nsec / 10000000 % 10), (char)('0' + ts.tv_nsec / 1000000 % 10),
+		      'Z'};
+	put(&l, ms, 5);
+	puts_(&l, "\",\"client\":");
+	json_str(&l, log_format_addr(e->client, false, client, sizeof(client)));
+	puts_(&l, ",\"transport\":");
+	json_str(&l, e->transport);
+	puts_(&l, ",\"agent\":");
+	json_str(&l, e->agent);
+	puts_(&l, ",\"qname\":");
+	json_str(&l, e->qname ? qname : NULL);
+	puts_(&l, ",\"qtype\":");
+	json_str(&l, e->qname ? wire_type_str(e->qtype, qtype, sizeof(qtype)) : NULL);
+	puts_(&l, ",\"qclass\":");
+	put_uint(&l, e->qclass);
+	puts_(&l, ",\"decision\":");
+	json_str(&l, e->decision);
+	puts_(&l, ",\"reason\":");
+	json_str(&l, e->reason);
+	puts_(&l, ",\"rcode\":");
+	json_str(&l, e->rcode < 0 ? NULL : wire_rcode_str((uint8_t)e->rcode));
+	puts_(&l, ",\"upstream\":");
+	json_str(&l, e->upstream ? log_format_addr(e->upstream, true, up, sizeof(up)) : NULL);
+	puts_(&l, ",\"upstream_ms\":");
+	if (e->upstream_us >= 0) {
+		put_uint(&l, (uint64_t)e->upstream_us / 1000);
+		char frac[4] = {'.', (char)('0' + e->upstream_us % 1000 / 100),
+				(char)('0' + e->upstream_us % 100 / 10), (char)('0' + e->upstream_us % 10)};
+		put(&l, frac, 4);
+	} else {
+		puts_(&l, "null");
+	}
+	puts_(&l, e->alert ? ",\"alert\":true}" : ",\"alert\":false}");
+	if (l.n == sizeof(l.buf))
+		l.n--; /* an overlong line is cut, never left without its newline */
+	l.buf[l.n++] = '\n';
+	fwrite(l.buf, 1, l.n, f);
 }

@@ -335,8 +335,8 @@ static void put_name(struct wire_writer *w, struct comp *c, const uint8_t *nm, b
 }
 
 /* Copy one record's RDATA, decompressing and recompressing the names of the RFC 1035 types
- * that may carry compressed names, and writing the DNAME target (which the chain read, possibly
- * compressed) uncompressed; other types are copied as they are. */
+ * that may carry compressed names, and writing the DNAME and SVCB/HTTPS targets (which must not
+ * be compressed but may come so) uncompressed; other types are copied as they are. */
 static void put_rdata(struct wire_writer *w, struct comp *c, const uint8_t *pkt, size_t len,
 		      const struct wire_rr *rr)
 {
@@ -357,6 +357,19 @@ static void put_rdata(struct wire_writer *w, struct comp *c, const uint8_t *pkt,
 		if (name_unpack_msg(pkt, len, &off, nm) < 0 || off != end)
 			goto bad;
 		put_name(w, c, nm, false);
+		break;
+	case WIRE_SVCB:
+	case WIRE_HTTPS:
+		/* The target must not be compressed (RFC 9460 2.2) and svcb.c only skips a pointer
+		 * there: read it like any name and write it out in full, parameters as they are. */
+		if (rr->rdlen < 3)
+			goto bad;
+		ww_bytes(w, pkt + off, 2);
+		off += 2;
+		if (name_unpack_msg(pkt, len, &off, nm) < 0 || off > end)
+			goto bad;
+		put_name(w, c, nm, false);
+		ww_bytes(w, pkt + off, end - off);
 		break;
 	case WIRE_MX:
 		if (rr->rdlen < 3)

@@ -16,7 +16,9 @@ struct wire_writer {
 
 static inline void ww_bytes(struct wire_writer *w, const void *p, size_t n)
 {
-	if (w->err || n > w->cap - w->len) {
+	if (w->err)
+		return; /* sticky: the first error stays (an MOAT_EFORMAT must not turn into ESPACE) */
+	if (n > w->cap - w->len) {
 		w->err = MOAT_ESPACE;
 		return;
 	}

@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# Client faults (issue 7): oversized and undersized datagrams, compression pointers to
+# themselves and forward, label overruns, several questions, bad EDNS (two OPT records, an
+# option overrunning its RDATA, version 1 -> BADVERS) each get the exact rcode (or silence for
+# runts) and never reach the upstream; the same over TCP leaves the connection usable. Slow TCP
+# clients (a stalled message, a message trickled a byte at a time) and half-open connections are
+# closed after tcp_idle_ms while other clients are served; 2000 idle TCP connections at once are
+# capped at tcp_max_clients and another client is still answered over UDP and TCP. moatd stays
+# up, exits cleanly, and its RSS stays bounded.
+source "$(dirname "$0")/lib.sh"
+e2e_init faults_cl
+
+PEERS="$E2E_DIR/peers"
+PY=python3
+[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
+IDLE_MS=1500
+MAX_TCP=200
+
+e2e_nsd 127.0.0.1 5300 "$E2E_ZONES/example.test.zone"
+printf '*.example.test\n' >"$E2E_WORK/allow.txt"
+# config mode: the TCP limits are config keys
+conf() {
+	cat >"$E2E_WORK/$1.yaml" <<Y
+listen: ["127.0.0.1:53"]
+upstreams: ["127.0.0.1:5300"]
+upstream_timeout_ms: 1000
+tcp_idle_ms: $2
+tcp_max_clients: $3
+log: {file: "$E2E_WORK/$1.jsonl"}
+agents:
+  - name: t
+    clients: [127.0.0.0/8]
+    allow: [allow.txt]
+Y
+}
+rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$(e2e_pid "$1")/status"; }
+dq() { e2e_run "$PY" "$PEERS/dnsq.py" "$@"; }
+field() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" <<<"$2"; }
+# served WHAT: another client (127.0.0.2) gets www.example.test over UDP and TCP, promptly.
+served() {
+	local tr out ms
+	for tr in "" --tcp; do
+		out=$(dq $tr --timeout 3 --src 127.0.0.2 127.0.0.1 53 www.example.test)
+		[[ "$out" == "NOERROR "* ]] || e2e_fail "$1: another client ${tr:-udp} not served: $out"
+		e2e_assert_eq 192.0.2.10 "$(field a "$out")" "$1: answer to another client ${tr:-udp}"
+		ms=$(field ms "$out")
+		((ms < 1000)) || e2e_fail "$1: another client waited $ms ms ${tr:-udp}"
+	done
+}
+# wait_line NAME PATTERN SECONDS: wait (bounded) until the e2e_bg log NAME has a matching line.
+wait_line() {
+	local i
+	for ((i = 0; i < $3 * 10; i++)); do
+		grep -q "$2" "$E2E_WORK/$1.log" && return 0
+		sleep 0.1
+	done
+	e2e_fail "$1: no line matching '$2' after $3 s: $(tail -3 "$E2E_WORK/$1.log")"
+}
+# stop_moatd NAME: clean exit; sets STOPLINE.
+stop_moatd() {
+	e2e_alive "$1" || e2e_fail "$1 died"
+	e2e_stop "$1"
+	e2e_assert_eq 0 "$E2E_LAST_STATUS" "$1: exit status on SIGTERM (a crash or sanitizer report?)"
+	STOPLINE=$(grep 'moatd: stopped:' "$E2E_WORK/$1.log") || e2e_fail "$1: no stop line"
+	e2e_log "$1: $STOPLINE"
+}
+# With ASan every freed block sits in quarantine for a while: RSS says little there.
+asan=0
+if ldd "$MOAT_BUILD/moatd" | grep -q libasan; then asan=1; fi
+
+conf m $IDLE_MS $MAX_TCP
+e2e_bg m "$MOAT_BUILD/moatd" -c "$E2E_WORK/m.yaml"
+e2e_wait_port udp 127.0.0.1 53
+e2e_wait_port tcp 127.0.0.1 53
+served "warm-up"
+rss0=$(rss_kb m)
+
+# --- malformed, oversized and undersized UDP queries: exact rcodes, never forwarded ---
+e2e_upstream_reset
+expected="empty none
+one-byte none
+short-header none
+header-only-qd0 FORMERR
+header-only-qd1 FORMERR
+qdcount-0 FORMERR
+qdcount-2 FORMERR
+ancount-1 FORMERR
+nscount-1 FORMERR
+question-ptr-self FORMERR
+question-ptr-forward FORMERR
+question-label-overrun FORMERR
+question-label-past-end FORMERR
+question-reserved-label FORMERR
+question-name-too-long FORMERR
+question-type-cut FORMERR
+trailing-byte FORMERR
+additional-ptr-self FORMERR
+additional-ptr-forward FORMERR
+additional-rdlen-past-end FORMERR
+opt-twice FORMERR
+opt-option-overrun FORMERR
+opt-option-cut FORMERR
+opt-owner-not-root FORMERR
+edns-version-1 BADVERS
+oversized-4000-good NOERROR a=192.0.2.10 small
+oversized-4000-bogus FORMERR
+max-datagram-65507 FORMERR
+control-good NOERROR a=192.0.2.10 small"
+out=$(e2e_run "$PY" "$PEERS/client_faults.py" udp 127.0.0.1 53)
+e2e_assert_eq "$expected" "$out" "answers to malformed UDP queries"
+# dig's own EDNS version 1 query: BADVERS too
+out=$(e2e_dig @127.0.0.1 +edns=1 +noednsnegotiation www.example.test A)
+e2e_assert_contains "$out" "status: BADVERS" "dig +edns=1"
+# --- the same over TCP: FORMERR, runts dropped, and the connection still answers ---
+out=$(e2e_run "$PY" "$PEERS/client_faults.py" tcp-bad 127.0.0.1 53)
+e2e_assert_eq "FORMERR
+NOERROR a=192.0.2.10 small
+open" "$out" "malformed messages on one TCP connection"
+# Everything valid came from the cache (warmed above): nothing else reached the upstream.
+e2e_assert_eq "" "$(e2e_upstream_queries)" "a malformed query reached the upstream"
+e2e_alive m || e2e_fail "moatd died on malformed queries"
+formerr_sent=$(($(grep -c ' FORMERR$' <<<"$expected") + 1))
+
+# --- slow TCP clients and a half-open connection, while others are served ---
+for mode in stall trickle silent; do
+	e2e_bg "loris_$mode" "$PY" "$PEERS/client_faults.py" loris $mode 127.0.0.1 53 12
+done
+sleep 0.3
+served "during slow TCP clients"
+for mode in stall trickle silent; do
+	for ((i = 0; i < 150; i++)); do e2e_alive "loris_$mode" || break; sleep 0.1; done
+	out=$(cat "$E2E_WORK/loris_$mode.log")
+	e2e_log "slow TCP client ($mode): $out"
+	[[ "$out" == "closed "* ]] || e2e_fail "slow TCP client ($mode) was not closed: $out"
+	ms=$(field ms "$out")
+	# tcp_idle_ms = 1500: closed after it, not much later (loaded machine: x3)
+	((ms >= IDLE_MS * 8 / 10 && ms < IDLE_MS * 3)) ||
+		e2e_fail "slow TCP client ($mode) closed after $ms ms, expected about $IDLE_MS"
+done
+served "after slow TCP clients"
+
+rss1=$(rss_kb m)
+e2e_log "moatd RSS: $rss0 kB at start, $rss1 kB after the client faults"
+stop_moatd m
+e2e_assert_contains "$STOPLINE" " $formerr_sent formerr," "every malformed query counted as formerr"
+if ((asan == 0)); then
+	((rss1 - rss0 < 4096)) || e2e_fail "RSS grew by $((rss1 - rss0)) kB over the client faults"
+fi
+
+# --- 2000 idle TCP connections at once: capped, and another client is still served ---
+# Its own moatd with a long idle time, so the connections stay open while we look.
+conf c 30000 $MAX_TCP
+e2e_bg c "$MOAT_BUILD/moatd" -c "$E2E_WORK/c.yaml"
+e2e_wait_port udp 127.0.0.1 53
+e2e_wait_port tcp 127.0.0.1 53
+served "warm-up"
+rss0=$(rss_kb c)
+e2e_bg idle "$PY" "$PEERS/client_faults.py" idle 127.0.0.1 53 2000 "$E2E_WORK/release:90" 127.0.0.3
+wait_line idle '^open ' 40
+e2e_log "idle TCP clients: $(head -1 "$E2E_WORK/idle.log")"
+# moatd's side of the connections: at most tcp_max_clients stay open (it closes the rest)
+for ((i = 0; i < 50; i++)); do
+	held=$(e2e_run ss -Htn state established '( sport = :53 )' | wc -l)
+	((held <= MAX_TCP)) && break
+	sleep 0.1
+done
+e2e_log "TCP connections moatd holds: $held"
+((held <= MAX_TCP)) || e2e_fail "moatd holds $held TCP connections, tcp_max_clients is $MAX_TCP"
+((held >= MAX_TCP / 2)) || e2e_fail "moatd holds only $held idle connections: did they connect?"
+served "2000 idle TCP connections open"
+e2e_alive idle || e2e_fail "the idle-connection peer stopped early: $(cat "$E2E_WORK/idle.log")"
+touch "$E2E_WORK/release"
+wait_line idle '^closed_by_server=' 30
+out=$(tail -1 "$E2E_WORK/idle.log")
+e2e_log "idle TCP clients at the end: $out"
+still=$(field still_open "$out")
+((still <= MAX_TCP)) || e2e_fail "$still idle connections stayed open, tcp_max_clients is $MAX_TCP"
+# afterwards: the connections are gone and moatd is fine
+for ((i = 0; i < 50; i++)); do
+	held=$(e2e_run ss -Htn state established '( sport = :53 )' | wc -l)
+	((held == 0)) && break
+	sleep 0.1
+done
+e2e_assert_eq 0 "$held" "moatd still holds connections the clients closed"
+served "after the idle connections closed"
+rss1=$(rss_kb c)
+e2e_log "moatd RSS: $rss0 kB before 2000 idle TCP connections, $rss1 kB after"
+if ((asan == 0)); then
+	((rss1 - rss0 < 4096)) || e2e_fail "RSS grew by $((rss1 - rss0)) kB over 2000 connections"
+fi
+stop_moatd c
+
+e2e_pass
