@@ -69,6 +69,18 @@ e2e_assert_contains "$(connect 2001:db8:5::1)" "failed" "an address reached befo
 out=$(e2e_run "$PY" "$E2E_DIR/peers/race.py" 192.0.2.2 "$N" 80 1)
 e2e_log "race with moat-fw: $out"
 e2e_assert_contains "$out" "ok=$N fail=0" "resolve-then-connect failures with moat-fw"
+# A cached answer, asked over TCP, is granted again before it is released (every path grants).
+before=$(grep -c "moat-fw: batch" "$E2E_WORK/fw.log" || true)
+out=$(e2e_dig @192.0.2.2 +tcp +short r1.race.test AAAA)
+e2e_assert_eq "2001:db8:5::1" "$out" "cached answer over TCP"
+grep -q '"qname":"r1.race.test.","qtype":"AAAA","qclass":1,"decision":"allow-cached"' \
+	"$E2E_WORK/moatd.jsonl" || e2e_fail "the second answer did not come from the cache"
+for ((i = 0; i < 20; i++)); do
+	after=$(grep -c "moat-fw: batch" "$E2E_WORK/fw.log" || true)
+	((after > before)) && break
+	sleep 0.1
+done
+((after > before)) || e2e_fail "a cached answer was released without a grant"
 # A neighbour of the granted addresses, never resolved, stays blocked.
 e2e_assert_contains "$(connect "2001:db8:5::$(printf %x $((N + 5)))")" "failed" "unresolved address"
 

@@ -642,6 +642,33 @@ Test(resp_addr, every_section_and_hints)
 	cr_expect(saw(&seen, "127.0.0.1", WIRE_A), "class CH with a 4-byte A is checked too");
 }
 
+/* What the firewall grants: only addresses the client will see (answer records on the chain,
+ * hints included), none from records the rebuild drops. */
+Test(resp_addr, passed_only)
+{
+	struct rspec s = {
+	    .id = 9,
+	    .qname = "x.example.",
+	    .qtype = LDNS_RR_TYPE_HTTPS,
+	    .an = {"x.example. 60 IN CNAME y.example.",
+	           "y.example. 60 IN HTTPS 1 . alpn=h2 ipv4hint=192.0.2.1 ipv6hint=2001:db8::1",
+	           "unrelated.example. 60 IN A 192.0.2.99"},
+	    .ns = {"example. 60 IN AAAA 2001:db8::2"},
+	    .ar = {"y.example. 60 IN A 192.0.2.7"},
+	};
+	uint8_t b[4096];
+	size_t n = make_resp(&s, b, sizeof(b));
+	struct wire_resp r;
+	cr_assert_eq(parse(b, n, &s, &r), 0);
+	struct seen seen = {0};
+	cr_assert_eq(wire_resp_each_passed_addr(b, n, &r, collect, &seen), 0);
+	cr_expect_eq(seen.n, 2);
+	cr_expect(saw(&seen, "192.0.2.1", WIRE_HTTPS), "a hint on the chain is granted");
+	cr_expect(saw(&seen, "2001:db8::1", WIRE_HTTPS));
+	cr_expect_not(saw(&seen, "192.0.2.99", WIRE_A), "an unrelated owner is never handed out");
+	cr_expect_not(saw(&seen, "192.0.2.7", WIRE_A), "additional records are never handed out");
+}
+
 Test(resp_addr, svcb_hints_and_stop)
 {
 	struct rspec s = {
