@@ -15,7 +15,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define FZ_CHECK(cond, ...)                                                                        \
 	do {                                                                                       \
 		if (!(cond)) {                                                                     \
-			fprintf(stderr, "%s:%d: property failed: %s: ", __FILE__, __LINE__, #cond); \
+			fprintf(stderr, "%s:%d: property failed: %s: ", __FILE__, __LINE__,        \
+			        #cond);                                                            \
 			fprintf(stderr, __VA_ARGS__);                                              \
 			fputc('\n', stderr);                                                       \
 			abort();                                                                   \

@@ -19,10 +19,10 @@ static void check_grant(const struct fwproto_grant *g)
 	FZ_CHECK(al >= 1 && al <= FWPROTO_AGENT_MAX, "agent length %zu", al);
 	FZ_CHECK(g->naddr >= 1 && g->naddr <= FWPROTO_MAXADDR, "naddr %u", g->naddr);
 	FZ_CHECK(g->client.family == 0 || g->client.family == 4 || g->client.family == 6,
-		 "client family %u", g->client.family);
+	         "client family %u", g->client.family);
 	for (unsigned i = 0; i < g->naddr; i++)
 		FZ_CHECK(g->addr[i].family == 4 || g->addr[i].family == 6, "family %u",
-			 g->addr[i].family);
+		         g->addr[i].family);
 }
 
 static bool grant_equal(const struct fwproto_grant *a, const struct fwproto_grant *b)
@@ -53,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_grant(&g);
 		int n = fwproto_grant_encode(&g, out, sizeof(out));
 		FZ_CHECK(n > 0 && (size_t)n == size && memcmp(out, data, size) == 0,
-			 "decoded GRANT does not re-encode to the same bytes (%d vs %zu)", n, size);
+		         "decoded GRANT does not re-encode to the same bytes (%d vs %zu)", n, size);
 		/* A buffer one byte short is refused, never overrun. */
 		FZ_CHECK(fwproto_grant_encode(&g, out, size - 1) == MOAT_ESPACE, "short buffer");
 	} else {
@@ -70,11 +70,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FZ_CHECK(strcmp(fwproto_status_str(a.status), "UNKNOWN") != 0, "status name");
 		int n = fwproto_ack_encode(&a, out, sizeof(out));
 		FZ_CHECK(n == FWPROTO_ACKLEN && size == FWPROTO_ACKLEN &&
-			     memcmp(out, data, size) == 0,
-			 "decoded ACK does not re-encode to the same bytes");
+		             memcmp(out, data, size) == 0,
+		         "decoded ACK does not re-encode to the same bytes");
 		FZ_CHECK(fwproto_ack_decode(out, (size_t)n, &a2) == 0 && a2.status == a.status &&
-			     a2.seq == a.seq && a2.lifetime == a.lifetime,
-			 "ACK round trip");
+		             a2.seq == a.seq && a2.lifetime == a.lifetime,
+		         "ACK round trip");
 	} else {
 		FZ_CHECK(memcmp(&a, &abefore, sizeof(a)) == 0, "rejected ACK changed the struct");
 	}
@@ -90,9 +90,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FZ_CHECK(n > 0 || n == MOAT_EINVAL || n == MOAT_ESPACE, "grant_encode returned %d", n);
 	if (n > 0) {
 		FZ_CHECK((size_t)n <= cap && (size_t)n <= FWPROTO_MAXMSG, "encoded %d into %zu", n,
-			 cap);
+		         cap);
 		memset(&g2, 0, sizeof(g2));
-		FZ_CHECK(fwproto_grant_decode(out, (size_t)n, &g2) == 0, "own GRANT does not decode");
+		FZ_CHECK(fwproto_grant_decode(out, (size_t)n, &g2) == 0,
+		         "own GRANT does not decode");
 		FZ_CHECK(grant_equal(&g, &g2), "GRANT round trip changed the message");
 	}
 	return 0;

@@ -34,11 +34,35 @@ static inline size_t fz_skip_name(const uint8_t *p, size_t len, size_t off)
 	return 0;
 }
 
+/* Does the name at off (followed through its pointers) read a byte marked in mod? */
+static inline bool fz_name_reads(const uint8_t *p, size_t len, size_t off, const uint8_t *mod)
+{
+	for (int jumps = 0; off < len && jumps < 256;) {
+		if (mod[off])
+			return true;
+		uint8_t n = p[off];
+		if ((n & 0xC0) == 0xC0) {
+			if (off + 1 >= len || mod[off + 1])
+				return off + 1 < len;
+			off = (size_t)(n & 0x3F) << 8 | p[off + 1];
+			jumps++;
+			continue;
+		}
+		if (n == 0 || n > 63)
+			return false;
+		for (size_t k = 1; k <= n && off + k < len; k++)
+			if (mod[off + k])
+				return true;
+		off += 1u + n;
+	}
+	return false;
+}
+
 /* Walk the records of pkt (which may be a modified copy) and call fn on each record's type field
  * offset, with its section (0 question .. 3 additional). Stops at the first framing error. */
 static inline void fz_each_type(uint8_t *pkt, size_t len,
-				void (*fn)(uint8_t *pkt, size_t type_off, int section, void *ctx),
-				void *ctx)
+                                void (*fn)(uint8_t *pkt, size_t type_off, int section, void *ctx),
+                                void *ctx)
 {
 	if (len < 12)
 		return;

@@ -36,7 +36,7 @@ static void check_valid(const uint8_t *nm, int w, uint8_t cap_byte)
 {
 	FZ_CHECK(w >= 1 && w <= NAME_MAXWIRE, "length %d", w);
 	FZ_CHECK(name_wire_len(nm, NAME_MAXWIRE) == w, "name_wire_len %d vs %d",
-		 name_wire_len(nm, NAME_MAXWIRE), w);
+	         name_wire_len(nm, NAME_MAXWIRE), w);
 	uint8_t lo[NAME_MAXWIRE];
 	memcpy(lo, nm, (size_t)w);
 	name_lower(lo);
@@ -49,7 +49,7 @@ static void check_valid(const uint8_t *nm, int w, uint8_t cap_byte)
 	uint8_t back[NAME_MAXWIRE];
 	int bl = name_from_text(text, (size_t)tl, back);
 	FZ_CHECK(bl == w && memcmp(back, lo, (size_t)w) == 0, "text round trip of '%s': %d", text,
-		 bl);
+	         bl);
 
 	/* Small buffers: ESPACE or a complete string. */
 	size_t cap = (size_t)cap_byte % (size_t)(tl + 3);
@@ -60,7 +60,7 @@ static void check_valid(const uint8_t *nm, int w, uint8_t cap_byte)
 		FZ_CHECK(cap <= (size_t)tl, "ESPACE with room: cap %zu for %d", cap, tl);
 	else
 		FZ_CHECK(sl == tl && cap > (size_t)tl && memcmp(small, text, (size_t)tl + 1) == 0,
-			 "name_to_text with cap %zu: %d", cap, sl);
+		         "name_to_text with cap %zu: %d", cap, sl);
 	for (size_t i = cap; i < sizeof(small); i++)
 		FZ_CHECK(small[i] == 'X', "name_to_text wrote past cap %zu", cap);
 
@@ -93,7 +93,7 @@ static void unpack_at(const uint8_t *data, size_t size, size_t at, uint8_t cap_b
 	FZ_CHECK(mw > 0 || mw == MOAT_EFORMAT, "name_unpack_msg returned %d", mw);
 	if (mw > 0)
 		FZ_CHECK(mw == w && moff == off && memcmp(mout, out, (size_t)w) == 0,
-			 "name_unpack_msg differs from name_unpack");
+		         "name_unpack_msg differs from name_unpack");
 	else
 		FZ_CHECK(moff == at, "offset moved on failure");
 
@@ -101,20 +101,21 @@ static void unpack_at(const uint8_t *data, size_t size, size_t at, uint8_t cap_b
 	size_t lpos = at;
 	ldns_status ls = ldns_wire2dname(&rdf, data, size, &lpos);
 	if (mw > 0)
-		FZ_CHECK(ls == LDNS_STATUS_OK, "name_unpack_msg reads a name ldns rejects at %zu: %s",
-			 at, ldns_get_errorstr_by_id(ls));
+		FZ_CHECK(ls == LDNS_STATUS_OK,
+		         "name_unpack_msg reads a name ldns rejects at %zu: %s", at,
+		         ldns_get_errorstr_by_id(ls));
 	if (w > 0) {
 		FZ_CHECK(off > at && off <= size, "offset moved to %zu from %zu", off, at);
 		check_valid(out, w, cap_byte);
 		if (ls == LDNS_STATUS_OK) {
 			FZ_CHECK(ldns_rdf_size(rdf) == (size_t)w &&
-				     memcmp(ldns_rdf_data(rdf), out, (size_t)w) == 0,
-				 "name differs from ldns's at %zu", at);
+			             memcmp(ldns_rdf_data(rdf), out, (size_t)w) == 0,
+			         "name differs from ldns's at %zu", at);
 			FZ_CHECK(lpos == off, "end offset %zu vs ldns %zu", off, lpos);
 		} else {
 			FZ_CHECK(ls == LDNS_STATUS_INVALID_POINTER,
-				 "we read a name ldns rejects at %zu: %s", at,
-				 ldns_get_errorstr_by_id(ls));
+			         "we read a name ldns rejects at %zu: %s", at,
+			         ldns_get_errorstr_by_id(ls));
 		}
 	} else {
 		FZ_CHECK(off == at, "offset moved on failure");
@@ -141,7 +142,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint8_t out[NAME_MAXWIRE];
 		size_t off = 0;
 		FZ_CHECK(name_unpack(data, size, &off, out) == wl && off == (size_t)wl,
-			 "name_wire_len and name_unpack disagree");
+		         "name_wire_len and name_unpack disagree");
 	}
 
 	/* As text. */
@@ -170,7 +171,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (tl > 0 && ls == LDNS_STATUS_OK) {
 			uint8_t lo[NAME_MAXWIRE];
 			size_t n = ldns_rdf_size(rdf);
-			FZ_CHECK(n == (size_t)tl, "text '%s': length %zu vs ldns %zu", s, (size_t)tl, n);
+			FZ_CHECK(n == (size_t)tl, "text '%s': length %zu vs ldns %zu", s,
+			         (size_t)tl, n);
 			memcpy(lo, ldns_rdf_data(rdf), n);
 			lower_bytes(lo, n);
 			FZ_CHECK(memcmp(lo, wire, n) == 0, "text '%s' read differently by ldns", s);

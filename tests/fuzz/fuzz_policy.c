@@ -48,15 +48,15 @@ static void fuzz_patterns(const uint8_t *data, size_t size)
 			struct policy_rule rule;
 			if (!wild) {
 				FZ_CHECK(policy_set_match(set, wire, &rule) && !rule.wildcard &&
-					     rule.file && strcmp(rule.file, "fuzz") == 0 &&
-					     rule.line == 1,
-					 "exact pattern does not match its name");
+				             rule.file && strcmp(rule.file, "fuzz") == 0 &&
+				             rule.line == 1,
+				         "exact pattern does not match its name");
 			} else if (wl + 2 <= NAME_MAXWIRE) {
 				below[0] = 1;
 				below[1] = 'x';
 				memcpy(below + 2, wire, (size_t)wl);
 				FZ_CHECK(policy_set_match(set, below, &rule),
-					 "wildcard does not match a child");
+				         "wildcard does not match a child");
 			}
 		}
 		if (!nl)
@@ -64,7 +64,7 @@ static void fuzz_patterns(const uint8_t *data, size_t size)
 		s = nl + 1;
 	}
 	FZ_CHECK(policy_set_count(set) <= accepted, "count %zu > accepted %zu",
-		 policy_set_count(set), accepted);
+	         policy_set_count(set), accepted);
 	policy_set_free(set);
 }
 
@@ -119,7 +119,7 @@ static void fuzz_range_file(const uint8_t *data, size_t size)
 	check_err(err, sizeof(err));
 	static const uint8_t probe[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 169, 254, 1, 2};
 	FZ_CHECK(addrguard_check(g, probe + 12, 4) == addrguard_check(g, probe, 16),
-		 "IPv4 and IPv4-mapped disagree");
+	         "IPv4 and IPv4-mapped disagree");
 	addrguard_free(g);
 	close(fd);
 }
@@ -133,14 +133,14 @@ static void fuzz_config(const uint8_t *data, size_t size)
 	err[sizeof(err) - 1] = 0;
 	int rc = config_load_string(&cfg, (const char *)data, size, "fuzz.yaml", err, sizeof(err));
 	FZ_CHECK(rc == 0 || rc == MOAT_EINVAL || rc == MOAT_ENOMEM || rc == MOAT_EIO,
-		 "config_load_string returned %d", rc);
+	         "config_load_string returned %d", rc);
 	check_err(err, sizeof(err));
 	if (rc == 0) {
 		rc = config_validate(&cfg, err, sizeof(err));
 		FZ_CHECK(rc == 0 || rc == MOAT_EINVAL, "config_validate returned %d", rc);
 		for (size_t i = 0; i < cfg.nagents; i++)
 			FZ_CHECK(memchr(cfg.agents[i].name, 0, CONFIG_NAME_MAX) != NULL,
-				 "agent name not terminated");
+			         "agent name not terminated");
 	}
 	config_free(&cfg);
 

@@ -78,7 +78,8 @@ static int ref_walk(const uint8_t *m, size_t off, size_t end, struct hints *h)
 	while (p < end) {
 		if (p + 4 > end)
 			return -1;
-		unsigned key = (unsigned)m[p] << 8 | m[p + 1], len = (unsigned)m[p + 2] << 8 | m[p + 3];
+		unsigned key = (unsigned)m[p] << 8 | m[p + 1],
+		         len = (unsigned)m[p + 2] << 8 | m[p + 3];
 		p += 4;
 		if (p + len > end || (long)key <= prev)
 			return -1;
@@ -121,20 +122,20 @@ static void fuzz_svcb(const uint8_t *data, size_t size)
 		FZ_CHECK(got.n == want.n, "%zu hints, reference %zu", got.n, want.n);
 		for (size_t i = 0; i < got.n && i < MAXHINTS; i++)
 			FZ_CHECK(got.off[i] == want.off[i] && got.len[i] == want.len[i],
-				 "hint %zu differs", i);
+			         "hint %zu differs", i);
 		if (got.n > 0) {
 			struct hints stop = {msg + off, msg + off + rdlen, 0, 0, {0}, {0}, msg};
 			stop.stop_at = 1 + data[1] % got.n;
 			FZ_CHECK(svcb_each_hint(msg, msglen, off, rdlen, on_hint, &stop) == 9 &&
-				     stop.n == stop.stop_at,
-				 "stopping the walk");
+			             stop.n == stop.stop_at,
+			         "stopping the walk");
 		}
 	}
 	/* Offsets and lengths past the message are refused, not read. */
 	FZ_CHECK(svcb_each_hint(msg, msglen, msglen + 1, 0, on_hint, &got) == MOAT_EFORMAT,
-		 "offset past the end");
+	         "offset past the end");
 	FZ_CHECK(svcb_each_hint(msg, msglen, off, rdlen + 1, on_hint, &got) == MOAT_EFORMAT,
-		 "length past the end");
+	         "length past the end");
 }
 
 static void fuzz_iplit(const uint8_t *data, size_t size)
@@ -182,7 +183,7 @@ static void fuzz_iplit(const uint8_t *data, size_t size)
 		struct in_addr in;
 		bool aton = inet_aton(text, &in) != 0;
 		FZ_CHECK(aton == (lit && alen == 4), "'%s': inet_aton %d, iplit %d (len %zu)", text,
-			 aton, lit, alen);
+		         aton, lit, alen);
 		if (aton)
 			FZ_CHECK(memcmp(addr, &in.s_addr, 4) == 0, "'%s': address differs", text);
 	}

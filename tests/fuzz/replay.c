@@ -6,7 +6,8 @@
  *   replay_<name> DIR-OR-FILE...    runs every regular file (directories: sorted, not recursive);
  *                                   exits 0, or the target aborts on the first failing input
  *
- * Running a fuzzer by hand (clang 14 with libclang-rt-14-dev; one fuzzer at a time on a shared box):
+ * Running a fuzzer by hand (clang 14 with libclang-rt-14-dev; one fuzzer at a time on a shared
+ * box):
  *
  *   CC=clang cmake -S . -B build-fuzz -DMOAT_FUZZ=ON -DMOAT_SANITIZE=ON
  *   cmake --build build-fuzz --target fuzz_resp
@@ -15,9 +16,9 @@
  *       -max_total_time=1800 -rss_limit_mb=2048 -jobs=1 -workers=1 -print_final_stats=1
  *
  * Targets: query, resp, name, policy, fwproto, svcb. A crash leaves crash-<sha1> in the current
- * directory; replay it with build-fuzz/fuzz_resp crash-<sha1> (or build-replay/replay_resp), fix the
- * module, and keep the input as tests/fuzz/corpus/<name>/regress-<what>.bin. To fold new coverage
- * into the checked-in seeds without growing them much:
+ * directory; replay it with build-fuzz/fuzz_resp crash-<sha1> (or build-replay/replay_resp), fix
+ * the module, and keep the input as tests/fuzz/corpus/<name>/regress-<what>.bin. To fold new
+ * coverage into the checked-in seeds without growing them much:
  *
  *   mkdir /tmp/min && build-fuzz/fuzz_resp -merge=1 /tmp/min tests/fuzz/corpus/resp /tmp/fz-resp
  *

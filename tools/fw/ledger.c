@@ -9,6 +9,7 @@
 #include "moat/err.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <lmdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@ struct ledger {
 	MDB_env *env;
 	MDB_dbi dbi;
 	MDB_txn *batch; /* the open write transaction of a batch, or NULL */
+	bool dirty;     /* committed since the last ledger_sync */
 };
 
 void ledger_key_encode(const struct ledger_key *key, uint8_t *out)
@@ -89,7 +91,12 @@ int ledger_open(const char *dir, struct ledger **out, char *err, size_t errlen)
 	/* 64 MiB of map is ~ a million records; the file grows only as far as it is used. */
 	rc = mdb_env_set_mapsize(l->env, LEDGER_MAPSIZE);
 	if (rc == 0)
-		rc = mdb_env_open(l->env, dir, 0, 0600);
+		/* No fsync per commit: a commit still reaches the file (and so survives a crash of
+		 * moat-fw, while the kernel keeps its sets); ledger_sync makes it durable once a
+		 * second. Only a power loss can undo the last second of grants, and a power loss
+		 * empties the kernel's sets too: re-resolving grants again (fail closed). A durable
+		 * commit costs ~1 ms or more, on the path of every answer. */
+		rc = mdb_env_open(l->env, dir, MDB_NOSYNC, 0600);
 	MDB_txn *txn = NULL;
 	if (rc == 0)
 		rc = mdb_txn_begin(l->env, NULL, 0, &txn);
@@ -111,12 +118,23 @@ int ledger_open(const char *dir, struct ledger **out, char *err, size_t errlen)
 	return 0;
 }
 
+int ledger_sync(struct ledger *l)
+{
+	if (!l || !l->dirty)
+		return 0;
+	int rc = mdb_env_sync(l->env, 1);
+	if (rc == 0)
+		l->dirty = false;
+	return rc == 0 ? 0 : MOAT_EIO;
+}
+
 void ledger_close(struct ledger *l)
 {
 	if (!l)
 		return;
 	if (l->batch)
 		mdb_txn_abort(l->batch);
+	ledger_sync(l);
 	mdb_env_close(l->env);
 	free(l);
 }
@@ -174,6 +192,8 @@ int ledger_batch_commit(struct ledger *l)
 		return MOAT_EINVAL;
 	int rc = mdb_txn_commit(l->batch); /* frees the transaction even on failure */
 	l->batch = NULL;
+	if (rc == 0)
+		l->dirty = true;
 	return rc == 0 ? 0 : MOAT_EIO;
 }
 

@@ -49,6 +49,10 @@ struct ledger_entry {
 int ledger_open(const char *dir, struct ledger **out, char *err, size_t errlen);
 void ledger_close(struct ledger *l);
 
+/* Make committed batches durable (fsync). Commits are not synced one by one; moat-fw calls this
+ * once a second and at close. Returns 0 or MOAT_EIO. */
+int ledger_sync(struct ledger *l);
+
 /* Start the one write transaction of a batch. Only one batch may be open at a time. */
 int ledger_batch_begin(struct ledger *l);
 

@@ -67,6 +67,7 @@ struct fwsrv {
 	int listen_fd;
 	uv_check_t check;
 	uv_timer_t purge;
+	uv_timer_t sync; /* makes the ledger durable once a second */
 	uv_signal_t sigterm, sigint;
 	struct addrguard *guard;
 	struct fwnft_range *deny;
@@ -472,6 +473,13 @@ static void fwsrv_check_cb(uv_check_t *h)
 		fwsrv_flush(srv);
 }
 
+static void fwsrv_sync_cb(uv_timer_t *h)
+{
+	struct fwsrv *srv = h->data;
+	if (ledger_sync(srv->ledger) < 0)
+		fprintf(stderr, "moat-fw: ledger sync failed\n");
+}
+
 static void fwsrv_purge_cb(uv_timer_t *h)
 {
 	struct fwsrv *srv = h->data;
@@ -710,6 +718,9 @@ int fwsrv_run(const struct fwsrv_opts *o)
 	uv_timer_init(&srv->loop, &srv->purge);
 	srv->purge.data = srv;
 	uv_timer_start(&srv->purge, fwsrv_purge_cb, FWSRV_PURGE_MS, FWSRV_PURGE_MS);
+	uv_timer_init(&srv->loop, &srv->sync);
+	srv->sync.data = srv;
+	uv_timer_start(&srv->sync, fwsrv_sync_cb, 1000, 1000);
 	uv_signal_init(&srv->loop, &srv->sigterm);
 	srv->sigterm.data = srv;
 	uv_signal_start(&srv->sigterm, fwsrv_signal_cb, SIGTERM);
