@@ -90,6 +90,14 @@ start_fw() {
 }
 start_fw fw
 [[ -S "$SOCK" ]] || e2e_fail "no socket at $SOCK"
+# Least privilege (issue 7): only CAP_NET_ADMIN (bit 12) left, no_new_privs, and the seccomp
+# filter that refuses network sockets.
+st=$(cat "/proc/$(e2e_pid fw)/status")
+e2e_assert_eq 0000000000001000 "$(awk '/^CapEff:/ { print $2 }' <<<"$st")" "moat-fw effective caps"
+e2e_assert_eq 0000000000001000 "$(awk '/^CapPrm:/ { print $2 }' <<<"$st")" "moat-fw permitted caps"
+e2e_assert_eq 0000000000001000 "$(awk '/^CapBnd:/ { print $2 }' <<<"$st")" "moat-fw bounding set"
+e2e_assert_eq 1 "$(awk '/^NoNewPrivs:/ { print $2 }' <<<"$st")" "moat-fw no_new_privs"
+e2e_assert_eq 2 "$(awk '/^Seccomp:/ { print $2 }' <<<"$st")" "moat-fw seccomp filter"
 e2e_assert_eq 660 "$(stat -c %a "$SOCK")" "socket mode"
 e2e_assert_eq $'table inet other\ntable inet moat' "$(e2e_run nft list tables)" "tables after start"
 e2e_assert_eq "$other_before" "$(e2e_run nft list table inet other)" "inet other changed"

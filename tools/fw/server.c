@@ -11,6 +11,7 @@
 #include "server.h"
 
 #include "ledger.h"
+#include "privs.h"
 #include "moat/addrguard.h"
 #include "moat/err.h"
 
@@ -727,6 +728,14 @@ int fwsrv_run(const struct fwsrv_opts *o)
 	uv_signal_init(&srv->loop, &srv->sigint);
 	srv->sigint.data = srv;
 	uv_signal_start(&srv->sigint, fwsrv_signal_cb, SIGINT);
+	{
+		/* Set up: from here on only CAP_NET_ADMIN, and no network sockets. */
+		char perr[256];
+		if (fwprivs_drop(perr, sizeof(perr)) < 0) {
+			fprintf(stderr, "moat-fw: %s\n", perr);
+			goto out;
+		}
+	}
 	fprintf(stderr, "moat-fw: listening on %s (lifetimes %u..%u s)\n", o->socket_path,
 	        o->min_lifetime, o->max_lifetime);
 

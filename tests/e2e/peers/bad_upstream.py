@@ -11,7 +11,8 @@ MODE
   flood    every UDP query gets 100 answers: the first 20 with wrong IDs (A 192.0.2.66), then
            80 alternating between the right ID (A 192.0.2.80) and wrong IDs (A 192.0.2.66).
   flaky    a plain upstream that misbehaves some of the time, for the soak: A 192.0.2.x for any
-           name, TTL 30; 10% of queries dropped, 10% answered 50-400 ms late.
+           name, TTL 30; 10% of queries dropped, 10% answered 50-800 ms late (past a
+           500 ms timeout about 40% of those).
 
 Prints one line per event ("udp NAME", "tcp-reset", "tcp-half", "flood NAME 100"); flaky
 prints only its totals when it stops (SIGTERM or SECONDS):
@@ -80,7 +81,7 @@ def on_udp(pkt, client):
         if x < 0.20:
             stats["delayed"] += 1
             seq += 1
-            heapq.heappush(later, (time.monotonic() + rng.uniform(0.05, 0.4), seq, ans, client))
+            heapq.heappush(later, (time.monotonic() + rng.uniform(0.05, 0.8), seq, ans, client))
             return
         u.sendto(ans, client)
         stats["answered"] += 1
