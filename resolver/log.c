@@ -37,27 +37,25 @@ void log_close(FILE *f)
 
 const char *log_format_addr(const struct sockaddr *sa, bool with_port, char *buf, size_t cap)
 {
-	char ip[INET6_ADDRSTRLEN] = "?";
-	unsigned port = 0;
+	char ip[INET6_ADDRSTRLEN];
+	const void *a;
+	unsigned port;
+	bool v6 = sa && sa->sa_family == AF_INET6;
 	if (sa && sa->sa_family == AF_INET) {
-		const struct sockaddr_in *s4 = (const void *)sa;
-		inet_ntop(AF_INET, &s4->sin_addr, ip, sizeof(ip));
-		port = ntohs(s4->sin_port);
-		if (with_port)
-			snprintf(buf, cap, "%s:%u", ip, port);
-		else
-			snprintf(buf, cap, "%s", ip);
-	} else if (sa && sa->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *s6 = (const void *)sa;
-		inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof(ip));
-		port = ntohs(s6->sin6_port);
-		if (with_port)
-			snprintf(buf, cap, "[%s]:%u", ip, port);
-		else
-			snprintf(buf, cap, "%s", ip);
+		a = &((const struct sockaddr_in *)(const void *)sa)->sin_addr;
+		port = ntohs(((const struct sockaddr_in *)(const void *)sa)->sin_port);
+	} else if (v6) {
+		a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+		port = ntohs(((const struct sockaddr_in6 *)(const void *)sa)->sin6_port);
 	} else {
 		snprintf(buf, cap, "?");
+		return buf;
 	}
+	inet_ntop(sa->sa_family, a, ip, sizeof(ip));
+	if (!with_port)
+		snprintf(buf, cap, "%s", ip);
+	else
+		snprintf(buf, cap, v6 ? "[%s]:%u" : "%s:%u", ip, port);
 	return buf;
 }
 
