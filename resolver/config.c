@@ -1228,6 +1228,52 @@ static void config_diag_output(struct fy_diag *diag, void *user, const char *buf
 	d->have = true;
 }
 
+/* YAML text is UTF-8, and libfyaml 0.7.12 loops forever on some that is not (a '%' directive line
+ * with a stray continuation byte; found by fuzzing): refuse it before libfyaml sees it.
+ * Returns 0, or the 1-based line of the first byte that is not well-formed UTF-8. */
+static int config_utf8_bad_line(const char *text, size_t len)
+{
+	const unsigned char *s = (const unsigned char *)text;
+	int line = 1;
+	size_t i = 0;
+
+	while (i < len) {
+		unsigned char ch = s[i];
+		size_t n, k;
+		uint32_t cp;
+
+		if (ch < 0x80) {
+			line += ch == '\n';
+			i++;
+			continue;
+		}
+		if (ch >= 0xC2 && ch <= 0xDF) {
+			n = 1;
+			cp = ch & 0x1Fu;
+		} else if (ch >= 0xE0 && ch <= 0xEF) {
+			n = 2;
+			cp = ch & 0x0Fu;
+		} else if (ch >= 0xF0 && ch <= 0xF4) {
+			n = 3;
+			cp = ch & 0x07u;
+		} else {
+			return line;
+		}
+		if (len - i - 1 < n)
+			return line;
+		for (k = 1; k <= n; k++) {
+			if ((s[i + k] & 0xC0) != 0x80)
+				return line;
+			cp = cp << 6 | (s[i + k] & 0x3Fu);
+		}
+		if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+		    (cp >= 0xD800 && cp <= 0xDFFF))
+			return line; /* overlong, out of range, or a surrogate */
+		i += 1 + n;
+	}
+	return 0;
+}
+
 static int config_parse_text(struct config *cfg, const char *text, size_t len, const char *label,
                              const char *basedir, char *err, size_t errlen)
 {
@@ -1238,8 +1284,10 @@ static int config_parse_text(struct config *cfg, const char *text, size_t len, c
 	struct fy_diag *diag;
 	struct fy_parser *fyp;
 	struct fy_document *doc, *extra;
-	int rc;
+	int rc, bad;
 
+	if ((bad = config_utf8_bad_line(text, len)) != 0)
+		return config_fail(&c, bad, "not valid UTF-8");
 	fy_diag_cfg_default(&dcfg);
 	dcfg.fp = NULL;
 	dcfg.output_fn = config_diag_output;

@@ -84,10 +84,12 @@ MPID=$(e2e_pid moatd)
 rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$MPID/status"; }
 hwm() { awk '/^VmHWM:/ { print $2 }' "/proc/$MPID/status"; }
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$MPID/stat"; }
-udp_errs() { e2e_run awk '/^Udp: [0-9]/ { print $4, $6 }' /proc/net/snmp; } # InErrors RcvbufErrors
+# InErrors RcvbufErrors of the namespace (/proc/net is per network namespace)
+# shellcheck disable=SC2016
+udp_errs() { e2e_run awk '/^Udp: [0-9]/ { print $4, $6 }' /proc/net/snmp; }
 # warm up: every cached name asked once, so "start" is a resolver in service
 for i in $(seq 0 999); do echo "h$i.soak.test A"; done >"$E2E_WORK/warm.txt"
-e2e_run dig +time=2 +tries=2 @127.0.0.1 -f "$E2E_WORK/warm.txt" >/dev/null || true
+e2e_run "$PY" "$SRC/tests/bench/soakload.py" 127.0.0.1 53 "$E2E_WORK/warm.txt" 1000 1 >"$E2E_WORK/warm.log"
 rss_start=$(rss)
 read -r inerr0 rcvbuf0 <<<"$(udp_errs)"
 cpu0=$(cpu_ticks)
@@ -108,6 +110,8 @@ else
 fi
 t0=$(date +%s)
 samples=("0s:${rss_start}kB")
+rss_half=""
+next_sample=30
 crashed=0
 while e2e_alive load; do
 	sleep 1
@@ -117,10 +121,13 @@ while e2e_alive load; do
 		e2e_log "moatd died after $el s"
 		break
 	fi
-	if ((el % 30 == 0)) && [[ "${samples[-1]}" != "${el}s:"* ]]; then
-		samples+=("${el}s:$(rss)kB")
-		e2e_log "t=${el}s RSS $(rss) kB"
+	if ((el >= next_sample)); then
+		r=$(rss)
+		samples+=("${el}s:${r}kB")
+		e2e_log "t=${el}s RSS $r kB"
+		next_sample=$((next_sample + 30))
 	fi
+	if [[ -z "$rss_half" ]] && ((el >= DUR / 2)); then rss_half=$(rss); fi
 	((el < DUR + 60)) || { e2e_log "load generator overran; stopping it"; e2e_stop load; break; }
 done
 elapsed=$(($(date +%s) - t0))
@@ -133,6 +140,8 @@ else
 	rss_end="-" hwm_end="-" cpu1=$cpu0
 fi
 read -r inerr1 rcvbuf1 <<<"$(udp_errs)"
+# drops on moatd's own listening socket (ss: skmem ... d<drops>)
+sockdrops=$(e2e_run ss -Huamn 'sport = :53' | sed -n 's/.*skmem:(.*,d\([0-9]*\)).*/\1/p' | head -1)
 e2e_stop load || true
 e2e_stop upstream
 e2e_stop moatd
@@ -192,10 +201,11 @@ report=$(
 | moatd: denied / forwarded | ${m_den:-?} / ${m_fwd:-?} |
 | moatd: upstream mismatches | ${m_mm:-?} |
 | every query answered or dropped | $([[ $accounted == 1 ]] && echo "yes (queries = answered + dropped)" || echo "NO") |
-| kernel UDP drops in the namespace | InErrors $((inerr1 - inerr0)), RcvbufErrors $((rcvbuf1 - rcvbuf0)) |
+| kernel UDP drops in the namespace | InErrors $((inerr1 - inerr0)), RcvbufErrors $((rcvbuf1 - rcvbuf0)); on moatd's listening socket ${sockdrops:-?} |
 | flaky upstream | ${upline#flaky: } |
 | moatd CPU | $cpu_s s |
 | moatd RSS at start / end | $rss_start kB / $rss_end kB (peak $hwm_end kB) |
+| RSS over the second half | ${rss_half:-?} kB at $((DUR / 2)) s -> $rss_end kB at the end |
 | RSS samples | ${samples[*]} |
 | crashes | $([[ $crashed == 0 ]] && echo "none (alive throughout, exit 0 on SIGTERM)" || echo "YES (exit status $status)") |
 R

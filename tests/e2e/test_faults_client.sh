@@ -7,6 +7,15 @@
 # closed after tcp_idle_ms while other clients are served; 2000 idle TCP connections at once are
 # capped at tcp_max_clients and another client is still answered over UDP and TCP. moatd stays
 # up, exits cleanly, and its RSS stays bounded.
+#
+# Regression cases for two bugs these tests found (resolver/listen_tcp.c):
+#   slow-loris-trickle  on_read restarted the idle timer on every read, so a client sending one
+#                       byte of a message every 0.25 s held its connection for ever; now only
+#                       whole messages (and answers) count as activity.
+#   tcp-full-lockout    at tcp_max_clients every new connection was closed at once, so one client
+#                       holding idle connections locked every other client out of TCP for
+#                       tcp_idle_ms (and for ever, by reconnecting); now the connection quiet
+#                       longest with no query in flight makes room.
 source "$(dirname "$0")/lib.sh"
 e2e_init faults_cl
 
@@ -122,6 +131,7 @@ e2e_alive m || e2e_fail "moatd died on malformed queries"
 formerr_sent=$(($(grep -c ' FORMERR$' <<<"$expected") + 1))
 
 # --- slow TCP clients and a half-open connection, while others are served ---
+# (trickle: regression case slow-loris-trickle)
 for mode in stall trickle silent; do
 	e2e_bg "loris_$mode" "$PY" "$PEERS/client_faults.py" loris $mode 127.0.0.1 53 12
 done
@@ -148,6 +158,7 @@ if ((asan == 0)); then
 fi
 
 # --- 2000 idle TCP connections at once: capped, and another client is still served ---
+# (regression case tcp-full-lockout: the TCP query below was reset before the fix.)
 # Its own moatd with a long idle time, so the connections stay open while we look.
 conf c 30000 $MAX_TCP
 e2e_bg c "$MOAT_BUILD/moatd" -c "$E2E_WORK/c.yaml"

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Upstream faults (issue 7): upstreams that time out, answer late, answer with the wrong ID or
 # the wrong question, answer from the wrong address or port, send truncated or malformed
-# packets, reset TCP after TC=1, or flood replies. Each time the client gets SERVFAIL (EDE 22)
-# within about attempts x timeout (3 x 300 ms here), or the one right answer when there is one;
-# no bad answer ever reaches a client (every address a bad answer carries is 192.0.2.66-69 or
-# .99); moatd stays up, keeps serving and exits cleanly with the mismatches counted. With two
-# upstreams where the first is dead, the answer comes from the second.
+# packets, reset TCP after TC=1 (or cut the TCP answer short, or never answer on TCP), or flood
+# replies. Each time the client gets SERVFAIL (EDE 22) within about attempts x timeout (3 x 300
+# ms here), or the one right answer when there is one; no bad answer ever reaches a client (every
+# address a bad answer carries is 192.0.2.66-69 or .99); moatd stays up, keeps serving and exits
+# cleanly with the mismatches counted. With two upstreams where the first is dead, the answer
+# comes from the second.
 source "$(dirname "$0")/lib.sh"
 e2e_init faults_up
 
@@ -28,11 +29,12 @@ e2e_bg hole "$PY" "$PEERS/silent_udp.py" 127.0.0.1 5309 240
 e2e_bg spoof "$PY" "$PEERS/spoof.py" 127.0.0.1 5310 127.0.0.2 240
 e2e_bg tcreset "$PY" "$PEERS/bad_upstream.py" tcreset 127.0.0.1 5320 240
 e2e_bg tchalf "$PY" "$PEERS/bad_upstream.py" tchalf 127.0.0.1 5321 240
+e2e_bg tcstall "$PY" "$PEERS/bad_upstream.py" tcstall 127.0.0.1 5323 240
 e2e_bg flood "$PY" "$PEERS/bad_upstream.py" flood 127.0.0.1 5322 240
 e2e_wait_port udp '*' 5301
 e2e_wait_port udp '*' 5302
-for p in 5309 5310 5320 5321 5322; do e2e_wait_port udp 127.0.0.1 $p; done
-for p in 5320 5321; do e2e_wait_port tcp 127.0.0.1 $p; done
+for p in 5309 5310 5320 5321 5322 5323; do e2e_wait_port udp 127.0.0.1 $p; done
+for p in 5320 5321 5323; do e2e_wait_port tcp 127.0.0.1 $p; done
 printf '*.faults.test\n*.example.test\n' >"$E2E_WORK/allow.txt"
 
 # start_moatd NAME UPSTREAM...: moatd on 127.0.0.1:53 with a 300 ms upstream timeout.
@@ -163,7 +165,7 @@ e2e_assert_eq 6 "$n" "the spoofer answered every attempt (2 wrong-source answers
 still_serving m_spoof
 stop_moatd m_spoof
 
-# --- TC=1 over UDP, then TCP reset / TCP cut short: SERVFAIL, bounded ---
+# --- TC=1 over UDP, then TCP reset / TCP cut short / TCP silent: SERVFAIL, bounded ---
 start_moatd m_tcreset 127.0.0.1:5320
 servfail_fast tcreset.faults.test "TC=1, then TCP reset"
 n=$(grep -c '^tcp-reset$' "$E2E_WORK/tcreset.log" || true)
@@ -177,6 +179,13 @@ n=$(grep -c '^tcp-half$' "$E2E_WORK/tchalf.log" || true)
 ((n >= 1 && n <= 3)) || e2e_fail "moatd read $n cut-short TCP answers (expected 1..3)"
 still_serving m_tchalf
 stop_moatd m_tchalf
+
+start_moatd m_tcstall 127.0.0.1:5323
+servfail_timed tcstall.faults.test "TC=1, then a TCP connection that never answers"
+n=$(grep -c '^tcp-stall$' "$E2E_WORK/tcstall.log" || true)
+e2e_assert_eq 3 "$n" "every attempt went to TCP after TC=1 and timed out there"
+still_serving m_tcstall
+stop_moatd m_tcstall
 
 # --- a flood of 100 replies per query, most with wrong IDs: one right answer ---
 start_moatd m_flood 127.0.0.1:5322

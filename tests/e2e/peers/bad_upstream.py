@@ -8,13 +8,15 @@ MODE
            and resets the connection at once (SO_LINGER 0), before reading anything.
   tchalf   UDP answers have TC=1; TCP reads the query, sends a length prefix of 100 and only
            10 bytes, then closes.
+  tcstall  UDP answers have TC=1; TCP accepts, reads the query and never answers (the
+           connection stays open until the peer stops).
   flood    every UDP query gets 100 answers: the first 20 with wrong IDs (A 192.0.2.66), then
            80 alternating between the right ID (A 192.0.2.80) and wrong IDs (A 192.0.2.66).
   flaky    a plain upstream that misbehaves some of the time, for the soak: A 192.0.2.x for any
            name, TTL 30; 10% of queries dropped, 10% answered 50-800 ms late (past a
            500 ms timeout about 40% of those).
 
-Prints one line per event ("udp NAME", "tcp-reset", "tcp-half", "flood NAME 100"); flaky
+Prints one line per event ("udp NAME", "tcp-reset", "tcp-half", "tcp-stall", "flood NAME 100"); flaky
 prints only its totals when it stops (SIGTERM or SECONDS):
   flaky: received=N answered=N dropped=N delayed=N"""
 import heapq
@@ -29,7 +31,7 @@ import time
 import dnsmini
 
 mode, addr, port, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-if mode not in ("tcreset", "tchalf", "flood", "flaky"):
+if mode not in ("tcreset", "tchalf", "tcstall", "flood", "flaky"):
     sys.exit("unknown mode " + mode)
 u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 u.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
@@ -49,6 +51,7 @@ def on_term(signum, frame):
 
 signal.signal(signal.SIGTERM, on_term)
 stats = {"received": 0, "answered": 0, "dropped": 0, "delayed": 0}
+held = []  # tcstall: connections kept open, unanswered
 later = []  # heap of (due, seq, packet, client)
 seq = 0
 rng = random.Random(7)
@@ -59,7 +62,7 @@ def on_udp(pkt, client):
     q = dnsmini.question(pkt)
     if q is None:
         return
-    if mode in ("tcreset", "tchalf"):
+    if mode in ("tcreset", "tchalf", "tcstall"):
         u.sendto(dnsmini.answer_a(pkt, [], flags=0x8380), client)
         print("udp %s" % q[2], flush=True)
     elif mode == "flood":
@@ -97,6 +100,10 @@ def on_tcp():
     c.settimeout(1)
     try:
         c.recv(65535)
+        if mode == "tcstall":
+            held.append(c)  # never answered, never closed while we run
+            print("tcp-stall", flush=True)
+            return
         if mode == "tchalf":
             c.sendall(struct.pack(">H", 100) + b"\0" * 10)
             print("tcp-half", flush=True)
