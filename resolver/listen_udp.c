@@ -150,6 +150,13 @@ int listen_udp_start(struct server *srv, const struct sockaddr *addr)
 		    0 ||
 	    (rc = uv_udp_recv_start(&l->h.udp, on_alloc, on_recv)) < 0)
 		return rc;
+	/* A burst must wait in the kernel, not be dropped there: 4 MiB of receive buffer (FORCE
+	 * while moatd is still root, past net.core.rmem_max; the plain option otherwise). */
+	uv_os_fd_t fd;
+	int size = 4 << 20;
+	if (uv_fileno((uv_handle_t *)&l->h.udp, &fd) == 0 &&
+	    setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size)) < 0)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
 	return 0;
 }
 

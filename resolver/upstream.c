@@ -44,6 +44,7 @@ struct upstream_req {
 	uint16_t id;
 	uint64_t start_us;
 	uv_timer_t timer; /* the request is freed in this handle's close callback */
+	int last_err;     /* MOAT_EFORMAT once an upstream answered with nonsense */
 	struct attempt *cur;
 };
 
@@ -101,7 +102,7 @@ static void next_attempt(struct upstream_req *r)
 {
 	abandon(r);
 	if (++r->attempt >= r->srv->cfg->upstream_attempts) {
-		finish(r, MOAT_EIO, NULL, 0);
+		finish(r, r->last_err ? r->last_err : MOAT_EIO, NULL, 0);
 		return;
 	}
 	r->upstream = (r->upstream + 1) % (unsigned)r->srv->cfg->nupstreams;
@@ -125,6 +126,7 @@ static void on_answer(struct upstream_req *r, const uint8_t *pkt, size_t len)
 		return;
 	}
 	if (rc < 0) {
+		r->last_err = rc; /* the log then says "malformed", not "no answer" */
 		next_attempt(r);
 		return;
 	}
