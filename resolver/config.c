@@ -1152,9 +1152,11 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 			if (rc == 0)
 				cfg->cache_bytes = (size_t)mb << 20;
 		} else if (config_key_is(ks, klen, "cache_min_ttl")) {
-			rc = config_u32(c, v, line, "cache_min_ttl", 0, 604800, &cfg->cache_min_ttl);
+			rc =
+			    config_u32(c, v, line, "cache_min_ttl", 0, 604800, &cfg->cache_min_ttl);
 		} else if (config_key_is(ks, klen, "cache_max_ttl")) {
-			rc = config_u32(c, v, line, "cache_max_ttl", 0, 604800, &cfg->cache_max_ttl);
+			rc =
+			    config_u32(c, v, line, "cache_max_ttl", 0, 604800, &cfg->cache_max_ttl);
 		} else if (config_key_is(ks, klen, "firewall_socket")) {
 			free(cfg->fw_socket);
 			cfg->fw_socket = NULL;

@@ -60,7 +60,7 @@ static struct answer *answer_new(void)
 }
 
 static uint64_t question_hash(const struct fetch_table *t, const uint8_t *lname, size_t nl,
-			      uint16_t qtype, uint16_t qclass, bool dnssec_ok)
+                              uint16_t qtype, uint16_t qclass, bool dnssec_ok)
 {
 	uint8_t key[NAME_MAXWIRE + 5];
 	memcpy(key, lname, nl);
@@ -126,7 +126,7 @@ static void fetch_free(struct fetch *f)
 }
 
 static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
-			const struct sockaddr *from, int64_t elapsed_us)
+                        const struct sockaddr *from, int64_t elapsed_us)
 {
 	struct fetch *f = ctx;
 	struct server *srv = f->srv;
@@ -139,7 +139,7 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
 		a->up_us = elapsed_us;
 		memcpy(&a->upstream, from,
 		       from->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-						   : sizeof(struct sockaddr_in));
+		                                   : sizeof(struct sockaddr_in));
 		if (!(a->pkt = malloc(len))) {
 			status = MOAT_ENOMEM;
 		} else {
@@ -148,13 +148,13 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
 			uint32_t ttl = srv->cache ? cacheable_ttl(&a->resp) : 0;
 			if (ttl)
 				cache_put(srv->cache, f->lname, f->qtype, f->qclass, f->dnssec_ok,
-					  pkt, len, ttl, uv_now(srv->loop));
+				          pkt, len, ttl, uv_now(srv->loop));
 		}
 	}
 	/* Each waiter's callback may free its query (and so cancel only its own wait). */
 	while (f->waiters.next != &f->waiters) {
 		struct fetch_wait *w = (struct fetch_wait *)((char *)f->waiters.next -
-							     offsetof(struct fetch_wait, link));
+		                                             offsetof(struct fetch_wait, link));
 		dlist_del(&w->link);
 		fetch_cb cb = w->cb;
 		void *wctx = w->ctx;
@@ -165,8 +165,8 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
 }
 
 int fetch_answer(struct server *srv, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
-		 bool dnssec_ok, fetch_cb cb, void *ctx, struct answer **hit,
-		 struct fetch_wait **wait)
+                 bool dnssec_ok, fetch_cb cb, void *ctx, struct answer **hit,
+                 struct fetch_wait **wait)
 {
 	int nl = name_wire_len(lname, NAME_MAXWIRE);
 	if (nl < 0)
@@ -177,7 +177,7 @@ int fetch_answer(struct server *srv, const uint8_t *lname, uint16_t qtype, uint1
 		size_t len;
 		uint32_t age;
 		const uint8_t *pkt = cache_get(srv->cache, lname, qtype, qclass, dnssec_ok,
-					       uv_now(srv->loop), &len, &age);
+		                               uv_now(srv->loop), &len, &age);
 		if (pkt) {
 			struct answer *a = answer_new();
 			if (a && (a->pkt = malloc(len))) {
@@ -185,7 +185,7 @@ int fetch_answer(struct server *srv, const uint8_t *lname, uint16_t qtype, uint1
 				a->len = len;
 				uint16_t id = (uint16_t)(pkt[0] << 8 | pkt[1]);
 				if (wire_resp_parse(a->pkt, len, id, lname, qtype, qclass,
-						    &a->resp) == 0) {
+				                    &a->resp) == 0) {
 					a->resp.age = age;
 					a->cached = true;
 					*hit = a;
@@ -226,7 +226,7 @@ int fetch_answer(struct server *srv, const uint8_t *lname, uint16_t qtype, uint1
 		dlist_init(&f->waiters);
 		dlist_add(b, &f->link);
 		int rc = upstream_query(srv, lname, qtype, qclass, dnssec_ok, &f->ans->resp,
-					on_upstream, f, &f->up);
+		                        on_upstream, f, &f->up);
 		if (rc < 0) {
 			fetch_free(f);
 			free(w);
@@ -260,11 +260,11 @@ void fetch_cancel_all(struct server *srv)
 	for (int i = 0; i < FETCH_BUCKETS; i++)
 		while (t->buckets[i].next != &t->buckets[i]) {
 			struct fetch *f = (struct fetch *)((char *)t->buckets[i].next -
-							   offsetof(struct fetch, link));
+			                                   offsetof(struct fetch, link));
 			while (f->waiters.next != &f->waiters) {
 				struct fetch_wait *w =
-					(struct fetch_wait *)((char *)f->waiters.next -
-							      offsetof(struct fetch_wait, link));
+				    (struct fetch_wait *)((char *)f->waiters.next -
+				                          offsetof(struct fetch_wait, link));
 				dlist_del(&w->link);
 				free(w);
 			}

@@ -20,14 +20,14 @@ struct answer {
 	struct sockaddr_storage upstream; /* who answered (zeros for a cache hit) */
 	int64_t up_us;                    /* upstream latency; -1 for a cache hit */
 	size_t len;
-	uint8_t *pkt; /* owned: the upstream's bytes */
+	uint8_t *pkt;          /* owned: the upstream's bytes */
 	struct wire_resp resp; /* parsed pkt; resp.age = seconds in the cache */
 };
 
 void answer_unref(struct answer *a);
 
 enum fetch_result {
-	FETCH_HIT = 0, /* *hit holds a reference the caller owns; no callback */
+	FETCH_HIT = 0,  /* *hit holds a reference the caller owns; no callback */
 	FETCH_WAIT = 1, /* cb runs once later, unless fetch_cancel */
 };
 
@@ -40,8 +40,8 @@ struct fetch_wait;
 /* Find or start the answer for (lname, qtype, qclass, DO). Returns FETCH_HIT, FETCH_WAIT (with
  * *wait for fetch_cancel) or a negative MOAT_* code (nothing will be called). */
 int fetch_answer(struct server *srv, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
-		 bool dnssec_ok, fetch_cb cb, void *ctx, struct answer **hit,
-		 struct fetch_wait **wait);
+                 bool dnssec_ok, fetch_cb cb, void *ctx, struct answer **hit,
+                 struct fetch_wait **wait);
 
 /* Stop waiting: cb will not run. The upstream question goes on for the other waiters (or is
  * cancelled when none are left). */

@@ -29,11 +29,11 @@ struct fwchan {
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	uint32_t timeout_ms;
 	int fd;
-	bool polling;  /* connected and watched */
-	bool closing;  /* the poll handle is closing; no reconnect until it has */
-	bool freeing;  /* fwchan_close was called */
+	bool polling; /* connected and watched */
+	bool closing; /* the poll handle is closing; no reconnect until it has */
+	bool freeing; /* fwchan_close was called */
 	uv_poll_t poll;
-	uv_timer_t timer; /* deadlines and reconnects */
+	uv_timer_t timer;     /* deadlines and reconnects */
 	struct dlist pending; /* oldest first */
 	uint32_t next_seq;
 };

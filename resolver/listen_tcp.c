@@ -2,8 +2,9 @@
  * connection quiet longest with no query in flight makes room), read length-prefixed messages
  * (several per connection, pipelined), answer each on the same connection in the order answers
  * are ready, and close connections that stay idle for tcp_idle_ms (only whole messages and
- * answers count as activity, so a message trickled in slowly is cut off too). A connection is reference-counted: forwarded queries keep it alive (but closed)
- * until their answer arrives and is dropped. */
+ * answers count as activity, so a message trickled in slowly is cut off too). A connection is
+ * reference-counted: forwarded queries keep it alive (but closed) until their answer arrives and is
+ * dropped. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,8 +86,10 @@ static void conn_touch(struct tcp_conn *c)
 static bool conn_evict_idle(struct server *srv, const struct tcp_conn *keep)
 {
 	int n = 0;
-	for (struct dlist *d = srv->tcp_conns.prev; d != &srv->tcp_conns && n < 64; d = d->prev, n++) {
-		struct tcp_conn *v = (struct tcp_conn *)((char *)d - offsetof(struct tcp_conn, link));
+	for (struct dlist *d = srv->tcp_conns.prev; d != &srv->tcp_conns && n < 64;
+	     d = d->prev, n++) {
+		struct tcp_conn *v =
+		    (struct tcp_conn *)((char *)d - offsetof(struct tcp_conn, link));
 		if (v != keep && v->refs == 1) {
 			conn_close(v);
 			return true;
@@ -225,7 +228,7 @@ int listen_tcp_start(struct server *srv, const struct sockaddr *addr)
 	l->h.handle.data = l;
 	dlist_add(&srv->listeners, &l->link);
 	if ((rc = uv_tcp_bind(&l->h.tcp, addr, addr->sa_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0)) <
-		    0 ||
+	        0 ||
 	    (rc = uv_listen((uv_stream_t *)&l->h.tcp, 256, on_connection)) < 0)
 		return rc;
 	return 0;
@@ -235,5 +238,5 @@ void tcp_close_all(struct server *srv)
 {
 	while (srv->tcp_conns.next != &srv->tcp_conns)
 		conn_close((struct tcp_conn *)((char *)srv->tcp_conns.next -
-					       offsetof(struct tcp_conn, link)));
+		                               offsetof(struct tcp_conn, link)));
 }

@@ -48,8 +48,7 @@ static void on_sent(uv_udp_send_t *req, int status)
 }
 
 /* The slow way, for what sendmmsg could not take: libuv queues a copy until it can. */
-static void send_copy(uv_udp_t *udp, const struct sockaddr *client, const uint8_t *msg,
-		      size_t len)
+static void send_copy(uv_udp_t *udp, const struct sockaddr *client, const uint8_t *msg, size_t len)
 {
 	struct udp_send *s = malloc(sizeof(*s) + len);
 	if (!s)
@@ -78,7 +77,7 @@ static void queue_flush(struct listener *l)
 	for (; sent < q->n; sent++) {
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
 			send_copy(&l->h.udp, (const struct sockaddr *)&q->to[sent], q->data[sent],
-				  q->iov[sent].iov_len);
+			          q->iov[sent].iov_len);
 		else
 			l->srv->stats.dropped++; /* that client's address cannot be sent to */
 	}
@@ -90,7 +89,7 @@ void udp_reply(uv_udp_t *udp, const struct sockaddr *client, const uint8_t *msg,
 	struct listener *l = udp->data;
 	struct udp_queue *q = l->udpq;
 	socklen_t alen = client->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-						       : sizeof(struct sockaddr_in);
+	                                               : sizeof(struct sockaddr_in);
 	if (!q || len > UDP_SLOT) {
 		uv_buf_t b = uv_buf_init((char *)msg, (unsigned)len);
 		if (uv_udp_try_send(udp, &b, 1, client) < 0)
@@ -104,15 +103,15 @@ void udp_reply(uv_udp_t *udp, const struct sockaddr *client, const uint8_t *msg,
 	memcpy(&q->to[i], client, alen);
 	q->iov[i] = (struct iovec){q->data[i], len};
 	q->msgs[i].msg_hdr = (struct msghdr){
-		.msg_name = &q->to[i],
-		.msg_namelen = alen,
-		.msg_iov = &q->iov[i],
-		.msg_iovlen = 1,
+	    .msg_name = &q->to[i],
+	    .msg_namelen = alen,
+	    .msg_iov = &q->iov[i],
+	    .msg_iovlen = 1,
 	};
 }
 
 static void on_recv(uv_udp_t *h, ssize_t n, const uv_buf_t *buf, const struct sockaddr *addr,
-		    unsigned flags)
+                    unsigned flags)
 {
 	struct listener *l = h->data;
 	if (flags & UV_UDP_MMSG_FREE) {
@@ -127,7 +126,8 @@ static void on_recv(uv_udp_t *h, ssize_t n, const uv_buf_t *buf, const struct so
 	}
 	struct reply_to to = {.kind = REPLY_UDP, .udp = h};
 	memcpy(&to.client, addr,
-	       addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
+	       addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+	                                   : sizeof(struct sockaddr_in));
 	query_handle(l->srv, &to, (const uint8_t *)buf->base, (size_t)n);
 }
 
@@ -147,7 +147,7 @@ int listen_udp_start(struct server *srv, const struct sockaddr *addr)
 	l->h.handle.data = l;
 	dlist_add(&srv->listeners, &l->link);
 	if ((rc = uv_udp_bind(&l->h.udp, addr, addr->sa_family == AF_INET6 ? UV_UDP_IPV6ONLY : 0)) <
-		    0 ||
+	        0 ||
 	    (rc = uv_udp_recv_start(&l->h.udp, on_alloc, on_recv)) < 0)
 		return rc;
 	/* A burst must wait in the kernel, not be dropped there: 4 MiB of receive buffer (FORCE
@@ -163,7 +163,8 @@ int listen_udp_start(struct server *srv, const struct sockaddr *addr)
 void listen_flush_all(struct server *srv)
 {
 	for (struct dlist *d = srv->listeners.next; d != &srv->listeners; d = d->next) {
-		struct listener *l = (struct listener *)((char *)d - offsetof(struct listener, link));
+		struct listener *l =
+		    (struct listener *)((char *)d - offsetof(struct listener, link));
 		if (l->udpq)
 			queue_flush(l);
 	}
@@ -181,8 +182,8 @@ void listen_close_all(struct server *srv)
 {
 	listen_flush_all(srv);
 	while (srv->listeners.next != &srv->listeners) {
-		struct listener *l =
-			(struct listener *)((char *)srv->listeners.next - offsetof(struct listener, link));
+		struct listener *l = (struct listener *)((char *)srv->listeners.next -
+		                                         offsetof(struct listener, link));
 		dlist_del(&l->link);
 		uv_close(&l->h.handle, on_listener_closed);
 	}

@@ -142,8 +142,8 @@ void log_write_query(FILE *f, const struct log_query *e)
 	puts_(&l, "{\"ts\":\"");
 	puts_(&l, when_seconds(ts.tv_sec));
 	char ms[5] = {'.', (char)('0' + ts.tv_nsec / 100000000),
-		      (char)('0' + ts.tv_nsec / 10000000 % 10), (char)('0' + ts.tv_nsec / 1000000 % 10),
-		      'Z'};
+	              (char)('0' + ts.tv_nsec / 10000000 % 10),
+	              (char)('0' + ts.tv_nsec / 1000000 % 10), 'Z'};
 	put(&l, ms, 5);
 	puts_(&l, "\",\"client\":");
 	json_str(&l, log_format_addr(e->client, false, client, sizeof(client)));
@@ -169,7 +169,8 @@ void log_write_query(FILE *f, const struct log_query *e)
 	if (e->upstream_us >= 0) {
 		put_uint(&l, (uint64_t)e->upstream_us / 1000);
 		char frac[4] = {'.', (char)('0' + e->upstream_us % 1000 / 100),
-				(char)('0' + e->upstream_us % 100 / 10), (char)('0' + e->upstream_us % 10)};
+		                (char)('0' + e->upstream_us % 100 / 10),
+		                (char)('0' + e->upstream_us % 10)};
 		put(&l, frac, 4);
 	} else {
 		puts_(&l, "null");

@@ -80,16 +80,17 @@ static int flag_mode_clients(struct config_agent *a, const struct config *cfg)
 			size_t n;
 			if (fam == AF_INET) {
 				la = (const uint8_t *)&((const struct sockaddr_in *)l)->sin_addr;
-				ia = (const uint8_t *)&((const struct sockaddr_in *)i->ifa_addr)->sin_addr;
+				ia = (const uint8_t *)&((const struct sockaddr_in *)i->ifa_addr)
+				         ->sin_addr;
 				ma = (const uint8_t *)&((const struct sockaddr_in *)i->ifa_netmask)
-					     ->sin_addr;
+				         ->sin_addr;
 				n = 4;
 			} else {
 				la = (const uint8_t *)&((const struct sockaddr_in6 *)l)->sin6_addr;
 				ia = (const uint8_t *)&((const struct sockaddr_in6 *)i->ifa_addr)
-					     ->sin6_addr;
+				         ->sin6_addr;
 				ma = (const uint8_t *)&((const struct sockaddr_in6 *)i->ifa_netmask)
-					     ->sin6_addr;
+				         ->sin6_addr;
 				n = 16;
 			}
 			static const uint8_t zero[16];
@@ -168,25 +169,25 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		O_NOSECCOMP,
 	};
 	static const struct option longopts[] = {
-		{"listen", required_argument, 0, O_LISTEN},
-		{"upstream", required_argument, 0, O_UPSTREAM},
-		{"upstream-source", required_argument, 0, O_SOURCE},
-		{"upstream-timeout", required_argument, 0, O_TIMEOUT},
-		{"allow", required_argument, 0, O_ALLOW},
-		{"deny", required_argument, 0, O_DENY},
-		{"check", no_argument, 0, O_CHECK},
-		{"strict-chain", no_argument, 0, O_STRICT},
-		{"allow-private", no_argument, 0, O_PRIVATE},
-		{"log", required_argument, 0, O_LOG},
-		{"firewall", required_argument, 0, O_FIREWALL},
-		{"cache-size", required_argument, 0, O_CACHE},
-		{"ratelimit", required_argument, 0, O_RATELIMIT},
-		{"user", required_argument, 0, O_USER},
-		{"no-seccomp", no_argument, 0, O_NOSECCOMP},
-		{"config", required_argument, 0, 'c'},
-		{"help", no_argument, 0, 'h'},
-		{"version", no_argument, 0, O_VERSION},
-		{0, 0, 0, 0},
+	    {"listen", required_argument, 0, O_LISTEN},
+	    {"upstream", required_argument, 0, O_UPSTREAM},
+	    {"upstream-source", required_argument, 0, O_SOURCE},
+	    {"upstream-timeout", required_argument, 0, O_TIMEOUT},
+	    {"allow", required_argument, 0, O_ALLOW},
+	    {"deny", required_argument, 0, O_DENY},
+	    {"check", no_argument, 0, O_CHECK},
+	    {"strict-chain", no_argument, 0, O_STRICT},
+	    {"allow-private", no_argument, 0, O_PRIVATE},
+	    {"log", required_argument, 0, O_LOG},
+	    {"firewall", required_argument, 0, O_FIREWALL},
+	    {"cache-size", required_argument, 0, O_CACHE},
+	    {"ratelimit", required_argument, 0, O_RATELIMIT},
+	    {"user", required_argument, 0, O_USER},
+	    {"no-seccomp", no_argument, 0, O_NOSECCOMP},
+	    {"config", required_argument, 0, 'c'},
+	    {"help", no_argument, 0, 'h'},
+	    {"version", no_argument, 0, O_VERSION},
+	    {0, 0, 0, 0},
 	};
 	struct sockaddr_storage *listen = NULL, *up = NULL;
 	size_t nlisten = 0, nup = 0;
@@ -212,14 +213,16 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 			break;
 		case O_UPSTREAM:
 			if (add_addr(&up, &nup, optarg, 53) < 0) {
-				fprintf(stderr, "moatd: --upstream %s: expected ADDR:PORT\n", optarg);
+				fprintf(stderr, "moatd: --upstream %s: expected ADDR:PORT\n",
+				        optarg);
 				return MOAT_EINVAL;
 			}
 			break;
 		case O_SOURCE:
 			if (config_parse_addrport(optarg, 0, &source) < 0) {
-				fprintf(stderr, "moatd: --upstream-source %s: expected an address\n",
-					optarg);
+				fprintf(stderr,
+				        "moatd: --upstream-source %s: expected an address\n",
+				        optarg);
 				return MOAT_EINVAL;
 			}
 			has_source = true;
@@ -300,8 +303,9 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 			return MOAT_EINVAL;
 		}
 		if (o->nallow || o->deny) {
-			fprintf(stderr, "moatd: --allow and --deny are for flag mode; with -c, agents "
-					"come from the config\n");
+			fprintf(stderr,
+			        "moatd: --allow and --deny are for flag mode; with -c, agents "
+			        "come from the config\n");
 			return MOAT_EINVAL;
 		}
 	}
@@ -361,9 +365,10 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 			else if (!strcmp(o->deny, "sinkhole"))
 				a->deny = DENY_SINKHOLE;
 			else {
-				fprintf(stderr, "moatd: --deny %s: expected nxdomain, refused or "
-						"sinkhole\n",
-					o->deny);
+				fprintf(stderr,
+				        "moatd: --deny %s: expected nxdomain, refused or "
+				        "sinkhole\n",
+				        o->deny);
 				return MOAT_EINVAL;
 			}
 		}
@@ -428,7 +433,7 @@ static void on_stats(uv_timer_t *t)
 	(void)t;
 	if (srv.stats.ratelimited != last) {
 		fprintf(stderr, "moatd: rate limit: %llu queries over the limit in the last 10 s\n",
-			(unsigned long long)(srv.stats.ratelimited - last));
+		        (unsigned long long)(srv.stats.ratelimited - last));
 		last = srv.stats.ratelimited;
 	}
 }
@@ -518,7 +523,7 @@ int main(int argc, char **argv)
 			rc = listen_tcp_start(&srv, a);
 		if (rc < 0) {
 			fprintf(stderr, "moatd: cannot listen on %s: %s\n",
-				log_format_addr(a, true, err, sizeof(err)), uv_strerror(rc));
+			        log_format_addr(a, true, err, sizeof(err)), uv_strerror(rc));
 			return 1;
 		}
 	}
@@ -546,22 +551,23 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	fprintf(stderr,
-		"moatd %s: serving %zu agent(s) on %zu address(es), %zu upstream(s); ready in "
-		"%.1f ms\n",
-		MOAT_VERSION, srv.policy->nagents, cfg.nlisten, cfg.nupstreams,
-		(double)(uv_hrtime() - t0) / 1e6);
+	        "moatd %s: serving %zu agent(s) on %zu address(es), %zu upstream(s); ready in "
+	        "%.1f ms\n",
+	        MOAT_VERSION, srv.policy->nagents, cfg.nlisten, cfg.nupstreams,
+	        (double)(uv_hrtime() - t0) / 1e6);
 	uv_run(srv.loop, UV_RUN_DEFAULT);
 
 	fprintf(stderr,
-		"moatd: stopped: %llu queries, %llu answered, %llu denied, %llu forwarded, "
-		"%llu servfail, %llu formerr, %llu dropped, %llu refused clients, %llu upstream "
-		"mismatches, %llu rate-limited\n",
-		(unsigned long long)srv.stats.queries, (unsigned long long)srv.stats.answered,
-		(unsigned long long)srv.stats.denied, (unsigned long long)srv.stats.forwarded,
-		(unsigned long long)srv.stats.servfail, (unsigned long long)srv.stats.formerr,
-		(unsigned long long)srv.stats.dropped, (unsigned long long)srv.stats.refused_clients,
-		(unsigned long long)srv.stats.upstream_mismatch,
-		(unsigned long long)srv.stats.ratelimited);
+	        "moatd: stopped: %llu queries, %llu answered, %llu denied, %llu forwarded, "
+	        "%llu servfail, %llu formerr, %llu dropped, %llu refused clients, %llu upstream "
+	        "mismatches, %llu rate-limited\n",
+	        (unsigned long long)srv.stats.queries, (unsigned long long)srv.stats.answered,
+	        (unsigned long long)srv.stats.denied, (unsigned long long)srv.stats.forwarded,
+	        (unsigned long long)srv.stats.servfail, (unsigned long long)srv.stats.formerr,
+	        (unsigned long long)srv.stats.dropped,
+	        (unsigned long long)srv.stats.refused_clients,
+	        (unsigned long long)srv.stats.upstream_mismatch,
+	        (unsigned long long)srv.stats.ratelimited);
 	uv_loop_close(srv.loop);
 	fetch_deinit(&srv);
 	ratelimit_free(srv.rl);

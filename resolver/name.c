@@ -206,7 +206,8 @@ static int unpack(const uint8_t *msg, size_t msglen, size_t *off, uint8_t *out, 
 			size_t target = ((size_t)(n & 0x3F) << 8) | msg[p + 1];
 			if (!end)
 				end = p + 2;
-			/* Backward pointers only: together with the jump bound this ends every loop. */
+			/* Backward pointers only: together with the jump bound this ends every
+			 * loop. */
 			if (target >= p || target < min_target || ++jumps > 64)
 				return MOAT_EFORMAT;
 			p = target;

@@ -31,7 +31,8 @@ struct pslot {
 
 #define RULE_LINE_MAX 0xFFFFFFu
 #define RULE_FILES_MAX 255
-#define RULE(file, line) ((uint32_t)(file) << 24 | ((line) > RULE_LINE_MAX ? RULE_LINE_MAX : (line)))
+#define RULE(file, line)                                                                           \
+	((uint32_t)(file) << 24 | ((line) > RULE_LINE_MAX ? RULE_LINE_MAX : (line)))
 #define RULE_FILE(r) ((r) >> 24)
 #define RULE_LINE(r) ((r)&RULE_LINE_MAX)
 
@@ -116,7 +117,7 @@ static bool wire_same(const uint8_t *a, const uint8_t *b, size_t len)
 
 /* The slot holding name, or the empty slot where it would go. */
 static struct pslot *set_find(const struct policy_set *s, const uint8_t *name, size_t len,
-			      uint32_t tag)
+                              uint32_t tag)
 {
 	size_t mask = s->cap - 1;
 	size_t i = tag & mask;
@@ -207,8 +208,8 @@ static int pattern_parse(const char *pattern, size_t len, uint8_t *wire, bool *w
 	return wl;
 }
 
-static int set_insert(struct policy_set *s, const uint8_t *wire, size_t wl, uint32_t tag,
-		      bool wild, uint16_t fidx, uint32_t line)
+static int set_insert(struct policy_set *s, const uint8_t *wire, size_t wl, uint32_t tag, bool wild,
+                      uint16_t fidx, uint32_t line)
 {
 	int rc;
 	if ((s->used + 1) * 4 > s->cap * 3 && (rc = set_grow(s)))
@@ -241,7 +242,7 @@ static int set_insert(struct policy_set *s, const uint8_t *wire, size_t wl, uint
 }
 
 int policy_set_add(struct policy_set *s, const char *pattern, size_t len, const char *file,
-		   uint32_t line)
+                   uint32_t line)
 {
 	uint8_t wire[NAME_MAXWIRE];
 	bool wild;
@@ -299,14 +300,14 @@ static int batch_flush(struct policy_set *s, struct load_batch *b)
 	int rc = 0;
 	for (unsigned i = 0; i < b->n && !rc; i++)
 		rc = set_insert(s, b->e[i].wire, b->e[i].wl, b->e[i].tag, b->e[i].wild, b->fidx,
-				b->e[i].line);
+		                b->e[i].line);
 	b->n = 0;
 	return rc;
 }
 
 /* One line of a pattern file: strip the comment and blanks, queue what is left. */
 static int load_line(struct policy_set *s, struct load_batch *bt, const char *line, size_t n,
-		     const char *path, uint32_t lineno, char *err, size_t errlen)
+                     const char *path, uint32_t lineno, char *err, size_t errlen)
 {
 	size_t b = 0, e = n;
 	for (size_t i = 0; i < e; i++)
@@ -322,17 +323,17 @@ static int load_line(struct policy_set *s, struct load_batch *bt, const char *li
 		return 0;
 	for (size_t i = b; i < e; i++)
 		if (line[i] == ' ' || line[i] == '\t') {
-			snprintf(err, errlen, "%s:%u: one pattern per line, found '%.*s'", path, lineno,
-				 (int)(e - b), line + b);
+			snprintf(err, errlen, "%s:%u: one pattern per line, found '%.*s'", path,
+			         lineno, (int)(e - b), line + b);
 			return MOAT_EINVAL;
 		}
 	struct load_name *q = &bt->e[bt->n];
 	int wl = pattern_parse(line + b, e - b, q->wire, &q->wild);
 	if (wl < 0) {
 		snprintf(err, errlen,
-			 "%s:%u: bad pattern '%.*s' (expected name or *.name: labels of 1-63 "
-			 "bytes, 255 in all, '*' only as the whole first label)",
-			 path, lineno, (int)(e - b), line + b);
+		         "%s:%u: bad pattern '%.*s' (expected name or *.name: labels of 1-63 "
+		         "bytes, 255 in all, '*' only as the whole first label)",
+		         path, lineno, (int)(e - b), line + b);
 		return wl;
 	}
 	q->wl = (uint8_t)wl;
@@ -416,7 +417,7 @@ bool policy_set_match(const struct policy_set *s, const uint8_t *lname, struct p
 	if (sl && sl->exact) {
 		if (rule)
 			*rule = (struct policy_rule){s->files[RULE_FILE(sl->exact) - 1],
-						     RULE_LINE(sl->exact), false};
+			                             RULE_LINE(sl->exact), false};
 		return true;
 	}
 	for (const uint8_t *p = lname; *p;) {
@@ -425,7 +426,7 @@ bool policy_set_match(const struct policy_set *s, const uint8_t *lname, struct p
 		if (sl && sl->wild) {
 			if (rule)
 				*rule = (struct policy_rule){s->files[RULE_FILE(sl->wild) - 1],
-							     RULE_LINE(sl->wild), true};
+				                             RULE_LINE(sl->wild), true};
 			return true;
 		}
 	}
@@ -476,7 +477,7 @@ static bool class_blocks(enum addr_class cls, const struct policy_agent *agent)
 
 /* The checks that apply to every name moat would send upstream, in order of severity. */
 static enum policy_verdict check_name(const struct policy *p, const struct policy_agent *agent,
-				      const uint8_t *lname, struct policy_decision *out)
+                                      const uint8_t *lname, struct policy_decision *out)
 {
 	uint8_t addr[16];
 	size_t alen;
@@ -486,28 +487,29 @@ static enum policy_verdict check_name(const struct policy *p, const struct polic
 		out->verdict = POLICY_DENY_IPLITERAL;
 		out->alert = class_blocks(addrguard_check(p->guard, addr, alen), agent);
 		snprintf(out->reason, sizeof(out->reason), "moat: query name is the IP literal %s",
-			 addrguard_format(addr, alen, txt, sizeof(txt)));
+		         addrguard_format(addr, alen, txt, sizeof(txt)));
 		return out->verdict;
 	}
 	if (p->highrisk && policy_set_match(p->highrisk, lname, &out->rule)) {
 		out->verdict = POLICY_DENY_HIGHRISK;
 		out->alert = true;
 		snprintf(out->reason, sizeof(out->reason), "moat: high-risk name (%s:%u)",
-			 out->rule.file, out->rule.line);
+		         out->rule.file, out->rule.line);
 		return out->verdict;
 	}
-	if (iplit_embedded_v4(lname, addr) && class_blocks(addrguard_check(p->guard, addr, 4), agent)) {
+	if (iplit_embedded_v4(lname, addr) &&
+	    class_blocks(addrguard_check(p->guard, addr, 4), agent)) {
 		out->verdict = POLICY_DENY_EMBEDDED;
 		out->alert = true;
 		snprintf(out->reason, sizeof(out->reason), "moat: name embeds the address %s",
-			 addrguard_format(addr, 4, txt, sizeof(txt)));
+		         addrguard_format(addr, 4, txt, sizeof(txt)));
 		return out->verdict;
 	}
 	return POLICY_ALLOW;
 }
 
 void policy_decide(const struct policy *p, const struct policy_agent *agent, const uint8_t *lname,
-		   uint16_t qclass, struct policy_decision *out)
+                   uint16_t qclass, struct policy_decision *out)
 {
 	memset(out, 0, sizeof(*out));
 	if (qclass != 1 /* IN */) {
@@ -520,16 +522,16 @@ void policy_decide(const struct policy *p, const struct policy_agent *agent, con
 	if (policy_set_match(agent->allow, lname, &out->rule)) {
 		out->verdict = POLICY_ALLOW;
 		snprintf(out->reason, sizeof(out->reason), "allowed by %s:%u", out->rule.file,
-			 out->rule.line);
+		         out->rule.line);
 		return;
 	}
 	out->verdict = POLICY_DENY_NOT_ALLOWED;
 	snprintf(out->reason, sizeof(out->reason), "moat: not on allowlist of agent %s",
-		 agent->cfg.name);
+	         agent->cfg.name);
 }
 
 enum policy_verdict policy_check_chain(const struct policy *p, const struct policy_agent *agent,
-				       const uint8_t *lname, struct policy_decision *out)
+                                       const uint8_t *lname, struct policy_decision *out)
 {
 	memset(out, 0, sizeof(*out));
 	if (check_name(p, agent, lname, out) != POLICY_ALLOW)
@@ -540,8 +542,8 @@ enum policy_verdict policy_check_chain(const struct policy *p, const struct poli
 		name_to_text(lname, txt, sizeof(txt));
 		out->verdict = POLICY_DENY_NOT_ALLOWED;
 		snprintf(out->reason, sizeof(out->reason),
-			 "moat: chain name %.80s not on allowlist of agent %s (strict-chain)", txt,
-			 agent->cfg.name);
+		         "moat: chain name %.80s not on allowlist of agent %s (strict-chain)", txt,
+		         agent->cfg.name);
 		return out->verdict;
 	}
 	out->verdict = POLICY_ALLOW;

@@ -34,22 +34,22 @@ struct query {
 static struct dlist live_queries = {&live_queries, &live_queries};
 
 static void log_it(struct server *srv, const struct reply_to *to, const struct wire_query *q,
-		   const char *agent, const char *decision, const char *reason, int rcode,
-		   bool alert, const struct sockaddr *upstream, int64_t up_us)
+                   const char *agent, const char *decision, const char *reason, int rcode,
+                   bool alert, const struct sockaddr *upstream, int64_t up_us)
 {
 	struct log_query e = {
-		.client = (const struct sockaddr *)&to->client,
-		.transport = to->kind == REPLY_UDP ? "udp" : "tcp",
-		.agent = agent,
-		.qname = q->has_question ? q->qname : NULL,
-		.qtype = q->qtype,
-		.qclass = q->qclass,
-		.decision = decision,
-		.reason = reason,
-		.rcode = rcode,
-		.upstream = upstream,
-		.upstream_us = up_us,
-		.alert = alert,
+	    .client = (const struct sockaddr *)&to->client,
+	    .transport = to->kind == REPLY_UDP ? "udp" : "tcp",
+	    .agent = agent,
+	    .qname = q->has_question ? q->qname : NULL,
+	    .qtype = q->qtype,
+	    .qclass = q->qclass,
+	    .decision = decision,
+	    .reason = reason,
+	    .rcode = rcode,
+	    .upstream = upstream,
+	    .upstream_us = up_us,
+	    .alert = alert,
 	};
 	log_write_query(srv->log, &e);
 }
@@ -66,8 +66,8 @@ static size_t reply_limit(const struct reply_to *to, const struct wire_query *q)
 
 /* Answer locally with rcode (and the agent's deny form when deny is set). */
 static void answer_local(struct server *srv, struct reply_to *to, const struct wire_query *q,
-			 const struct policy_agent *agent, bool deny, uint8_t rcode,
-			 uint16_t ede_code, const char *reason)
+                         const struct policy_agent *agent, bool deny, uint8_t rcode,
+                         uint16_t ede_code, const char *reason)
 {
 	uint8_t out[1024];
 	struct wire_ede ede = {ede_code, reason};
@@ -156,7 +156,7 @@ static bool answer_passes(struct query *qr, struct policy_decision *d)
 	} else {
 		char txt[64];
 		snprintf(d->reason, sizeof(d->reason), "moat: answer contained %s",
-			 addrguard_format(c.bad, c.bad_len, txt, sizeof(txt)));
+		         addrguard_format(c.bad, c.bad_len, txt, sizeof(txt)));
 	}
 	return false;
 }
@@ -169,7 +169,7 @@ static void release(struct query *qr, uint32_t ttl_cap)
 	const struct sockaddr *from = a->cached ? NULL : (const struct sockaddr *)&a->upstream;
 	static _Thread_local uint8_t out[WIRE_MAXMSG]; /* one answer built at a time per loop */
 	int n = wire_resp_build(a->pkt, a->len, &a->resp, &qr->q, ttl_cap,
-				reply_limit(&qr->to, &qr->q), out, sizeof(out));
+	                        reply_limit(&qr->to, &qr->q), out, sizeof(out));
 	if (n < 0) {
 		srv->stats.servfail++;
 		answer_local(srv, &qr->to, &qr->q, qr->agent, false, WIRE_SERVFAIL, 0, NULL);
@@ -179,8 +179,8 @@ static void release(struct query *qr, uint32_t ttl_cap)
 		reply_send(srv, &qr->to, out, (size_t)n);
 		srv->stats.answered++;
 		log_it(srv, &qr->to, &qr->q, qr->agent->cfg.name,
-		       a->cached ? "allow-cached" : "allow", qr->decision.reason, out[3] & 0xF, false,
-		       from, a->up_us);
+		       a->cached ? "allow-cached" : "allow", qr->decision.reason, out[3] & 0xF,
+		       false, from, a->up_us);
 	}
 	query_free(qr);
 }
@@ -205,10 +205,10 @@ static void on_granted(void *ctx, uint16_t status, uint32_t lifetime)
 	}
 	char why[128];
 	snprintf(why, sizeof(why), "moat: firewall did not confirm the grant (%s)",
-		 fwproto_status_str(status));
+	         fwproto_status_str(status));
 	srv->stats.servfail++;
 	answer_local(srv, &qr->to, &qr->q, qr->agent, false, WIRE_SERVFAIL, WIRE_EDE_PROHIBITED,
-		     why);
+	             why);
 	log_it(srv, &qr->to, &qr->q, qr->agent->cfg.name, "allow", why, WIRE_SERVFAIL,
 	       status == FWPROTO_DENIED, NULL, qr->ans->up_us);
 	query_free(qr);
@@ -279,11 +279,11 @@ static void on_answer(struct query *qr)
 	if (!answer_passes(qr, &d)) {
 		srv->stats.denied++;
 		answer_local(srv, &qr->to, &qr->q, qr->agent, true, WIRE_NXDOMAIN, WIRE_EDE_BLOCKED,
-			     d.reason);
+		             d.reason);
 		log_it(srv, &qr->to, &qr->q, agent, policy_verdict_str(d.verdict), d.reason,
-		       qr->agent->cfg.deny == DENY_REFUSED	   ? WIRE_REFUSED
+		       qr->agent->cfg.deny == DENY_REFUSED    ? WIRE_REFUSED
 		       : qr->agent->cfg.deny == DENY_SINKHOLE ? WIRE_NOERROR
-							       : WIRE_NXDOMAIN,
+		                                              : WIRE_NXDOMAIN,
 		       d.alert, from, a->up_us);
 		query_free(qr);
 		return;
@@ -301,10 +301,10 @@ static void on_fetched(void *ctx, int status, struct answer *ans)
 	if (status < 0) {
 		srv->stats.servfail++;
 		const char *why = status == MOAT_EFORMAT ? "moat: upstream answer was malformed"
-							 : "moat: no upstream answered in time";
+		                                         : "moat: no upstream answered in time";
 		if (qr->to.kind == REPLY_UDP || !tcp_conn_closed(qr->to.conn))
 			answer_local(srv, &qr->to, &qr->q, qr->agent, false, WIRE_SERVFAIL,
-				     WIRE_EDE_NO_REACHABLE_AUTHORITY, why);
+			             WIRE_EDE_NO_REACHABLE_AUTHORITY, why);
 		log_it(srv, &qr->to, &qr->q, qr->agent->cfg.name, "allow", why, WIRE_SERVFAIL,
 		       false, NULL, -1);
 		query_free(qr);
@@ -329,12 +329,12 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 	/* One client's flood must not take the resolver from the others. Limited queries are
 	 * counted, not logged one by one: a flood would otherwise become a log flood (main.c
 	 * reports the count every 10 s). */
-	if (srv->rl && !ratelimit_allow(srv->rl, (const struct sockaddr *)&to->client,
-					uv_now(srv->loop))) {
+	if (srv->rl &&
+	    !ratelimit_allow(srv->rl, (const struct sockaddr *)&to->client, uv_now(srv->loop))) {
 		srv->stats.ratelimited++;
 		if (!srv->cfg->rl_drop && st == WQ_OK)
 			answer_local(srv, to, &q, NULL, false, WIRE_REFUSED, WIRE_EDE_PROHIBITED,
-				     "moat: rate limit");
+			             "moat: rate limit");
 		return;
 	}
 	switch (st) {
@@ -347,13 +347,14 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 		q.has_question = false; /* never echo what we could not read */
 		q.edns = false;
 		answer_local(srv, to, &q, NULL, false, WIRE_FORMERR, 0, NULL);
-		log_it(srv, to, &q, NULL, "formerr", "malformed query", WIRE_FORMERR, false, NULL, -1);
+		log_it(srv, to, &q, NULL, "formerr", "malformed query", WIRE_FORMERR, false, NULL,
+		       -1);
 		return;
 	case WQ_NOTIMP:
 		q.has_question = false;
 		answer_local(srv, to, &q, NULL, false, WIRE_NOTIMP, 0, NULL);
-		log_it(srv, to, &q, NULL, "notimp", "opcode not supported", WIRE_NOTIMP, false, NULL,
-		       -1);
+		log_it(srv, to, &q, NULL, "notimp", "opcode not supported", WIRE_NOTIMP, false,
+		       NULL, -1);
 		return;
 	case WQ_BADVERS:
 		answer_local(srv, to, &q, NULL, false, WIRE_BADVERS, 0, NULL);
@@ -364,11 +365,11 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 
 	/* Who is asking: moat is never an open resolver. */
 	const struct policy_agent *agent =
-		policy_agent_for(srv->policy, (const struct sockaddr *)&to->client);
+	    policy_agent_for(srv->policy, (const struct sockaddr *)&to->client);
 	if (!agent) {
 		srv->stats.refused_clients++;
 		answer_local(srv, to, &q, NULL, false, WIRE_REFUSED, WIRE_EDE_PROHIBITED,
-			     "moat: client is not in any agent's range");
+		             "moat: client is not in any agent's range");
 		log_it(srv, to, &q, NULL, "refuse-client", "client is not in any agent's range",
 		       WIRE_REFUSED, false, NULL, -1);
 		return;
@@ -380,10 +381,11 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 	if (d.verdict != POLICY_ALLOW) {
 		srv->stats.denied++;
 		bool class_deny = d.verdict == POLICY_DENY_CLASS;
-		answer_local(srv, to, &q, agent, !class_deny, WIRE_REFUSED, WIRE_EDE_BLOCKED, d.reason);
+		answer_local(srv, to, &q, agent, !class_deny, WIRE_REFUSED, WIRE_EDE_BLOCKED,
+		             d.reason);
 		int rcode = class_deny || agent->cfg.deny == DENY_REFUSED ? WIRE_REFUSED
-			    : agent->cfg.deny == DENY_SINKHOLE		  ? WIRE_NOERROR
-									  : WIRE_NXDOMAIN;
+		            : agent->cfg.deny == DENY_SINKHOLE            ? WIRE_NOERROR
+		                                                          : WIRE_NXDOMAIN;
 		log_it(srv, to, &q, agent->cfg.name, policy_verdict_str(d.verdict), d.reason, rcode,
 		       d.alert, NULL, -1);
 		return;
@@ -396,8 +398,8 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 		if (n > 0)
 			reply_send(srv, to, out, (size_t)n);
 		srv->stats.answered++;
-		log_it(srv, to, &q, agent->cfg.name, "allow", "moat: ANY answered locally (RFC 8482)",
-		       WIRE_NOERROR, false, NULL, -1);
+		log_it(srv, to, &q, agent->cfg.name, "allow",
+		       "moat: ANY answered locally (RFC 8482)", WIRE_NOERROR, false, NULL, -1);
 		return;
 	}
 
@@ -421,7 +423,7 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 	dlist_add(&live_queries, &qr->link);
 	struct answer *hit = NULL;
 	int rc = fetch_answer(srv, q.lname, q.qtype, q.qclass, q.edns_do, on_fetched, qr, &hit,
-			      &qr->wait);
+	                      &qr->wait);
 	if (rc == FETCH_HIT) {
 		qr->ans = hit;
 		on_answer(qr);
@@ -439,6 +441,6 @@ void query_cancel_all(struct server *srv)
 {
 	(void)srv;
 	while (live_queries.next != &live_queries)
-		query_free((struct query *)((char *)live_queries.next -
-					    offsetof(struct query, link)));
+		query_free(
+		    (struct query *)((char *)live_queries.next - offsetof(struct query, link)));
 }

@@ -49,15 +49,15 @@ struct server {
 	const char *config_path;  /* NULL in flag mode */
 	struct policy *policy;    /* one reference owned; queries hold their own */
 	FILE *log;
-	struct fwchan *fw;        /* NULL: no firewall companion */
-	struct cache *cache;      /* NULL: no answer cache */
-	struct ratelimit *rl;     /* NULL: no per-client rate limit */
+	struct fwchan *fw;           /* NULL: no firewall companion */
+	struct cache *cache;         /* NULL: no answer cache */
+	struct ratelimit *rl;        /* NULL: no per-client rate limit */
 	struct fetch_table *fetches; /* questions in flight (fetch.c) */
-	struct dlist listeners;   /* struct listener */
-	struct dlist tcp_conns;   /* struct tcp_conn */
-	struct dlist upstream_reqs; /* struct upstream_req */
+	struct dlist listeners;      /* struct listener */
+	struct dlist tcp_conns;      /* struct tcp_conn */
+	struct dlist upstream_reqs;  /* struct upstream_req */
 	uint32_t ntcp;
-	unsigned next_upstream;   /* round robin start */
+	unsigned next_upstream; /* round robin start */
 	bool stopping;
 	struct server_stats stats;
 	uv_signal_t sig_term, sig_int, sig_hup;
@@ -72,8 +72,8 @@ struct tcp_conn;
 
 struct reply_to {
 	enum reply_kind kind;
-	uv_udp_t *udp;          /* REPLY_UDP: the listener socket (borrowed) */
-	struct tcp_conn *conn;  /* REPLY_TCP: holds a reference while the query lives */
+	uv_udp_t *udp;         /* REPLY_UDP: the listener socket (borrowed) */
+	struct tcp_conn *conn; /* REPLY_TCP: holds a reference while the query lives */
 	struct sockaddr_storage client;
 };
 
@@ -106,7 +106,7 @@ void tcp_conn_unref(struct tcp_conn *c);
 bool tcp_conn_closed(const struct tcp_conn *c);
 
 static inline void reply_send(struct server *srv, struct reply_to *to, const uint8_t *msg,
-			      size_t len)
+                              size_t len)
 {
 	(void)srv;
 	if (to->kind == REPLY_UDP)
@@ -132,13 +132,13 @@ struct upstream_req;
 /* status 0: pkt/len is an answer to our question, already parsed into *resp; otherwise a
  * negative code (MOAT_EIO: every attempt failed or timed out; MOAT_EFORMAT: malformed answer). */
 typedef void (*upstream_cb)(void *ctx, int status, const uint8_t *pkt, size_t len,
-			    const struct sockaddr *from, int64_t elapsed_us);
+                            const struct sockaddr *from, int64_t elapsed_us);
 /* Ask the upstreams (lname, qtype, qclass). The answer is parsed into *resp (caller storage that
  * must live until the callback). cb runs exactly once, unless upstream_cancel is called first.
  * Ownership: the request frees itself after the callback or cancel. */
 int upstream_query(struct server *srv, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
-		   bool dnssec_ok, struct wire_resp *resp, upstream_cb cb, void *ctx,
-		   struct upstream_req **out);
+                   bool dnssec_ok, struct wire_resp *resp, upstream_cb cb, void *ctx,
+                   struct upstream_req **out);
 void upstream_cancel(struct upstream_req *req);
 void upstream_cancel_all(struct server *srv);
 

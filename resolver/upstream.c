@@ -86,8 +86,7 @@ static void finish(struct upstream_req *r, int status, const uint8_t *pkt, size_
 {
 	if (r->done)
 		return;
-	const struct sockaddr *from =
-		(const struct sockaddr *)&r->srv->cfg->upstreams[r->upstream];
+	const struct sockaddr *from = (const struct sockaddr *)&r->srv->cfg->upstreams[r->upstream];
 	int64_t elapsed = (int64_t)(server_now_us() - r->start_us);
 	r->done = true;
 	dlist_del(&r->link);
@@ -147,8 +146,8 @@ static void on_udp_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 	*buf = uv_buf_init((char *)udp_rx, sizeof(udp_rx));
 }
 
-static void on_udp_recv(uv_udp_t *h, ssize_t n, const uv_buf_t *buf,
-			const struct sockaddr *addr, unsigned flags)
+static void on_udp_recv(uv_udp_t *h, ssize_t n, const uv_buf_t *buf, const struct sockaddr *addr,
+                        unsigned flags)
 {
 	struct attempt *a = h->data;
 	(void)flags;
@@ -171,7 +170,7 @@ static void on_tcp_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 		*buf = uv_buf_init((char *)a->rlen + a->tcplen, (unsigned)(2 - a->tcplen));
 	else
 		*buf = uv_buf_init((char *)a->tcpbuf + (a->tcplen - 2),
-				   (unsigned)(a->tcpwant - (a->tcplen - 2)));
+		                   (unsigned)(a->tcpwant - (a->tcplen - 2)));
 }
 
 static void on_tcp_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
@@ -219,7 +218,7 @@ static void on_tcp_connect(uv_connect_t *c, int status)
 	a->wlen[0] = (uint8_t)(a->query_len >> 8);
 	a->wlen[1] = (uint8_t)a->query_len;
 	uv_buf_t bufs[2] = {uv_buf_init((char *)a->wlen, 2),
-			    uv_buf_init((char *)a->query, (unsigned)a->query_len)};
+	                    uv_buf_init((char *)a->query, (unsigned)a->query_len)};
 	a->write.data = a;
 	if (uv_write(&a->write, (uv_stream_t *)&a->h.tcp, bufs, 2, on_tcp_write) < 0 ||
 	    uv_read_start((uv_stream_t *)&a->h.tcp, on_tcp_alloc, on_tcp_read) < 0)
@@ -263,10 +262,10 @@ static void req_try(struct upstream_req *r)
 	/* A fresh ID for every attempt: an answer to an earlier one is not accepted later. */
 	r->id = (uint16_t)randombytes_uniform(65536);
 	a->query_len = (size_t)wire_build_query(r->id, r->lname, r->qtype, r->qclass, r->dnssec_ok,
-						 a->query, sizeof(a->query));
+	                                        a->query, sizeof(a->query));
 	a->tcp = r->tcp_next;
 	if (a->tcp ? (rc = uv_tcp_init(srv->loop, &a->h.tcp)) < 0
-		   : (rc = uv_udp_init(srv->loop, &a->h.udp)) < 0) {
+	           : (rc = uv_udp_init(srv->loop, &a->h.udp)) < 0) {
 		free(a);
 		goto fail;
 	}
@@ -276,7 +275,7 @@ static void req_try(struct upstream_req *r)
 	if (a->tcp) {
 		if (cfg->has_upstream_source && cfg->upstream_source.ss_family == to->sa_family &&
 		    (rc = uv_tcp_bind(&a->h.tcp, (const struct sockaddr *)&cfg->upstream_source,
-				      0)) < 0)
+		                      0)) < 0)
 			goto fail;
 		a->connect.data = a;
 		if ((rc = uv_tcp_connect(&a->connect, &a->h.tcp, to, on_tcp_connect)) < 0)
@@ -299,8 +298,8 @@ fail:
 }
 
 int upstream_query(struct server *srv, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
-		   bool dnssec_ok, struct wire_resp *resp, upstream_cb cb, void *ctx,
-		   struct upstream_req **out)
+                   bool dnssec_ok, struct wire_resp *resp, upstream_cb cb, void *ctx,
+                   struct upstream_req **out)
 {
 	if (srv->cfg->nupstreams == 0)
 		return MOAT_ENOENT;
@@ -334,8 +333,9 @@ void upstream_cancel(struct upstream_req *r)
 void upstream_cancel_all(struct server *srv)
 {
 	while (srv->upstream_reqs.next != &srv->upstream_reqs) {
-		struct upstream_req *r = (struct upstream_req *)((char *)srv->upstream_reqs.next -
-								 offsetof(struct upstream_req, link));
+		struct upstream_req *r =
+		    (struct upstream_req *)((char *)srv->upstream_reqs.next -
+		                            offsetof(struct upstream_req, link));
 		upstream_cancel(r);
 	}
 }

@@ -11,7 +11,7 @@
 #define EDE_TEXT_MAX 300 /* the reason is for people; keep answers small */
 
 int wire_append_opt(uint8_t *out, size_t len, size_t cap, uint16_t udp_size, bool dnssec_ok,
-		    uint8_t ext_rcode, const struct wire_ede *ede)
+                    uint8_t ext_rcode, const struct wire_ede *ede)
 {
 	struct wire_writer w = {out, cap, len, 0};
 	size_t tl = 0;
@@ -41,8 +41,8 @@ int wire_append_opt(uint8_t *out, size_t len, size_t cap, uint16_t udp_size, boo
 }
 
 int wire_build_answer(const struct wire_query *q, uint8_t rcode, const struct wire_ede *ede,
-		      const uint8_t *sink4, const uint8_t *sink6, uint32_t ttl, uint8_t *out,
-		      size_t cap)
+                      const uint8_t *sink4, const uint8_t *sink6, uint32_t ttl, uint8_t *out,
+                      size_t cap)
 {
 	struct wire_writer w = {out, cap, 0, 0};
 	const uint8_t *addr = NULL;
@@ -60,7 +60,7 @@ int wire_build_answer(const struct wire_query *q, uint8_t rcode, const struct wi
 	ww_u16(&w, q->id);
 	/* QR, the client's opcode, RD and CD; RA set: we are a recursive service for it. */
 	ww_u16(&w, (uint16_t)(0x8000 | (q->flags & 0x7800) | (q->flags & 0x0100) | 0x0080 |
-			      (q->flags & 0x0010) | (rcode & 0xF)));
+	                      (q->flags & 0x0010) | (rcode & 0xF)));
 	ww_u16(&w, q->has_question ? 1 : 0);
 	ww_u16(&w, addr ? 1 : 0);
 	ww_u16(&w, 0);
@@ -83,7 +83,7 @@ int wire_build_answer(const struct wire_query *q, uint8_t rcode, const struct wi
 	if (!q->edns)
 		return (int)w.len;
 	return wire_append_opt(out, w.len, cap, WIRE_EDNS_SIZE, q->edns_do, (uint8_t)(rcode >> 4),
-			       ede);
+	                       ede);
 }
 
 int wire_build_rfc8482(const struct wire_query *q, uint8_t *out, size_t cap)
@@ -110,7 +110,7 @@ int wire_build_rfc8482(const struct wire_query *q, uint8_t *out, size_t cap)
 }
 
 int wire_build_query(uint16_t id, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
-		     bool dnssec_ok, uint8_t *out, size_t cap)
+                     bool dnssec_ok, uint8_t *out, size_t cap)
 {
 	struct wire_writer w = {out, cap, 0, 0};
 	int nl = name_wire_len(lname, NAME_MAXWIRE);
@@ -135,12 +135,12 @@ const char *wire_type_str(uint16_t type, char *buf, size_t cap)
 	static const struct {
 		uint16_t t;
 		const char *s;
-	} names[] = {{1, "A"},      {2, "NS"},     {5, "CNAME"},  {6, "SOA"},    {12, "PTR"},
-		     {13, "HINFO"}, {15, "MX"},    {16, "TXT"},   {28, "AAAA"},  {33, "SRV"},
-		     {35, "NAPTR"}, {39, "DNAME"}, {41, "OPT"},   {43, "DS"},    {46, "RRSIG"},
-		     {47, "NSEC"},  {48, "DNSKEY"}, {50, "NSEC3"}, {52, "TLSA"}, {64, "SVCB"},
-		     {65, "HTTPS"}, {99, "SPF"},   {252, "AXFR"}, {251, "IXFR"}, {255, "ANY"},
-		     {257, "CAA"}};
+	} names[] = {{1, "A"},      {2, "NS"},      {5, "CNAME"},  {6, "SOA"},    {12, "PTR"},
+	             {13, "HINFO"}, {15, "MX"},     {16, "TXT"},   {28, "AAAA"},  {33, "SRV"},
+	             {35, "NAPTR"}, {39, "DNAME"},  {41, "OPT"},   {43, "DS"},    {46, "RRSIG"},
+	             {47, "NSEC"},  {48, "DNSKEY"}, {50, "NSEC3"}, {52, "TLSA"},  {64, "SVCB"},
+	             {65, "HTTPS"}, {99, "SPF"},    {252, "AXFR"}, {251, "IXFR"}, {255, "ANY"},
+	             {257, "CAA"}};
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (names[i].t == type) {
 			snprintf(buf, cap, "%s", names[i].s);
@@ -153,8 +153,8 @@ const char *wire_type_str(uint16_t type, char *buf, size_t cap)
 const char *wire_rcode_str(uint8_t rcode)
 {
 	static const char *const names[] = {"NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN",
-					    "NOTIMP",  "REFUSED", "YXDOMAIN", "YXRRSET",
-					    "NXRRSET", "NOTAUTH", "NOTZONE"};
+	                                    "NOTIMP",  "REFUSED", "YXDOMAIN", "YXRRSET",
+	                                    "NXRRSET", "NOTAUTH", "NOTZONE"};
 	if (rcode < sizeof(names) / sizeof(names[0]))
 		return names[rcode];
 	return rcode == 16 ? "BADVERS" : "RCODE?";

@@ -13,7 +13,7 @@ static inline uint16_t rd16(const uint8_t *p)
 /* Skip one resource record at *off (name, fixed fields, rdata). Fills type, class, ttl and the
  * rdata span for the caller. */
 static int skip_rr(const uint8_t *pkt, size_t len, size_t *off, uint16_t *type, uint16_t *rclass,
-		   uint32_t *ttl, size_t *rdoff, uint16_t *rdlen, uint8_t *owner)
+                   uint32_t *ttl, size_t *rdoff, uint16_t *rdlen, uint8_t *owner)
 {
 	if (name_unpack_msg(pkt, len, off, owner) < 0)
 		return MOAT_EFORMAT;

@@ -32,7 +32,7 @@ static int owner_of(const uint8_t *pkt, size_t len, const struct wire_rr *rr, ui
 /* Replace the labels of name that stand above owner by target: DNAME substitution (RFC 6672).
  * Returns the new length or MOAT_EFORMAT if the result is too long. */
 static int dname_subst(const uint8_t *name, const uint8_t *owner, const uint8_t *target,
-		       uint8_t *out)
+                       uint8_t *out)
 {
 	int skip = name_count_labels(name) - name_count_labels(owner);
 	size_t pre = 0;
@@ -51,8 +51,8 @@ static int dname_subst(const uint8_t *name, const uint8_t *owner, const uint8_t 
 
 /* The DNAME of the answer section that redirects cur (cur strictly below its owner): fills
  * owner and the substituted name next. Returns 1, 0 when there is none, or MOAT_EFORMAT. */
-static int dname_find(const uint8_t *pkt, size_t len, const struct wire_resp *r,
-		      const uint8_t *cur, uint16_t qclass, uint8_t *owner, uint8_t *next)
+static int dname_find(const uint8_t *pkt, size_t len, const struct wire_resp *r, const uint8_t *cur,
+                      uint16_t qclass, uint8_t *owner, uint8_t *next)
 {
 	uint8_t target[NAME_MAXWIRE];
 	for (unsigned i = 0; i < r->nrr; i++) {
@@ -86,7 +86,7 @@ static void add_dname_owner(struct wire_resp *r, const uint8_t *owner)
 
 /* One step along the chain from cur, or 0 when it ends. */
 static int chain_step(const uint8_t *pkt, size_t len, struct wire_resp *r, const uint8_t *cur,
-		      uint16_t qclass, uint8_t *next)
+                      uint16_t qclass, uint8_t *next)
 {
 	uint8_t owner[NAME_MAXWIRE], subst[NAME_MAXWIRE];
 	for (unsigned i = 0; i < r->nrr; i++) {
@@ -118,7 +118,7 @@ static int chain_step(const uint8_t *pkt, size_t len, struct wire_resp *r, const
 }
 
 int wire_resp_parse(const uint8_t *pkt, size_t len, uint16_t id, const uint8_t *lname,
-		    uint16_t qtype, uint16_t qclass, struct wire_resp *r)
+                    uint16_t qtype, uint16_t qclass, struct wire_resp *r)
 {
 	uint8_t name[NAME_MAXWIRE];
 
@@ -238,7 +238,7 @@ static int on_hint(void *c, const uint8_t *addr, size_t alen)
 }
 
 static int each_addr(const uint8_t *pkt, size_t len, const struct wire_resp *r, wire_addr_fn fn,
-		     void *ctx, bool passed_only)
+                     void *ctx, bool passed_only)
 {
 	uint8_t owner[NAME_MAXWIRE];
 	for (unsigned i = 0; i < r->nrr; i++) {
@@ -274,13 +274,13 @@ static int each_addr(const uint8_t *pkt, size_t len, const struct wire_resp *r, 
 }
 
 int wire_resp_each_addr(const uint8_t *pkt, size_t len, const struct wire_resp *r, wire_addr_fn fn,
-			void *ctx)
+                        void *ctx)
 {
 	return each_addr(pkt, len, r, fn, ctx, false);
 }
 
 int wire_resp_each_passed_addr(const uint8_t *pkt, size_t len, const struct wire_resp *r,
-			       wire_addr_fn fn, void *ctx)
+                               wire_addr_fn fn, void *ctx)
 {
 	return each_addr(pkt, len, r, fn, ctx, true);
 }
@@ -338,7 +338,7 @@ static void put_name(struct wire_writer *w, struct comp *c, const uint8_t *nm, b
  * that may carry compressed names, and writing the DNAME and SVCB/HTTPS targets (which must not
  * be compressed but may come so) uncompressed; other types are copied as they are. */
 static void put_rdata(struct wire_writer *w, struct comp *c, const uint8_t *pkt, size_t len,
-		      const struct wire_rr *rr)
+                      const struct wire_rr *rr)
 {
 	uint8_t nm[NAME_MAXWIRE];
 	size_t off = rr->rdata_off, end = (size_t)rr->rdata_off + rr->rdlen;
@@ -406,8 +406,8 @@ static bool authority_keeps(uint16_t type)
 }
 
 int wire_resp_build(const uint8_t *pkt, size_t len, const struct wire_resp *r,
-		    const struct wire_query *q, uint32_t ttl_cap, size_t max_size, uint8_t *out,
-		    size_t cap)
+                    const struct wire_query *q, uint32_t ttl_cap, size_t max_size, uint8_t *out,
+                    size_t cap)
 {
 	struct wire_writer w = {out, cap, 0, 0};
 	struct comp c;
@@ -419,8 +419,8 @@ int wire_resp_build(const uint8_t *pkt, size_t len, const struct wire_resp *r,
 	c.used = 0;
 	ww_u16(&w, q->id);
 	ww_u16(&w, (uint16_t)(0x8000 | (q->flags & 0x0100) | 0x0080 |
-			      (want_ad ? (r->flags & 0x0020) : 0) | (q->flags & 0x0010) |
-			      (r->rcode & 0xF)));
+	                      (want_ad ? (r->flags & 0x0020) : 0) | (q->flags & 0x0010) |
+	                      (r->rcode & 0xF)));
 	ww_u16(&w, 1);
 	ww_u16(&w, 0);
 	ww_u16(&w, 0);

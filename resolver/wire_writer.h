@@ -17,7 +17,8 @@ struct wire_writer {
 static inline void ww_bytes(struct wire_writer *w, const void *p, size_t n)
 {
 	if (w->err)
-		return; /* sticky: the first error stays (an MOAT_EFORMAT must not turn into ESPACE) */
+		return; /* sticky: the first error stays (an MOAT_EFORMAT must not turn into ESPACE)
+		         */
 	if (n > w->cap - w->len) {
 		w->err = MOAT_ESPACE;
 		return;

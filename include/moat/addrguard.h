@@ -16,8 +16,10 @@
  * matching range is reported, not only the longest prefix's). */
 enum addr_class {
 	ADDR_OK = 0,
-	ADDR_PRIVATE = 1, /* private or shared space: refused unless the agent allows private answers */
-	ADDR_ALWAYS = 2,  /* loopback, link-local, metadata, unspecified, multicast: always refused */
+	ADDR_PRIVATE =
+	    1, /* private or shared space: refused unless the agent allows private answers */
+	ADDR_ALWAYS =
+	    2, /* loopback, link-local, metadata, unspecified, multicast: always refused */
 };
 
 struct addrguard;

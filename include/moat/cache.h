@@ -36,8 +36,8 @@ void cache_free(struct cache *c);
  * max_bytes is not stored. Evicts least recently used entries to make room. pkt may be bytes
  * that cache_get lent (they are copied before the older entry is freed).
  * Returns 0, MOAT_ELIMIT (not stored), MOAT_EINVAL (malformed lname) or MOAT_ENOMEM. */
-int cache_put(struct cache *c, const uint8_t *lname, uint16_t qtype, uint16_t qclass, bool dnssec_ok,
-	      const uint8_t *pkt, size_t len, uint32_t ttl, uint64_t now_ms);
+int cache_put(struct cache *c, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
+              bool dnssec_ok, const uint8_t *pkt, size_t len, uint32_t ttl, uint64_t now_ms);
 
 /* Look a key up at now_ms. On a live hit returns the stored bytes (borrowed: valid until the
  * next cache_put, cache_get or cache_free, since a get may remove an expired entry), their length
@@ -47,7 +47,7 @@ int cache_put(struct cache *c, const uint8_t *lname, uint16_t qtype, uint16_t qc
  * removed, counted in expired and misses, and NULL returned. len and age may be NULL. Never
  * allocates. */
 const uint8_t *cache_get(struct cache *c, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
-			 bool dnssec_ok, uint64_t now_ms, size_t *len, uint32_t *age);
+                         bool dnssec_ok, uint64_t now_ms, size_t *len, uint32_t *age);
 
 /* Counters since cache_new. entries and bytes are current; bytes is what is charged against
  * max_bytes (the bucket array plus every entry's header, key and packet) and never exceeds it. */

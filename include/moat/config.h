@@ -81,12 +81,12 @@ struct config {
 	uint32_t upstream_attempts;
 	uint32_t tcp_idle_ms;
 	uint32_t tcp_max_clients;
-	char *log_file; /* owned; NULL means stdout */
-	char *user;   /* owned; NULL: keep the starting user */
-	bool seccomp; /* install the system-call filter (default true) */
+	char *log_file;            /* owned; NULL means stdout */
+	char *user;                /* owned; NULL: keep the starting user */
+	bool seccomp;              /* install the system-call filter (default true) */
 	uint32_t rl_qps, rl_burst; /* rl_qps 0: no rate limit */
 	bool rl_drop;              /* over the limit: drop (true) or answer REFUSED */
-	size_t cache_bytes; /* 0: no cache */
+	size_t cache_bytes;        /* 0: no cache */
 	uint32_t cache_min_ttl, cache_max_ttl;
 	char *fw_socket; /* owned; NULL: no firewall companion */
 	uint32_t fw_timeout_ms;
@@ -110,7 +110,7 @@ int config_load_file(struct config *cfg, const char *path, char *err, size_t err
 
 /* The same from a buffer; label names it in errors. For tests and fuzzing. */
 int config_load_string(struct config *cfg, const char *text, size_t len, const char *label,
-		       char *err, size_t errlen);
+                       char *err, size_t errlen);
 
 /* Check what parsing cannot: at least one agent, upstream and listener, unique agent names.
  * Returns 0 or MOAT_EINVAL with err set. */

@@ -5,13 +5,13 @@
 
 enum moat_err {
 	MOAT_OK = 0,
-	MOAT_ENOMEM = -1,  /* allocation failed */
-	MOAT_EINVAL = -2,  /* bad argument or bad text (a pattern, an address, a config value) */
-	MOAT_EFORMAT = -3, /* malformed wire data */
-	MOAT_ESPACE = -4,  /* output buffer too small */
-	MOAT_ENOENT = -5,  /* not found */
-	MOAT_EIO = -6,     /* a file or socket failed; errno may say more */
-	MOAT_ELIMIT = -7,  /* a configured or protocol limit was hit */
+	MOAT_ENOMEM = -1,    /* allocation failed */
+	MOAT_EINVAL = -2,    /* bad argument or bad text (a pattern, an address, a config value) */
+	MOAT_EFORMAT = -3,   /* malformed wire data */
+	MOAT_ESPACE = -4,    /* output buffer too small */
+	MOAT_ENOENT = -5,    /* not found */
+	MOAT_EIO = -6,       /* a file or socket failed; errno may say more */
+	MOAT_ELIMIT = -7,    /* a configured or protocol limit was hit */
 	MOAT_EMISMATCH = -8, /* an upstream answer does not belong to our query */
 };
 

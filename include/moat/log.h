@@ -14,15 +14,15 @@
 
 struct log_query {
 	const struct sockaddr *client;
-	const char *transport;     /* "udp" or "tcp" */
-	const char *agent;         /* NULL: no agent (unknown client) */
-	const uint8_t *qname;      /* wire form; NULL when no question could be read */
+	const char *transport; /* "udp" or "tcp" */
+	const char *agent;     /* NULL: no agent (unknown client) */
+	const uint8_t *qname;  /* wire form; NULL when no question could be read */
 	uint16_t qtype, qclass;
-	const char *decision;      /* "allow", "deny-not-allowed", "formerr", ... */
+	const char *decision; /* "allow", "deny-not-allowed", "formerr", ... */
 	const char *reason;
-	int rcode;                 /* -1: nothing was sent */
+	int rcode;                       /* -1: nothing was sent */
 	const struct sockaddr *upstream; /* NULL: not forwarded */
-	int64_t upstream_us;       /* -1: not forwarded */
+	int64_t upstream_us;             /* -1: not forwarded */
 	bool alert;
 };
 

@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NAME_MAXWIRE 255   /* longest wire name, root label included */
-#define NAME_MAXTEXT 1024  /* longest presentation form, every byte escaped as \DDD */
+#define NAME_MAXWIRE 255  /* longest wire name, root label included */
+#define NAME_MAXTEXT 1024 /* longest presentation form, every byte escaped as \DDD */
 
 /* Parse presentation form ("www.Example.com", trailing dot optional, "." is the root,
  * \c and \DDD escapes) into lower-cased wire form in wire[NAME_MAXWIRE].

@@ -38,7 +38,7 @@ void policy_set_free(struct policy_set *set);
 /* Add one pattern (text, with or without "*." and trailing dot). file/line are recorded for
  * explanations; file is copied. Returns 0, MOAT_EINVAL (bad pattern) or MOAT_ENOMEM. */
 int policy_set_add(struct policy_set *set, const char *pattern, size_t len, const char *file,
-		   uint32_t line);
+                   uint32_t line);
 
 /* Add every pattern of a file: one per line, '#' starts a comment, blank lines skipped.
  * On the first bad line returns MOAT_EINVAL with err = "path:line: reason". */
@@ -81,28 +81,29 @@ const struct policy_agent *policy_agent_for(const struct policy *p, const struct
 enum policy_verdict {
 	POLICY_ALLOW = 0,
 	POLICY_DENY_NOT_ALLOWED, /* default deny: on no allowlist */
-	POLICY_DENY_HIGHRISK,    /* on the high-risk list: denied even if allowed, logged as alert */
-	POLICY_DENY_IPLITERAL,   /* the name is an IP address in some form */
-	POLICY_DENY_EMBEDDED,    /* the name embeds a blocked address (nip.io kind) */
-	POLICY_DENY_CLASS,       /* class other than IN: answered locally, never forwarded */
+	POLICY_DENY_HIGHRISK,  /* on the high-risk list: denied even if allowed, logged as alert */
+	POLICY_DENY_IPLITERAL, /* the name is an IP address in some form */
+	POLICY_DENY_EMBEDDED,  /* the name embeds a blocked address (nip.io kind) */
+	POLICY_DENY_CLASS,     /* class other than IN: answered locally, never forwarded */
 };
 
 struct policy_decision {
 	enum policy_verdict verdict;
 	struct policy_rule rule; /* the rule that allowed or denied, if any */
 	bool alert;              /* worth an operator's attention (high-risk, internal address) */
-	char reason[160];        /* for the EDE text and the log: "moat: not on allowlist of agent ci-42" */
+	char
+	    reason[160]; /* for the EDE text and the log: "moat: not on allowlist of agent ci-42" */
 };
 
 /* Decide one question for an agent. lname is the lower-cased wire name. Pure. */
 void policy_decide(const struct policy *p, const struct policy_agent *agent, const uint8_t *lname,
-		   uint16_t qclass, struct policy_decision *out);
+                   uint16_t qclass, struct policy_decision *out);
 
 /* Decide a name met in a CNAME/DNAME chain (or chased by moatd) for an agent: high-risk names
  * and names embedding blocked addresses are denied; with strict_chain the name must also be on
  * an allowlist. Returns POLICY_ALLOW or the deny verdict, with *out filled. */
 enum policy_verdict policy_check_chain(const struct policy *p, const struct policy_agent *agent,
-				       const uint8_t *lname, struct policy_decision *out);
+                                       const uint8_t *lname, struct policy_decision *out);
 
 /* Short stable token for logs: "allow", "deny-not-allowed", ... */
 const char *policy_verdict_str(enum policy_verdict v);

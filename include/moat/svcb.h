@@ -17,6 +17,6 @@ typedef int (*svcb_hint_fn)(void *ctx, const uint8_t *addr, size_t len);
  * or MOAT_EFORMAT if the RDATA is malformed (callers treat that as a bad answer). The callback
  * must return a positive value to stop, so the two cannot be confused. */
 int svcb_each_hint(const uint8_t *msg, size_t msglen, size_t off, size_t rdlen, svcb_hint_fn fn,
-		   void *ctx);
+                   void *ctx);
 
 #endif

@@ -14,10 +14,10 @@
 
 #define WIRE_HDR 12
 #define WIRE_MAXMSG 65535
-#define WIRE_UDP_MIN 512     /* RFC 1035 size without EDNS */
-#define WIRE_EDNS_SIZE 1232  /* what moat advertises: the DNS flag day 2020 value */
-#define WIRE_MAXRR 512       /* records walked per upstream answer; more is refused */
-#define WIRE_MAXCHAIN 16     /* CNAME/DNAME steps followed */
+#define WIRE_UDP_MIN 512    /* RFC 1035 size without EDNS */
+#define WIRE_EDNS_SIZE 1232 /* what moat advertises: the DNS flag day 2020 value */
+#define WIRE_MAXRR 512      /* records walked per upstream answer; more is refused */
+#define WIRE_MAXCHAIN 16    /* CNAME/DNAME steps followed */
 
 enum wire_rcode {
 	WIRE_NOERROR = 0,
@@ -78,10 +78,10 @@ struct wire_query {
 
 enum wire_query_status {
 	WQ_OK = 0,
-	WQ_DROP,     /* not even a header, or a response (QR=1): answer nothing */
-	WQ_FORMERR,  /* malformed: answer FORMERR */
-	WQ_NOTIMP,   /* opcode other than QUERY */
-	WQ_BADVERS,  /* EDNS version other than 0 */
+	WQ_DROP,    /* not even a header, or a response (QR=1): answer nothing */
+	WQ_FORMERR, /* malformed: answer FORMERR */
+	WQ_NOTIMP,  /* opcode other than QUERY */
+	WQ_BADVERS, /* EDNS version other than 0 */
 };
 
 /* Read a client query. Always fills what it could read (id, flags, maybe the question) so the
@@ -100,8 +100,8 @@ struct wire_ede {
  * Records: for deny-by-sinkhole pass sink4/sink6 (NULL for none) and ttl; an A question gets
  * sink4, AAAA gets sink6, other types no record. Returns the length or MOAT_ESPACE. */
 int wire_build_answer(const struct wire_query *q, uint8_t rcode, const struct wire_ede *ede,
-		      const uint8_t *sink4, const uint8_t *sink6, uint32_t ttl, uint8_t *out,
-		      size_t cap);
+                      const uint8_t *sink4, const uint8_t *sink6, uint32_t ttl, uint8_t *out,
+                      size_t cap);
 
 /* The RFC 8482 answer to an ANY question for an allowed name: one synthesized HINFO record
  * ("RFC8482", ""), so ANY is never forwarded and never amplifies. Returns the length or
@@ -111,12 +111,12 @@ int wire_build_rfc8482(const struct wire_query *q, uint8_t *out, size_t cap);
 /* moatd's own upstream query: one question (lname, qtype, qclass), RD set, our EDNS record
  * (size WIRE_EDNS_SIZE, DO as given) and nothing else from the client. */
 int wire_build_query(uint16_t id, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
-		     bool dnssec_ok, uint8_t *out, size_t cap);
+                     bool dnssec_ok, uint8_t *out, size_t cap);
 
 /* Append an OPT record (udp size, DO, optional EDE) to a message being built at out[len];
  * bumps ARCOUNT. Returns the new length or MOAT_ESPACE. */
 int wire_append_opt(uint8_t *out, size_t len, size_t cap, uint16_t udp_size, bool dnssec_ok,
-		    uint8_t ext_rcode, const struct wire_ede *ede);
+                    uint8_t ext_rcode, const struct wire_ede *ede);
 
 /* ---- upstream answers (wire_resp.c) ---- */
 
@@ -159,7 +159,7 @@ struct wire_resp {
  * CNAME/DNAME chain from lname. Returns 0, MOAT_EMISMATCH (not ours: ignore it) or
  * MOAT_EFORMAT (ours but malformed). */
 int wire_resp_parse(const uint8_t *pkt, size_t len, uint16_t id, const uint8_t *lname,
-		    uint16_t qtype, uint16_t qclass, struct wire_resp *r);
+                    uint16_t qtype, uint16_t qclass, struct wire_resp *r);
 
 /* Called once per address anywhere in the answer: A and AAAA records of every section and
  * class, and SVCB/HTTPS ipv4hint/ipv6hint. Return nonzero to stop. */
@@ -168,22 +168,22 @@ typedef int (*wire_addr_fn)(void *ctx, const uint8_t *addr, size_t len, uint16_t
 /* Visit every address of a parsed answer. Returns 0, the callback's value, or MOAT_EFORMAT
  * (an A/AAAA with a wrong length or a malformed SVCB record). */
 int wire_resp_each_addr(const uint8_t *pkt, size_t len, const struct wire_resp *r, wire_addr_fn fn,
-			void *ctx);
+                        void *ctx);
 
 /* The same for only the addresses wire_resp_build passes to the client (answer records on the
  * chain): what the firewall must grant before the answer is released. */
 int wire_resp_each_passed_addr(const uint8_t *pkt, size_t len, const struct wire_resp *r,
-			       wire_addr_fn fn, void *ctx);
+                               wire_addr_fn fn, void *ctx);
 
 /* Rebuild a parsed answer for the client of q: the client's ID and question, RA set, AA and TC
  * cleared; answer records whose owner is in the chain (or a DNAME owner); authority SOA, NSEC,
  * NSEC3 and RRSIG records only; no additional records but our own OPT (when the client sent
- * EDNS); TTLs lowered by r->age and capped at ttl_cap. If the result exceeds max_size (the caller's limit: over UDP
- * the client's EDNS size or 512, over TCP 65535), an empty answer with TC=1 is returned instead. Names are recompressed.
- * Returns the length, or MOAT_ESPACE/MOAT_EFORMAT. */
+ * EDNS); TTLs lowered by r->age and capped at ttl_cap. If the result exceeds max_size (the caller's
+ * limit: over UDP the client's EDNS size or 512, over TCP 65535), an empty answer with TC=1 is
+ * returned instead. Names are recompressed. Returns the length, or MOAT_ESPACE/MOAT_EFORMAT. */
 int wire_resp_build(const uint8_t *pkt, size_t len, const struct wire_resp *r,
-		    const struct wire_query *q, uint32_t ttl_cap, size_t max_size, uint8_t *out,
-		    size_t cap);
+                    const struct wire_query *q, uint32_t ttl_cap, size_t max_size, uint8_t *out,
+                    size_t cap);
 
 /* Short text for a type ("A", "AAAA", "TYPE123") into buf; returns buf. */
 const char *wire_type_str(uint16_t type, char *buf, size_t cap);

@@ -861,12 +861,12 @@ Test(config, daemon_keys)
 	char err[256] = "";
 
 	cr_assert_eq(load(&cfg,
-			  "cache_size_mb: 8\ncache_min_ttl: 5\ncache_max_ttl: 600\n"
-			  "ratelimit_qps: 100\nratelimit_burst: 300\nratelimit_action: drop\n"
-			  "firewall_socket: /run/moat/fw.sock\nfirewall_timeout_ms: 250\n"
-			  "firewall_fail_open: true\nuser: nobody\nseccomp: false\n",
-			  err, sizeof(err)),
-		     0, "%s", err);
+	                  "cache_size_mb: 8\ncache_min_ttl: 5\ncache_max_ttl: 600\n"
+	                  "ratelimit_qps: 100\nratelimit_burst: 300\nratelimit_action: drop\n"
+	                  "firewall_socket: /run/moat/fw.sock\nfirewall_timeout_ms: 250\n"
+	                  "firewall_fail_open: true\nuser: nobody\nseccomp: false\n",
+	                  err, sizeof(err)),
+	             0, "%s", err);
 	cr_expect_eq(cfg.cache_bytes, (size_t)8 << 20);
 	cr_expect_eq(cfg.cache_min_ttl, 5);
 	cr_expect_eq(cfg.cache_max_ttl, 600);

@@ -58,7 +58,7 @@ Test(ratelimit, ipv6_counts_per_64)
 {
 	struct ratelimit *rl = ratelimit_new(10, 5, 4096);
 	struct sockaddr_in6 a = v6("2001:db8:1:2::1"), b = v6("2001:db8:1:2:ffff::9"),
-			    c = v6("2001:db8:1:3::1");
+	                    c = v6("2001:db8:1:3::1");
 	cr_expect_eq(allowed(rl, &a, 1, 3), 3);
 	cr_expect_eq(allowed(rl, &b, 1, 100), 2, "the same /64 shares the budget");
 	cr_expect_eq(allowed(rl, &c, 1, 100), 5, "another /64 has its own");

@@ -22,7 +22,8 @@ static int drop_caps(char *err, size_t errlen)
 		if (cap == CAP_NET_ADMIN)
 			continue;
 		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL) {
-			snprintf(err, errlen, "cannot drop capability %d from the bounding set: %m", cap);
+			snprintf(err, errlen, "cannot drop capability %d from the bounding set: %m",
+			         cap);
 			return MOAT_EIO;
 		}
 	}
@@ -49,7 +50,7 @@ static int no_network(char *err, size_t errlen)
 	int rc = 0;
 	for (size_t i = 0; i < sizeof(families) / sizeof(families[0]) && rc == 0; i++)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 1,
-				      SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)families[i]));
+		                      SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)families[i]));
 	if (rc == 0)
 		rc = seccomp_load(ctx);
 	seccomp_release(ctx);

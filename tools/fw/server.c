@@ -338,12 +338,13 @@ static void fwsrv_vet(struct fwsrv *srv, struct fwsrv_pending *p)
 	for (size_t i = 0; i < g->naddr && inside; i++) {
 		uint8_t src[16];
 		if (!fwsrv_source(o, &g->client, g->addr[i].family, src)) {
-			fprintf(stderr,
-			        "moat-fw: grant seq %u: address %s is not of client %s's family and "
-			        "no single --sandbox address of that family is configured\n",
-			        g->seq,
-			        fwsrv_addr_text(g->addr[i].family, g->addr[i].addr, t, sizeof(t)),
-			        fwsrv_addr_text(g->client.family, g->client.addr, ct, sizeof(ct)));
+			fprintf(
+			    stderr,
+			    "moat-fw: grant seq %u: address %s is not of client %s's family and "
+			    "no single --sandbox address of that family is configured\n",
+			    g->seq,
+			    fwsrv_addr_text(g->addr[i].family, g->addr[i].addr, t, sizeof(t)),
+			    fwsrv_addr_text(g->client.family, g->client.addr, ct, sizeof(ct)));
 			p->status = FWPROTO_FAILED;
 			return;
 		}
