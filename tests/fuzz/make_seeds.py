@@ -129,15 +129,18 @@ def queries():
     q["label-overrun"] = header(34, 0x0100) + b"\x3fabc"
     q["label-64"] = header(35, 0x0100) + b"\x40" + b"a" * 64 + b"\0" + struct.pack("!HH", 1, 1)
     q["label-63"] = header(36, 0x0100) + b"\x3f" + b"a" * 63 + b"\0" + struct.pack("!HH", 1, 1)
-    n255 = b"\x3f" + b"a" * 63 + b"\x3f" + b"b" * 63 + b"\x3f" + b"c" * 63 + b"\x3d" + b"d" * 61 + b"\0"
+    n255 = b"".join(bytes([n]) + c * n for n, c in ((63, b"a"), (63, b"b"), (63, b"c"), (61, b"d")))
+    n255 += b"\0"
     assert len(n255) == 255
     q["name-255"] = header(37, 0x0100) + n255 + struct.pack("!HH", 1, 1)
-    n256 = b"\x3f" + b"a" * 63 + b"\x3f" + b"b" * 63 + b"\x3f" + b"c" * 63 + b"\x3e" + b"d" * 62 + b"\0"
+    n256 = b"".join(bytes([n]) + c * n for n, c in ((63, b"a"), (63, b"b"), (63, b"c"), (62, b"d")))
+    n256 += b"\0"
     q["name-256"] = header(38, 0x0100) + n256 + struct.pack("!HH", 1, 1)
     q["extra-pointer-loop"] = (header(39, 0x0100, ar=1) + question(www, A) + b"\xc0\x21" +
                                struct.pack("!HHIH", A, IN, 0, 4) + a("1.2.3.4"))
     base = header(40, 0x0100, ar=1) + question(www, A)
-    q["extra-pointer-self"] = base + ptr(len(base)) + struct.pack("!HHIH", A, IN, 0, 4) + a("1.1.1.1")
+    q["extra-pointer-self"] = (base + ptr(len(base)) + struct.pack("!HHIH", A, IN, 0, 4) +
+                               a("1.1.1.1"))
     q["extra-pointer-to-0"] = base + ptr(0) + struct.pack("!HHIH", TXT, IN, 0, 1) + b"\0"
     q["rdlen-overrun"] = (header(41, 0x0100, ar=1) + question(www, A) + b"\0" +
                           struct.pack("!HHIH", OPT, 1232, 0, 40) + b"\x00\x0a\x00\x02ab")
@@ -187,26 +190,30 @@ def responses():
     hints = [(1, b"\x02h2"), (4, a("192.0.2.10") + a("192.0.2.11")),
              (6, aaaa("2001:db8::10"))]
     r["https-hints"] = resp(10, www, HTTPS, [rr(P, HTTPS, svcb_rdata(1, b"\0", hints))])
-    r["https-alias"] = resp(11, www, HTTPS, [rr(P, HTTPS, svcb_rdata(0, name("svc.example.net"), []))])
+    r["https-alias"] = resp(11, www, HTTPS,
+                            [rr(P, HTTPS, svcb_rdata(0, name("svc.example.net"), []))])
     r["svcb-bad-order"] = resp(12, name("_dns.example.com"), SVCB,
                                [rr(ptr(QNAME_OFF), SVCB,
                                    svcb_rdata(1, b"\0", [(6, aaaa("::1")), (4, a("127.0.0.1"))]))])
-    r["svcb-bad-hint-len"] = resp(13, www, HTTPS, [rr(P, HTTPS, svcb_rdata(1, b"\0", [(4, b"\1\2\3")]))])
+    r["svcb-bad-hint-len"] = resp(13, www, HTTPS,
+                                  [rr(P, HTTPS, svcb_rdata(1, b"\0", [(4, b"\1\2\3")]))])
     r["https-in-additional"] = resp(14, www, A, [rr(P, A, a("192.0.2.1"))],
                                     ar=[rr(P, HTTPS, svcb_rdata(1, b"\0", [(4, a("127.0.0.1"))]))])
     # Negative answers.
     ex = name("nope.example.com")
-    soa_rr = rr(ptr(QNAME_OFF + 5), SOA, soa(name("ns1.example.com"), name("hostmaster.example.com")),
-                ttl=900)
+    soa_rr = rr(ptr(QNAME_OFF + 5), SOA,
+                soa(name("ns1.example.com"), name("hostmaster.example.com")), ttl=900)
     nsec = rr(ptr(QNAME_OFF + 5), NSEC, name("a.example.com") + b"\x00\x06\x40\x01\x00\x00\x00\x03")
     r["nxdomain-soa"] = resp(15, ex, A, ns=[soa_rr, nsec], rcode=3)
     r["nodata-soa"] = resp(16, ex, AAAA, ns=[soa_rr])
     r["soa-short"] = resp(17, ex, A, ns=[rr(ptr(QNAME_OFF + 5), SOA, b"\0\0" + bytes(19))], rcode=3)
-    r["referral"] = resp(18, www, A, ns=[rr(ptr(QNAME_OFF + 4), NS, name("ns1.example.com")),
-                                         rr(ptr(QNAME_OFF + 4), NS, b"\x03ns2" + ptr(QNAME_OFF + 4))],
+    r["referral"] = resp(18, www, A,
+                         ns=[rr(ptr(QNAME_OFF + 4), NS, name("ns1.example.com")),
+                             rr(ptr(QNAME_OFF + 4), NS, b"\x03ns2" + ptr(QNAME_OFF + 4))],
                          ar=[rr(name("ns1.example.com"), A, a("192.0.2.53"))], flags=0x8100)
     r["mx"] = resp(19, name("example.com"), MX,
-                   [rr(P, MX, b"\x00\x0a\x04mail" + P), rr(P, MX, b"\x00\x14" + name("mx.example.net"))])
+                   [rr(P, MX, b"\x00\x0a\x04mail" + P),
+                    rr(P, MX, b"\x00\x14" + name("mx.example.net"))])
     r["mx-short"] = resp(20, name("example.com"), MX, [rr(P, MX, b"\x00\x0a")])
     r["ptr"] = resp(21, name("1.2.0.192.in-addr.arpa"), PTR, [rr(P, PTR, name("host.example.com"))])
     r["txt"] = resp(22, www, TXT, [rr(P, TXT, b"\x05hello\x05world")])
@@ -243,7 +250,8 @@ def responses():
     r["rdlen-overrun"] = resp(36, www, A, [P + struct.pack("!HHIH", A, IN, 60, 200) + a("1.1.1.1")])
     body = header(37, QR_RD_RA, 1, 1, 0, 0) + question(www, A)
     r["pointer-self"] = body + ptr(len(body)) + struct.pack("!HHIH", A, IN, 1, 4) + a("1.1.1.1")
-    r["pointer-forward"] = body + ptr(len(body) + 2) + b"\0" + struct.pack("!HHIH", A, IN, 1, 4) + a("1.1.1.1")
+    r["pointer-forward"] = (body + ptr(len(body) + 2) + b"\0" + struct.pack("!HHIH", A, IN, 1, 4) +
+                            a("1.1.1.1"))
     r["pointer-loop"] = (body + b"\x01a" + ptr(len(body) + 4) + b"\x01b" + ptr(len(body)) +
                          struct.pack("!HHIH", A, IN, 1, 4) + a("1.1.1.1"))
     r["pointer-to-header"] = body + ptr(2) + struct.pack("!HHIH", A, IN, 1, 4) + a("1.1.1.1")
@@ -285,7 +293,8 @@ def names():
     n["msg-64-pointers"] = b"\x01a\x00" + b"".join(ptr(1 + 2 * i) for i in range(66))
     n["msg-label-overrun"] = b"\x00\x3fabc"
     n["msg-reserved-label"] = b"\x00\x40abc\x00\x80abc\x00"
-    n["msg-255"] = b"\x00" + b"\x3f" + b"a" * 63 + b"\x3f" + b"b" * 63 + b"\x3f" + b"c" * 63 + b"\x3d" + b"d" * 61 + b"\0"
+    n["msg-255"] = b"\x00" + b"".join(bytes([k]) + c * k for k, c in
+                                      ((63, b"a"), (63, b"b"), (63, b"c"), (61, b"d"))) + b"\0"
     n["msg-compressed-long"] = (b"\x00" + b"\x3f" + b"a" * 63 + b"\x3f" + b"b" * 63 + b"\0" +
                                 b"\x3f" + b"c" * 63 + b"\x3e" + b"d" * 62 + ptr(1))
     return n
@@ -333,13 +342,16 @@ CONFIGS = {
     "huge-int": b"upstream_timeout_ms: 99999999999999999999999\ntcp_max_clients: -1\n",
     "bad-cidr": b"agents:\n  - name: x\n    clients: [10.0.0.1/8, 300.1.1.1, \"::/129\"]\n",
     "bad-agent-name": b"agents:\n  - name: \"no spaces!\"\n    clients: [10.0.0.0/8]\n",
-    "agent-dup": b"upstreams: [1.1.1.1]\nagents:\n  - {name: a, clients: [10.0.0.0/8]}\n  - {name: a, clients: [10.0.0.0/8]}\n",
+    "agent-dup": (b"upstreams: [1.1.1.1]\nagents:\n  - {name: a, clients: [10.0.0.0/8]}\n"
+                  b"  - {name: a, clients: [10.0.0.0/8]}\n"),
     "two-docs": b"listen: [127.0.0.1]\n---\nlisten: [127.0.0.2]\n",
     "tabs": b"agents:\n\t- name: a\n",
     "unterminated": b"listen: [\"127.0.0.1:53\"\nupstreams: {\n",
-    "deny-bad": b"agents:\n  - name: a\n    clients: [10.0.0.0/8]\n    deny: maybe\n    sinkhole: [1.2.3.4, 5.6.7.8, \"::1\"]\n",
+    "deny-bad": (b"agents:\n  - name: a\n    clients: [10.0.0.0/8]\n    deny: maybe\n"
+                 b"    sinkhole: [1.2.3.4, 5.6.7.8, \"::1\"]\n"),
     "null-values": b"listen:\nupstreams: ~\nagents: null\nlog: {file: }\n",
-    "flow-mixed": b"{listen: [\"[::1]:53\"], upstreams: [\"[2001:db8::1]:5353\"], agents: [{name: z, clients: [\"::/0\"]}]}\n",
+    "flow-mixed": (b"{listen: [\"[::1]:53\"], upstreams: [\"[2001:db8::1]:5353\"], "
+                   b"agents: [{name: z, clients: [\"::/0\"]}]}\n"),
     "tags": b"listen: !!str 127.0.0.1\nupstreams: !custom [1.1.1.1]\n",
     "anchors-deep": b"a: &x {b: &y {c: &z [1, 2, 3]}}\n",
     "utf8-bom": b"\xef\xbb\xbflisten: [127.0.0.1]\n",
@@ -355,7 +367,8 @@ PATTERNS = {
 }
 
 PATTERN_FILES = {
-    "basic": b"# allowlist\nexample.com\n  *.example.org   # trailing comment\n\n\t\r\nhost\\#1.test\n",
+    "basic": (b"# allowlist\nexample.com\n  *.example.org   # trailing comment\n\n\t\r\n"
+              b"host\\#1.test\n"),
     "two-per-line": b"a.com b.com\n",
     "bad": b"good.com\n*bad.com\n",
     "crlf": b"a.com\r\nb.com\r\n",
@@ -363,7 +376,8 @@ PATTERN_FILES = {
 }
 
 RANGE_FILES = {
-    "basic": b"# ranges\n169.254.0.0/16 always\n10.0.0.0/8 private # rfc1918\nfd00::/8 private\n::1 always\n",
+    "basic": (b"# ranges\n169.254.0.0/16 always\n10.0.0.0/8 private # rfc1918\n"
+              b"fd00::/8 private\n::1 always\n"),
     "bad-class": b"10.0.0.0/8 sometimes\n",
     "host-bits": b"10.0.0.1/8 always\n",
     "bad-prefix": b"10.0.0.0/33 always\n::/129 private\n",
@@ -440,7 +454,8 @@ def svcb():
     s["svcb-hints"] = seed(svcb_rdata(1, b"\0", hints))
     s["svcb-target"] = seed(svcb_rdata(1, name("svc.example.net"), hints), stop=3)
     s["svcb-alias"] = seed(svcb_rdata(0, name("a.example"), []))
-    s["svcb-pointer-target"] = seed(svcb_rdata(1, ptr(0), [(4, a("127.0.0.1"))]), prefix=b"\x01x\x00")
+    s["svcb-pointer-target"] = seed(svcb_rdata(1, ptr(0), [(4, a("127.0.0.1"))]),
+                                    prefix=b"\x01x\x00")
     s["svcb-bad-order"] = seed(svcb_rdata(1, b"\0", [(6, aaaa("::1")), (4, a("1.2.3.4"))]))
     s["svcb-dup-key"] = seed(svcb_rdata(1, b"\0", [(4, a("1.2.3.4")), (4, a("1.2.3.5"))]))
     s["svcb-bad-len"] = seed(svcb_rdata(1, b"\0", [(4, b"\1\2\3\4\5")]))
@@ -454,7 +469,8 @@ def svcb():
                            b"1e3", b"0xA9.0XFE.0.1", b"4294967296", b"4294967295", b"::1",
                            b"[fd00:ec2::254]", b"::ffff:169.254.169.254", b"fe80::1%eth0",
                            b"10-0-0-1.sslip.io", b"app.10.0.0.1.nip.io", b"a9fea9fe.nip.io",
-                           b"app-0a000001.nip.io", b"256.1.1.1", b"1.2.3.0400", b"00000000001.2.3.4"]):
+                           b"app-0a000001.nip.io", b"256.1.1.1", b"1.2.3.0400",
+                           b"00000000001.2.3.4"]):
         s["iplit-%02d" % i] = t
     return s
 

@@ -48,9 +48,15 @@ static int no_network(char *err, size_t errlen)
 	}
 	static const int families[] = {AF_INET, AF_INET6, AF_PACKET};
 	int rc = 0;
-	for (size_t i = 0; i < sizeof(families) / sizeof(families[0]) && rc == 0; i++)
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 1,
-		                      SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)families[i]));
+	for (size_t i = 0; i < sizeof(families) / sizeof(families[0]) && rc == 0; i++) {
+		/* Spelled out rather than SCMP_A0(), whose expansion leaves datum_b to clang's
+		 * missing-initializer warning. */
+		struct scmp_arg_cmp cmp = {.arg = 0,
+		                           .op = SCMP_CMP_EQ,
+		                           .datum_a = (scmp_datum_t)families[i],
+		                           .datum_b = 0};
+		rc = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 1, &cmp);
+	}
 	if (rc == 0)
 		rc = seccomp_load(ctx);
 	seccomp_release(ctx);
