@@ -47,4 +47,19 @@ run_demo "$out" --empty-allowlist || st=$?
 [[ $st != 0 ]] || { cat "$out"; fail "--empty-allowlist exited 0"; }
 grep -q "control failed" <<<"$(summary "$out")" || { cat "$out"; fail "--empty-allowlist: $(summary "$out")"; }
 echo "empty allowlist: $(summary "$out")"
+
+# Stopped in the middle (TERM, as Ctrl-C would), the demo cleans up at once.
+setsid "$MOAT_SRC/tools/demo" --build-dir "$MOAT_BUILD" --no-deps >"$out" 2>&1 &
+demo=$!
+for ((i = 0; i < 300; i++)); do grep -q "escape tests against" "$out" && break; sleep 0.1; done
+grep -q "escape tests against" "$out" || { kill -9 "$demo"; cat "$out"; fail "the demo did not reach moat-escape"; }
+kill -TERM "$demo"
+st=0
+for ((i = 0; i < 100; i++)); do kill -0 "$demo" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$demo" 2>/dev/null && { kill -9 "$demo"; fail "the demo did not stop within 10 s of TERM"; }
+wait "$demo" || st=$?
+[[ $st == 143 ]] || fail "the demo exited $st on TERM"
+if ip netns list | grep -q "moat-demo-"; then fail "namespaces left after TERM"; fi
+ls -d /etc/netns/moat-demo-* 2>/dev/null && fail "/etc/netns entries left after TERM"
+echo "stopped with TERM: cleaned up"
 echo "PASS: demo"
