@@ -185,7 +185,10 @@ wait_line idle '^closed_by_server=' 30
 out=$(tail -1 "$E2E_WORK/idle.log")
 e2e_log "idle TCP clients at the end: $out"
 still=$(field still_open "$out")
-((still <= MAX_TCP)) || e2e_fail "$still idle connections stayed open, tcp_max_clients is $MAX_TCP"
+# From the client's side a connection still waiting in moatd's listen backlog (256, not yet
+# accepted, so not yet counted or evicted) looks open too; moatd's own side was checked above.
+((still <= MAX_TCP + 256)) ||
+	e2e_fail "$still idle connections stayed open, tcp_max_clients is $MAX_TCP (+256 backlog)"
 # afterwards: the connections are gone and moatd is fine
 for ((i = 0; i < 50; i++)); do
 	held=$(e2e_run ss -Htn state established '( sport = :53 )' | wc -l)
