@@ -569,6 +569,7 @@ int main(int argc, char **argv)
 	        (unsigned long long)srv.stats.upstream_mismatch,
 	        (unsigned long long)srv.stats.ratelimited);
 	uv_loop_close(srv.loop);
+	upstream_deinit(&srv);
 	fetch_deinit(&srv);
 	ratelimit_free(srv.rl);
 	log_close(srv.log);

@@ -56,6 +56,7 @@ struct server {
 	struct dlist listeners;      /* struct listener */
 	struct dlist tcp_conns;      /* struct tcp_conn */
 	struct dlist upstream_reqs;  /* struct upstream_req */
+	struct upstream_pool *upool; /* upstream.c's UDP sockets (owned; created on first use) */
 	uint32_t ntcp;
 	unsigned next_upstream; /* round robin start */
 	bool stopping;
@@ -140,7 +141,10 @@ int upstream_query(struct server *srv, const uint8_t *lname, uint16_t qtype, uin
                    bool dnssec_ok, struct wire_resp *resp, upstream_cb cb, void *ctx,
                    struct upstream_req **out);
 void upstream_cancel(struct upstream_req *req);
+/* Shutdown: end every request and close the pooled sockets (the loop must run to finish
+ * closing them); after the loop has ended, upstream_deinit frees the pool. */
 void upstream_cancel_all(struct server *srv);
+void upstream_deinit(struct server *srv);
 
 uint64_t server_now_us(void);
 

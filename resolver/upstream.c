@@ -1,27 +1,58 @@
 /* upstream.c talks to the upstream resolvers. Each attempt builds moatd's own query with a fresh
- * random ID (libsodium) and sends it from a fresh UDP socket on a random source port, connected
- * to the upstream so the kernel drops datagrams from anyone else and reports ICMP errors at once.
- * An answer is accepted only if its ID and question match (wire_resp_parse); anything else is
- * counted and ignored, and the attempt keeps waiting. TC=1 answers are retried over TCP to the
- * same upstream. A timeout or error moves to the next upstream; after the configured number of
- * attempts the caller gets MOAT_EIO. */
-#include <sodium.h>
+ * random ID and sends it over UDP from a pooled socket (below) connected to the upstream, so the
+ * kernel drops datagrams from anyone else and reports ICMP errors at once. An answer is accepted
+ * only if its ID and question match (wire_resp_parse); anything else is counted and ignored, and
+ * the attempt keeps waiting. TC=1 answers are retried over TCP to the same upstream, on a
+ * connection of their own. A timeout or error moves to the next upstream; after the configured
+ * number of attempts the caller gets MOAT_EIO.
+ *
+ * The UDP socket pool. A fresh socket per attempt cost socket+bind+connect+epoll_ctl+close, the
+ * largest share of a forwarded query (~40 µs in all, measured). Instead each upstream has a few
+ * open sockets, each bound to its own random source port: a socket carries at most SOCK_INFLIGHT
+ * queries at once and SOCK_USES in its life (never reusing an ID), and takes no new query after
+ * SOCK_MAX_AGE_MS; then it is retired and closed once its last query is done. An off-path
+ * spoofer still has to guess the source port (one of ~64k, changing every SOCK_USES queries)
+ * and an ID that is outstanding on it (at most SOCK_INFLIGHT of 65536), and the question; the
+ * pool also lets one recvmmsg read many answers per wake-up. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "moat/err.h"
+#include "moat/rng.h"
 #include "server.h"
 
-/* One try at one upstream: its own handle, freed in its close callback, so a new attempt never
+#define SOCK_USES 128        /* queries one UDP socket carries in its life */
+#define SOCK_INFLIGHT 16     /* of them at most this many at once */
+#define SOCK_MAX_AGE_MS 2000 /* and it takes no new query after this */
+#define RX_BATCH 32          /* datagrams per recvmmsg */
+#define RX_SLOT 4096         /* larger than any answer to our EDNS size (1232) */
+
+struct up_sock {
+	struct dlist link; /* the pool's open or retired list */
+	struct server *srv;
+	uv_poll_t poll;
+	int fd;
+	unsigned upstream;
+	uint64_t born_ms;
+	bool retired, closing;
+	uint16_t nused, inflight;
+	uint16_t ids[SOCK_USES];
+	struct upstream_req *reqs[SOCK_USES]; /* NULL once that query is done */
+};
+
+struct upstream_pool {
+	struct dlist open;    /* sockets taking new queries */
+	struct dlist retired; /* sockets waiting for their last answers */
+};
+
+/* A TCP try at one upstream: its own handle, freed in its close callback, so a new attempt never
  * reuses memory libuv may still touch. a->req is NULL once the attempt is abandoned. */
 struct attempt {
 	struct upstream_req *req;
-	bool tcp;
-	union {
-		uv_handle_t handle;
-		uv_udp_t udp;
-		uv_tcp_t tcp;
-	} h;
+	uv_tcp_t tcp;
 	uv_connect_t connect;
 	uv_write_t write;
 	uint8_t wlen[2], rlen[2];
@@ -43,13 +74,15 @@ struct upstream_req {
 	unsigned attempt, upstream;
 	uint16_t id;
 	uint64_t start_us;
-	uv_timer_t timer; /* the request is freed in this handle's close callback */
-	int last_err;     /* MOAT_EFORMAT once an upstream answered with nonsense */
-	struct attempt *cur;
+	uv_timer_t timer;     /* the request is freed in this handle's close callback */
+	int last_err;         /* MOAT_EFORMAT once an upstream answered with nonsense */
+	struct attempt *tcp;  /* the current TCP attempt */
+	struct up_sock *sock; /* or the socket of the current UDP attempt */
+	uint16_t slot;        /* our index in sock->reqs */
 };
 
-/* Datagrams are read into one buffer per loop thread and parsed before the callback returns. */
-static _Thread_local uint8_t udp_rx[WIRE_MAXMSG];
+/* Datagrams are read into buffers per loop thread and parsed before the callback returns. */
+static _Thread_local uint8_t (*rx_bufs)[RX_SLOT];
 
 uint64_t server_now_us(void)
 {
@@ -57,6 +90,159 @@ uint64_t server_now_us(void)
 }
 
 static void req_try(struct upstream_req *r);
+static void on_sock_readable(uv_poll_t *p, int status, int events);
+
+/* ------------------------------------------------------------------ the socket pool -- */
+
+static struct upstream_pool *pool_of(struct server *srv)
+{
+	if (!srv->upool) {
+		struct upstream_pool *p = malloc(sizeof(*p));
+		if (!p)
+			return NULL;
+		dlist_init(&p->open);
+		dlist_init(&p->retired);
+		srv->upool = p;
+	}
+	return srv->upool;
+}
+
+static struct up_sock *sock_of(struct dlist *d)
+{
+	return (struct up_sock *)((char *)d - offsetof(struct up_sock, link));
+}
+
+static void on_sock_closed(uv_handle_t *h)
+{
+	struct up_sock *s = h->data;
+	close(s->fd);
+	free(s);
+}
+
+static void sock_close(struct up_sock *s)
+{
+	if (s->closing)
+		return;
+	s->closing = true;
+	dlist_del(&s->link);
+	uv_poll_stop(&s->poll);
+	uv_close((uv_handle_t *)&s->poll, on_sock_closed);
+}
+
+/* No new queries on s; it closes when its last one is done. */
+static void sock_retire(struct server *srv, struct up_sock *s)
+{
+	if (s->retired)
+		return;
+	s->retired = true;
+	dlist_del(&s->link);
+	dlist_add(&srv->upool->retired, &s->link);
+	if (s->inflight == 0)
+		sock_close(s);
+}
+
+/* A fresh UDP socket on a random source port, connected to upstream u. */
+static struct up_sock *sock_open(struct server *srv, unsigned u)
+{
+	const struct config *cfg = srv->cfg;
+	const struct sockaddr *to = (const struct sockaddr *)&cfg->upstreams[u];
+	socklen_t alen =
+	    to->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+	struct sockaddr_storage src;
+	memset(&src, 0, sizeof(src));
+	if (cfg->has_upstream_source && cfg->upstream_source.ss_family == to->sa_family)
+		src = cfg->upstream_source;
+	else
+		src.ss_family = to->sa_family;
+
+	int fd = socket(to->sa_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return NULL;
+	int rc = -1;
+	for (int i = 0; i < 16 && rc < 0; i++) {
+		uint16_t port = (uint16_t)(1024 + rng_uniform(65536 - 1024));
+		if (src.ss_family == AF_INET)
+			((struct sockaddr_in *)&src)->sin_port = htons(port);
+		else
+			((struct sockaddr_in6 *)&src)->sin6_port = htons(port);
+		rc = bind(fd, (const struct sockaddr *)&src, alen);
+		if (rc < 0 && errno != EADDRINUSE)
+			break;
+	}
+	struct up_sock *s = rc == 0 && connect(fd, to, alen) == 0 ? calloc(1, sizeof(*s)) : NULL;
+	if (!s || uv_poll_init_socket(srv->loop, &s->poll, fd) < 0) {
+		free(s);
+		close(fd);
+		return NULL;
+	}
+	s->srv = srv;
+	s->fd = fd;
+	s->upstream = u;
+	s->born_ms = uv_now(srv->loop);
+	s->poll.data = s;
+	dlist_add(&srv->upool->open, &s->link);
+	if (uv_poll_start(&s->poll, UV_READABLE, on_sock_readable) < 0) {
+		sock_close(s);
+		return NULL;
+	}
+	return s;
+}
+
+/* A socket to upstream u with room for one more query: the newest open one that has room (so
+ * answers bunch up on few sockets and are read in batches), or a new one. */
+static struct up_sock *sock_pick(struct server *srv, unsigned u)
+{
+	struct upstream_pool *p = pool_of(srv);
+	if (!p)
+		return NULL;
+	uint64_t now = uv_now(srv->loop);
+	for (struct dlist *d = p->open.next; d != &p->open;) {
+		struct up_sock *s = sock_of(d);
+		d = d->next;
+		if (s->nused >= SOCK_USES || now - s->born_ms > SOCK_MAX_AGE_MS) {
+			sock_retire(srv, s);
+			continue;
+		}
+		if (s->upstream == u && s->inflight < SOCK_INFLIGHT)
+			return s;
+	}
+	return sock_open(srv, u);
+}
+
+/* Take a slot on s for r with an ID never used on s before. */
+static void sock_attach(struct up_sock *s, struct upstream_req *r)
+{
+	uint16_t id;
+	bool fresh;
+	do {
+		id = (uint16_t)rng_uniform(65536);
+		fresh = true;
+		for (unsigned i = 0; i < s->nused; i++)
+			fresh &= s->ids[i] != id;
+	} while (!fresh);
+	r->id = id;
+	r->sock = s;
+	r->slot = s->nused++;
+	s->ids[r->slot] = id;
+	s->reqs[r->slot] = r;
+	s->inflight++;
+	if (s->nused == SOCK_USES)
+		sock_retire(s->srv, s); /* its last query: later ones go elsewhere */
+}
+
+/* r's UDP attempt is over: free its slot (a late answer to it is then a mismatch). */
+static void sock_detach(struct upstream_req *r)
+{
+	struct up_sock *s = r->sock;
+	if (!s)
+		return;
+	r->sock = NULL;
+	s->reqs[r->slot] = NULL;
+	if (--s->inflight == 0 && s->retired)
+		sock_close(s);
+}
+
+/* --------------------------------------------------------------- attempts and answers -- */
 
 static void on_attempt_closed(uv_handle_t *h)
 {
@@ -67,14 +253,13 @@ static void on_attempt_closed(uv_handle_t *h)
 
 static void abandon(struct upstream_req *r)
 {
-	struct attempt *a = r->cur;
+	sock_detach(r);
+	struct attempt *a = r->tcp;
 	if (!a)
 		return;
-	r->cur = NULL;
+	r->tcp = NULL;
 	a->req = NULL;
-	if (!a->tcp)
-		uv_udp_recv_stop(&a->h.udp);
-	uv_close(&a->h.handle, on_attempt_closed);
+	uv_close((uv_handle_t *)&a->tcp, on_attempt_closed);
 }
 
 static void on_timer_closed(uv_handle_t *h)
@@ -116,6 +301,13 @@ static void on_timeout(uv_timer_t *t)
 	next_attempt(r);
 }
 
+static void retry_over_tcp(struct upstream_req *r)
+{
+	abandon(r);
+	r->tcp_next = true;
+	req_try(r);
+}
+
 /* Check a candidate answer from the current attempt. */
 static void on_answer(struct upstream_req *r, const uint8_t *pkt, size_t len)
 {
@@ -129,38 +321,89 @@ static void on_answer(struct upstream_req *r, const uint8_t *pkt, size_t len)
 		next_attempt(r);
 		return;
 	}
-	if ((r->resp->flags & 0x0200) && !r->cur->tcp) {
-		/* Truncated: the same upstream over TCP, within this attempt's time. */
-		abandon(r);
-		r->tcp_next = true;
-		req_try(r);
+	if ((r->resp->flags & 0x0200) && !r->tcp) {
+		retry_over_tcp(
+		    r); /* truncated: the same upstream over TCP, in this attempt's time */
 		return;
 	}
 	finish(r, 0, pkt, len);
 }
 
-static void on_udp_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+/* A datagram larger than RX_SLOT: more than we asked for. If its header and question are those
+ * of a query outstanding on s, ask that upstream again over TCP; otherwise it is a mismatch. */
+static void on_oversized(struct up_sock *s, struct upstream_req *r, const uint8_t *pkt)
 {
-	(void)h;
-	(void)hint;
-	*buf = uv_buf_init((char *)udp_rx, sizeof(udp_rx));
+	uint8_t q[NAME_MAXWIRE + 64];
+	int n = wire_build_query(r->id, r->lname, r->qtype, r->qclass, r->dnssec_ok, q, sizeof(q));
+	/* Our question (name, type, class) sits at the same offset in the answer; compare it
+	 * without case, which upstreams may change. */
+	int nl = name_wire_len(r->lname, NAME_MAXWIRE);
+	if (n > 0 && (pkt[2] & 0x80) && pkt[4] == 0 && pkt[5] == 1 &&
+	    WIRE_HDR + (size_t)nl + 4 <= RX_SLOT) {
+		bool same = true;
+		for (size_t i = 0; i < (size_t)nl + 4; i++) {
+			uint8_t c = pkt[WIRE_HDR + i];
+			same &= (c >= 'A' && c <= 'Z' ? c + 32 : c) == q[WIRE_HDR + i];
+		}
+		if (same) {
+			retry_over_tcp(r);
+			return;
+		}
+	}
+	s->srv->stats.upstream_mismatch++;
 }
 
-static void on_udp_recv(uv_udp_t *h, ssize_t n, const uv_buf_t *buf, const struct sockaddr *addr,
-                        unsigned flags)
+/* Answers on a pooled socket: read them in batches and hand each to the query with its ID. */
+static void on_sock_readable(uv_poll_t *p, int status, int events)
 {
-	struct attempt *a = h->data;
-	(void)flags;
-	if (!a->req)
+	struct up_sock *s = p->data;
+	struct mmsghdr msgs[RX_BATCH];
+	struct iovec iov[RX_BATCH];
+	(void)events;
+	if (!rx_bufs && !(rx_bufs = malloc(sizeof(*rx_bufs) * RX_BATCH)))
 		return;
-	if (n < 0) {
-		next_attempt(a->req); /* ECONNREFUSED and friends: this upstream is down */
-		return;
+	for (int round = 0; round < 8 && !s->closing; round++) {
+		for (int i = 0; i < RX_BATCH; i++) {
+			iov[i] = (struct iovec){rx_bufs[i], RX_SLOT};
+			msgs[i].msg_hdr = (struct msghdr){.msg_iov = &iov[i], .msg_iovlen = 1};
+		}
+		int n = status < 0 ? -1 : recvmmsg(s->fd, msgs, RX_BATCH, MSG_DONTWAIT, NULL);
+		if (n < 0) {
+			if (status == 0 &&
+			    (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+				return;
+			/* ECONNREFUSED and friends: this upstream is down for every query on s. */
+			sock_retire(s->srv, s);
+			for (unsigned i = 0; i < s->nused && !s->closing; i++)
+				if (s->reqs[i])
+					next_attempt(s->reqs[i]);
+			return;
+		}
+		for (int i = 0; i < n && !s->closing; i++) {
+			const uint8_t *pkt = rx_bufs[i];
+			size_t len = msgs[i].msg_len;
+			struct upstream_req *r = NULL;
+			if (len >= WIRE_HDR) {
+				uint16_t id = (uint16_t)(pkt[0] << 8 | pkt[1]);
+				for (unsigned k = 0; k < s->nused; k++)
+					if (s->ids[k] == id) {
+						r = s->reqs[k];
+						break;
+					}
+			}
+			if (!r)
+				s->srv->stats.upstream_mismatch++; /* late, spoofed or junk */
+			else if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC)
+				on_oversized(s, r, pkt);
+			else
+				on_answer(r, pkt, len);
+		}
+		if (n < RX_BATCH)
+			return;
 	}
-	if (n == 0 && !addr)
-		return;
-	on_answer(a->req, (const uint8_t *)buf->base, (size_t)n);
 }
+
+/* ------------------------------------------------------------------------------ TCP -- */
 
 static void on_tcp_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
@@ -173,9 +416,9 @@ static void on_tcp_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 		                   (unsigned)(a->tcpwant - (a->tcplen - 2)));
 }
 
-static void on_tcp_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+static void on_tcp_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 {
-	struct attempt *a = s->data;
+	struct attempt *a = st->data;
 	(void)buf;
 	if (!a->req || n == 0)
 		return;
@@ -192,9 +435,9 @@ static void on_tcp_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 	}
 	if (a->tcplen - 2 == a->tcpwant) {
 		struct upstream_req *r = a->req;
-		uv_read_stop(s);
+		uv_read_stop(st);
 		on_answer(r, a->tcpbuf, a->tcpwant);
-		if (r->cur == a && !r->done)
+		if (r->tcp == a && !r->done)
 			next_attempt(r); /* one answer per connection, and it was not ours */
 	}
 }
@@ -220,77 +463,60 @@ static void on_tcp_connect(uv_connect_t *c, int status)
 	uv_buf_t bufs[2] = {uv_buf_init((char *)a->wlen, 2),
 	                    uv_buf_init((char *)a->query, (unsigned)a->query_len)};
 	a->write.data = a;
-	if (uv_write(&a->write, (uv_stream_t *)&a->h.tcp, bufs, 2, on_tcp_write) < 0 ||
-	    uv_read_start((uv_stream_t *)&a->h.tcp, on_tcp_alloc, on_tcp_read) < 0)
+	if (uv_write(&a->write, (uv_stream_t *)&a->tcp, bufs, 2, on_tcp_write) < 0 ||
+	    uv_read_start((uv_stream_t *)&a->tcp, on_tcp_alloc, on_tcp_read) < 0)
 		next_attempt(a->req);
 }
 
-/* Bind a fresh UDP socket to a random source port (libsodium), so that an off-path attacker
- * must guess 16 bits of port beside 16 bits of ID. */
-static int bind_random_port(const struct config *cfg, uv_udp_t *udp, const struct sockaddr *to)
+static int try_tcp(struct upstream_req *r, const struct sockaddr *to)
 {
-	struct sockaddr_storage src;
-	memset(&src, 0, sizeof(src));
-	if (cfg->has_upstream_source && cfg->upstream_source.ss_family == to->sa_family)
-		src = cfg->upstream_source;
-	else
-		src.ss_family = to->sa_family;
-	for (int i = 0; i < 16; i++) {
-		uint16_t port = (uint16_t)(1024 + randombytes_uniform(65536 - 1024));
-		if (src.ss_family == AF_INET)
-			((struct sockaddr_in *)&src)->sin_port = htons(port);
-		else
-			((struct sockaddr_in6 *)&src)->sin6_port = htons(port);
-		int rc = uv_udp_bind(udp, (const struct sockaddr *)&src, 0);
-		if (rc != UV_EADDRINUSE)
-			return rc;
+	struct server *srv = r->srv;
+	const struct config *cfg = srv->cfg;
+	struct attempt *a = calloc(1, sizeof(*a));
+	int rc;
+	if (!a)
+		return MOAT_ENOMEM;
+	/* A fresh ID for every attempt: an answer to an earlier one is not accepted later. */
+	r->id = (uint16_t)rng_uniform(65536);
+	a->query_len = (size_t)wire_build_query(r->id, r->lname, r->qtype, r->qclass, r->dnssec_ok,
+	                                        a->query, sizeof(a->query));
+	if ((rc = uv_tcp_init(srv->loop, &a->tcp)) < 0) {
+		free(a);
+		return rc;
 	}
-	return UV_EADDRINUSE;
+	a->tcp.data = a;
+	a->req = r;
+	r->tcp = a;
+	if (cfg->has_upstream_source && cfg->upstream_source.ss_family == to->sa_family &&
+	    (rc = uv_tcp_bind(&a->tcp, (const struct sockaddr *)&cfg->upstream_source, 0)) < 0)
+		return rc;
+	a->connect.data = a;
+	return uv_tcp_connect(&a->connect, &a->tcp, to, on_tcp_connect);
+}
+
+static int try_udp(struct upstream_req *r)
+{
+	uint8_t q[NAME_MAXWIRE + 64];
+	struct up_sock *s = sock_pick(r->srv, r->upstream);
+	if (!s)
+		return MOAT_EIO;
+	sock_attach(s, r);
+	int n = wire_build_query(r->id, r->lname, r->qtype, r->qclass, r->dnssec_ok, q, sizeof(q));
+	if (n < 0)
+		return n;
+	if (send(s->fd, q, (size_t)n, MSG_DONTWAIT) == n)
+		return 0;
+	/* ECONNREFUSED from an earlier answer's ICMP, a full buffer: not this socket again. */
+	sock_retire(r->srv, s);
+	return MOAT_EIO;
 }
 
 static void req_try(struct upstream_req *r)
 {
-	struct server *srv = r->srv;
-	const struct config *cfg = srv->cfg;
-	const struct sockaddr *to = (const struct sockaddr *)&cfg->upstreams[r->upstream];
-	struct attempt *a = calloc(1, sizeof(*a));
-	int rc;
-
-	uv_timer_start(&r->timer, on_timeout, cfg->upstream_timeout_ms, 0);
-	if (!a)
-		goto fail;
-	/* A fresh ID for every attempt: an answer to an earlier one is not accepted later. */
-	r->id = (uint16_t)randombytes_uniform(65536);
-	a->query_len = (size_t)wire_build_query(r->id, r->lname, r->qtype, r->qclass, r->dnssec_ok,
-	                                        a->query, sizeof(a->query));
-	a->tcp = r->tcp_next;
-	if (a->tcp ? (rc = uv_tcp_init(srv->loop, &a->h.tcp)) < 0
-	           : (rc = uv_udp_init(srv->loop, &a->h.udp)) < 0) {
-		free(a);
-		goto fail;
-	}
-	a->h.handle.data = a;
-	a->req = r;
-	r->cur = a;
-	if (a->tcp) {
-		if (cfg->has_upstream_source && cfg->upstream_source.ss_family == to->sa_family &&
-		    (rc = uv_tcp_bind(&a->h.tcp, (const struct sockaddr *)&cfg->upstream_source,
-		                      0)) < 0)
-			goto fail;
-		a->connect.data = a;
-		if ((rc = uv_tcp_connect(&a->connect, &a->h.tcp, to, on_tcp_connect)) < 0)
-			goto fail;
+	const struct sockaddr *to = (const struct sockaddr *)&r->srv->cfg->upstreams[r->upstream];
+	uv_timer_start(&r->timer, on_timeout, r->srv->cfg->upstream_timeout_ms, 0);
+	if ((r->tcp_next ? try_tcp(r, to) : try_udp(r)) == 0)
 		return;
-	}
-	if ((rc = bind_random_port(cfg, &a->h.udp, to)) < 0 ||
-	    (rc = uv_udp_connect(&a->h.udp, to)) < 0)
-		goto fail;
-	uv_buf_t b = uv_buf_init((char *)a->query, (unsigned)a->query_len);
-	if ((rc = uv_udp_try_send(&a->h.udp, &b, 1, NULL)) < 0 ||
-	    (rc = uv_udp_recv_start(&a->h.udp, on_udp_alloc, on_udp_recv)) < 0)
-		goto fail;
-	return;
-fail:
 	/* This upstream cannot be tried now; the timer moves on at once. Calling next_attempt
 	 * here would recurse through every attempt in one stack. */
 	abandon(r);
@@ -330,6 +556,7 @@ void upstream_cancel(struct upstream_req *r)
 	finish(r, MOAT_EIO, NULL, 0);
 }
 
+/* Shutdown: every request ends, every pooled socket closes. */
 void upstream_cancel_all(struct server *srv)
 {
 	while (srv->upstream_reqs.next != &srv->upstream_reqs) {
@@ -338,4 +565,17 @@ void upstream_cancel_all(struct server *srv)
 		                            offsetof(struct upstream_req, link));
 		upstream_cancel(r);
 	}
+	struct upstream_pool *p = srv->upool;
+	if (!p)
+		return;
+	while (p->open.next != &p->open)
+		sock_close(sock_of(p->open.next));
+	while (p->retired.next != &p->retired)
+		sock_close(sock_of(p->retired.next));
+}
+
+void upstream_deinit(struct server *srv)
+{
+	free(srv->upool);
+	srv->upool = NULL;
 }
