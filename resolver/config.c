@@ -32,6 +32,7 @@
 #define CONFIG_IDLE_MAX 3600000u
 #define CONFIG_CLIENTS_MIN 1u
 #define CONFIG_CLIENTS_MAX 1000000u
+#define CONFIG_WORKERS_MAX 64u
 #define CONFIG_TTL_MAX 86400u
 
 /* A config file is a few kilobytes; anything far larger is not one. */
@@ -355,6 +356,7 @@ void config_init(struct config *cfg)
 	cfg->upstream_attempts = 3;
 	cfg->tcp_idle_ms = 10000;
 	cfg->tcp_max_clients = 1024;
+	cfg->workers = 1;
 	cfg->fw_timeout_ms = 1000;
 	cfg->seccomp = true;
 	cfg->cache_bytes = (size_t)32 << 20;
@@ -1129,6 +1131,9 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 				if (!(cfg->user = strdup(u)))
 					rc = config_fail(c, line, "out of memory");
 			}
+		} else if (config_key_is(ks, klen, "workers")) {
+			rc =
+			    config_u32(c, v, line, "workers", 1, CONFIG_WORKERS_MAX, &cfg->workers);
 		} else if (config_key_is(ks, klen, "seccomp")) {
 			rc = config_bool(c, v, line, "seccomp", &cfg->seccomp);
 		} else if (config_key_is(ks, klen, "ratelimit_qps")) {

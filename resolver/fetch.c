@@ -74,7 +74,7 @@ static uint64_t question_hash(const struct fetch_table *t, const uint8_t *lname,
 	return h;
 }
 
-int fetch_init(struct server *srv)
+int fetch_init(struct server *srv, size_t cache_bytes)
 {
 	struct fetch_table *t = malloc(sizeof(*t));
 	if (!t)
@@ -85,8 +85,8 @@ int fetch_init(struct server *srv)
 	srv->fetches = t;
 	srv->cache = NULL;
 	const struct config *cfg = srv->cfg;
-	if (cfg->cache_bytes) {
-		srv->cache = cache_new(cfg->cache_bytes, cfg->cache_min_ttl, cfg->cache_max_ttl);
+	if (cache_bytes) {
+		srv->cache = cache_new(cache_bytes, cfg->cache_min_ttl, cfg->cache_max_ttl);
 		if (!srv->cache)
 			return MOAT_ENOMEM;
 	}

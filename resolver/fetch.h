@@ -47,8 +47,8 @@ int fetch_answer(struct server *srv, const uint8_t *lname, uint16_t qtype, uint1
  * cancelled when none are left). */
 void fetch_cancel(struct fetch_wait *w);
 
-/* Server start and stop: the in-flight table and the cache. */
-int fetch_init(struct server *srv);
+/* Worker start and stop: the in-flight table and a cache of cache_bytes (0: none). */
+int fetch_init(struct server *srv, size_t cache_bytes);
 void fetch_cancel_all(struct server *srv);
 void fetch_deinit(struct server *srv);
 

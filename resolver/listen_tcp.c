@@ -200,7 +200,7 @@ static void on_connection(uv_stream_t *server, int status)
 		conn_close(c);
 		return;
 	}
-	if (srv->ntcp > srv->cfg->tcp_max_clients) {
+	if (srv->ntcp > srv->tcp_max) {
 		srv->stats.tcp_rejected++;
 		if (!conn_evict_idle(srv, c)) {
 			conn_close(c);
@@ -227,7 +227,8 @@ int listen_tcp_start(struct server *srv, const struct sockaddr *addr)
 	}
 	l->h.handle.data = l;
 	dlist_add(&srv->listeners, &l->link);
-	if ((rc = uv_tcp_bind(&l->h.tcp, addr, addr->sa_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0)) <
+	if ((srv->reuseport && (rc = listen_share_port(&l->h.handle)) < 0) ||
+	    (rc = uv_tcp_bind(&l->h.tcp, addr, addr->sa_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0)) <
 	        0 ||
 	    (rc = uv_listen((uv_stream_t *)&l->h.tcp, 256, on_connection)) < 0)
 		return rc;

@@ -146,7 +146,8 @@ int listen_udp_start(struct server *srv, const struct sockaddr *addr)
 	}
 	l->h.handle.data = l;
 	dlist_add(&srv->listeners, &l->link);
-	if ((rc = uv_udp_bind(&l->h.udp, addr, addr->sa_family == AF_INET6 ? UV_UDP_IPV6ONLY : 0)) <
+	if ((srv->reuseport && (rc = listen_share_port(&l->h.handle)) < 0) ||
+	    (rc = uv_udp_bind(&l->h.udp, addr, addr->sa_family == AF_INET6 ? UV_UDP_IPV6ONLY : 0)) <
 	        0 ||
 	    (rc = uv_udp_recv_start(&l->h.udp, on_alloc, on_recv)) < 0)
 		return rc;
@@ -158,6 +159,18 @@ int listen_udp_start(struct server *srv, const struct sockaddr *addr)
 	    setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size)) < 0)
 		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
 	return 0;
+}
+
+int listen_share_port(uv_handle_t *h)
+{
+	uv_os_fd_t fd;
+	int on = 1;
+	int rc = uv_fileno(h, &fd);
+	if (rc < 0)
+		return rc;
+	return setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on)) < 0
+	           ? uv_translate_sys_error(errno)
+	           : 0;
 }
 
 void listen_flush_all(struct server *srv)

@@ -1,7 +1,8 @@
 /* main.c: moatd's command line, start-up order, signals and shutdown; nothing else.
- * Start-up: flags and config -> validation -> policy snapshot -> log -> listeners -> loop.
- * SIGHUP reloads the policy (a bad file leaves the running policy in place); SIGTERM and SIGINT
- * stop cleanly: listeners close, in-flight queries are dropped, the log is flushed. */
+ * Start-up: flags and config -> validation -> policy snapshot -> log -> workers (listeners
+ * bound) -> privileges dropped -> loops. SIGHUP reloads the policy and hands it to every worker
+ * (a bad file leaves the running policy in place); SIGTERM and SIGINT stop cleanly: listeners
+ * close, in-flight queries are dropped, the log is flushed. */
 #include <arpa/inet.h>
 #include <getopt.h>
 #include <ifaddrs.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "moat/config.h"
 #include "moat/err.h"
@@ -20,6 +22,7 @@
 #include "fwchan.h"
 #include "privdrop.h"
 #include "server.h"
+#include "worker.h"
 
 #define MOAT_VERSION "0.1.0"
 
@@ -37,6 +40,7 @@ static void usage(FILE *f)
 	      "  --upstream-timeout MS  per-attempt timeout (default 1000)\n"
 	      "  --cache-size MB        answer cache size (default 32; 0: no cache)\n"
 	      "  --ratelimit QPS        queries per second per client (0: off, the default)\n"
+	      "  --workers N            threads sharing the port (SO_REUSEPORT); default 1\n"
 	      "  --user NAME            drop to this user once the sockets are bound\n"
 	      "  --no-seccomp           skip the system-call filter (for debugging)\n"
 	      "  --allow FILE           allowlist: one name or *.name per line (repeatable)\n"
@@ -132,6 +136,7 @@ struct options {
 	char **allow;
 	size_t nallow;
 	long timeout_ms;
+	long workers; /* -1: not given */
 };
 
 static int add_addr(struct sockaddr_storage **v, size_t *n, const char *s, uint16_t port)
@@ -167,6 +172,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		O_RATELIMIT,
 		O_USER,
 		O_NOSECCOMP,
+		O_WORKERS,
 	};
 	static const struct option longopts[] = {
 	    {"listen", required_argument, 0, O_LISTEN},
@@ -184,6 +190,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 	    {"ratelimit", required_argument, 0, O_RATELIMIT},
 	    {"user", required_argument, 0, O_USER},
 	    {"no-seccomp", no_argument, 0, O_NOSECCOMP},
+	    {"workers", required_argument, 0, O_WORKERS},
 	    {"config", required_argument, 0, 'c'},
 	    {"help", no_argument, 0, 'h'},
 	    {"version", no_argument, 0, O_VERSION},
@@ -200,6 +207,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 	o->timeout_ms = -1;
 	o->cache_mb = -1;
 	o->ratelimit = -1;
+	o->workers = -1;
 	while ((ch = getopt_long(argc, argv, "c:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'c':
@@ -267,6 +275,15 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 			o->ratelimit = strtol(optarg, &end, 10);
 			if (*end || o->ratelimit < 0 || o->ratelimit > 10000000) {
 				fprintf(stderr, "moatd: --ratelimit: 0 to 10000000 (queries/s)\n");
+				return MOAT_EINVAL;
+			}
+			break;
+		}
+		case O_WORKERS: {
+			char *end;
+			o->workers = strtol(optarg, &end, 10);
+			if (*end || o->workers < 1 || o->workers > 64) {
+				fprintf(stderr, "moatd: --workers: 1 to 64\n");
 				return MOAT_EINVAL;
 			}
 			break;
@@ -342,6 +359,8 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		cfg->seccomp = false;
 	if (o->ratelimit >= 0)
 		cfg->rl_qps = (uint32_t)o->ratelimit;
+	if (o->workers > 0)
+		cfg->workers = (uint32_t)o->workers;
 	if (o->cache_mb >= 0)
 		cfg->cache_bytes = (size_t)o->cache_mb << 20;
 	if (o->firewall) {
@@ -392,10 +411,15 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 	return 0;
 }
 
-static struct server srv;
+static struct server *workers; /* cfg.workers of them; workers[0] runs on this thread */
+static unsigned nworkers;
+static struct ratelimit *limiter; /* shared by the workers; NULL: no rate limit */
 static struct config cfg;
 static struct options opts;
+static uv_signal_t sig_term, sig_int, sig_hup;
+static uv_timer_t stats_timer;
 
+/* Load the policy again (SIGHUP) and hand it to every worker; a bad file changes nothing. */
 static void reload(void)
 {
 	char err[512];
@@ -421,9 +445,10 @@ static void reload(void)
 		fprintf(stderr, "moatd: reload failed, running policy kept: %s\n", err);
 		return;
 	}
-	policy_unref(srv.policy);
-	srv.policy = np;
+	for (unsigned i = 0; i < nworkers; i++)
+		worker_post_policy(&workers[i], np);
 	fprintf(stderr, "moatd: policy reloaded (%zu agents)\n", np->nagents);
+	policy_unref(np);
 }
 
 /* Rate-limited queries are not logged one by one; this says how many there were. */
@@ -431,50 +456,37 @@ static void on_stats(uv_timer_t *t)
 {
 	static uint64_t last;
 	(void)t;
-	if (srv.stats.ratelimited != last) {
+	uint64_t now = limiter ? ratelimit_limited(limiter) : 0;
+	if (now != last) {
 		fprintf(stderr, "moatd: rate limit: %llu queries over the limit in the last 10 s\n",
-		        (unsigned long long)(srv.stats.ratelimited - last));
-		last = srv.stats.ratelimited;
+		        (unsigned long long)(now - last));
+		last = now;
 	}
-}
-
-/* After each loop turn's I/O: send the turn's queued UDP answers, then write its log lines,
- * each in one go. */
-static void on_check(uv_check_t *c)
-{
-	(void)c;
-	listen_flush_all(&srv);
-	log_flush(srv.log);
 }
 
 static void on_signal(uv_signal_t *s, int signum)
 {
+	(void)s;
 	if (signum == SIGHUP) {
 		reload();
 		return;
 	}
-	(void)s;
-	if (srv.stopping)
+	if (workers[0].stopping)
 		return;
-	srv.stopping = true;
-	listen_close_all(&srv);
-	tcp_close_all(&srv);
-	query_cancel_all(&srv);
-	fetch_cancel_all(&srv);
-	upstream_cancel_all(&srv);
-	fwchan_close(srv.fw);
-	srv.fw = NULL;
-	uv_close((uv_handle_t *)&srv.flush, NULL);
-	uv_close((uv_handle_t *)&srv.stats_timer, NULL);
-	uv_close((uv_handle_t *)&srv.sig_term, NULL);
-	uv_close((uv_handle_t *)&srv.sig_int, NULL);
-	uv_close((uv_handle_t *)&srv.sig_hup, NULL);
+	for (unsigned i = 1; i < nworkers; i++)
+		worker_post_stop(&workers[i]);
+	worker_stop(&workers[0]);
+	uv_close((uv_handle_t *)&stats_timer, NULL);
+	uv_close((uv_handle_t *)&sig_term, NULL);
+	uv_close((uv_handle_t *)&sig_int, NULL);
+	uv_close((uv_handle_t *)&sig_hup, NULL);
 }
 
 int main(int argc, char **argv)
 {
 	char err[512];
 	uint64_t t0 = uv_hrtime();
+	struct policy *policy = NULL;
 
 	if (sodium_init() < 0) {
 		fprintf(stderr, "moatd: libsodium failed to start\n");
@@ -482,98 +494,107 @@ int main(int argc, char **argv)
 	}
 	if (build_config(argc, argv, &cfg, &opts) < 0)
 		return 2;
-	if (policy_load(&cfg, &srv.policy, err, sizeof(err)) < 0) {
+	if (policy_load(&cfg, &policy, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moatd: %s\n", err);
 		return 1;
 	}
 	if (opts.check) {
 		size_t n = 0;
-		for (size_t i = 0; i < srv.policy->nagents; i++)
-			n += policy_set_count(srv.policy->agents[i].allow);
+		for (size_t i = 0; i < policy->nagents; i++)
+			n += policy_set_count(policy->agents[i].allow);
 		printf("moatd: configuration OK: %zu agent(s), %zu allow pattern(s), %zu high-risk "
 		       "pattern(s)\n",
-		       srv.policy->nagents, n, policy_set_count(srv.policy->highrisk));
-		policy_unref(srv.policy);
+		       policy->nagents, n, policy_set_count(policy->highrisk));
+		policy_unref(policy);
 		config_free(&cfg);
 		return 0;
 	}
 
-	srv.loop = uv_default_loop();
-	srv.cfg = &cfg;
-	srv.config_path = opts.config_path;
-	dlist_init(&srv.listeners);
-	dlist_init(&srv.tcp_conns);
-	dlist_init(&srv.upstream_reqs);
-	if (!(srv.log = log_open(cfg.log_file))) {
+	FILE *log = log_open(cfg.log_file);
+	if (!log) {
 		fprintf(stderr, "moatd: cannot open log %s: %m\n", cfg.log_file);
 		return 1;
 	}
-	if (fetch_init(&srv) < 0) {
-		fprintf(stderr, "moatd: out of memory for the answer cache\n");
-		return 1;
-	}
-	if (cfg.fw_socket && !(srv.fw = fwchan_new(srv.loop, cfg.fw_socket, cfg.fw_timeout_ms))) {
-		fprintf(stderr, "moatd: bad firewall socket path %s\n", cfg.fw_socket);
-		return 1;
-	}
-	for (size_t i = 0; i < cfg.nlisten; i++) {
-		const struct sockaddr *a = (const struct sockaddr *)&cfg.listen[i];
-		int rc = listen_udp_start(&srv, a);
-		if (rc == 0)
-			rc = listen_tcp_start(&srv, a);
-		if (rc < 0) {
-			fprintf(stderr, "moatd: cannot listen on %s: %s\n",
-			        log_format_addr(a, true, err, sizeof(err)), uv_strerror(rc));
-			return 1;
-		}
-	}
-	if (cfg.rl_qps && !(srv.rl = ratelimit_new(cfg.rl_qps, cfg.rl_burst, 65536))) {
+	if (cfg.rl_qps && !(limiter = ratelimit_new(cfg.rl_qps, cfg.rl_burst, 65536))) {
 		fprintf(stderr, "moatd: out of memory for the rate limiter\n");
 		return 1;
 	}
-	uv_timer_init(srv.loop, &srv.stats_timer);
-	uv_timer_start(&srv.stats_timer, on_stats, 10000, 10000);
-	uv_unref((uv_handle_t *)&srv.stats_timer);
-	uv_check_init(srv.loop, &srv.flush);
-	uv_check_start(&srv.flush, on_check);
-	uv_unref((uv_handle_t *)&srv.flush);
-	uv_signal_init(srv.loop, &srv.sig_term);
-	uv_signal_init(srv.loop, &srv.sig_int);
-	uv_signal_init(srv.loop, &srv.sig_hup);
-	uv_signal_start(&srv.sig_term, on_signal, SIGTERM);
-	uv_signal_start(&srv.sig_int, on_signal, SIGINT);
-	uv_signal_start(&srv.sig_hup, on_signal, SIGHUP);
+	nworkers = cfg.workers;
+	if (!(workers = calloc(nworkers, sizeof(*workers)))) {
+		fprintf(stderr, "moatd: out of memory\n");
+		return 1;
+	}
+	for (unsigned i = 0; i < nworkers; i++)
+		if (worker_init(&workers[i], i, nworkers, &cfg, policy, log, limiter, err,
+		                sizeof(err)) < 0) {
+			fprintf(stderr, "moatd: %s\n", err);
+			return 1;
+		}
+	policy_unref(policy); /* the workers hold theirs */
+	uv_loop_t *loop = workers[0].loop;
+	uv_timer_init(loop, &stats_timer);
+	uv_timer_start(&stats_timer, on_stats, 10000, 10000);
+	uv_unref((uv_handle_t *)&stats_timer);
+	uv_signal_init(loop, &sig_term);
+	uv_signal_init(loop, &sig_int);
+	uv_signal_init(loop, &sig_hup);
+	uv_signal_start(&sig_term, on_signal, SIGTERM);
+	uv_signal_start(&sig_int, on_signal, SIGINT);
+	uv_signal_start(&sig_hup, on_signal, SIGHUP);
 	signal(SIGPIPE, SIG_IGN);
 
+	/* The other workers' threads wait at a barrier until the whole process has dropped its
+	 * privileges and every thread carries the system-call filter. */
+	if (worker_spawn(workers, nworkers) < 0) {
+		fprintf(stderr, "moatd: cannot start worker threads\n");
+		return 1;
+	}
 	/* Everything privileged is done: sockets bound, files open. */
 	if (privdrop_apply(cfg.user, cfg.seccomp, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moatd: %s\n", err);
-		return 1;
+		_exit(1); /* the waiting threads go with the process */
 	}
+	worker_release(nworkers);
 	fprintf(stderr,
-	        "moatd %s: serving %zu agent(s) on %zu address(es), %zu upstream(s); ready in "
-	        "%.1f ms\n",
-	        MOAT_VERSION, srv.policy->nagents, cfg.nlisten, cfg.nupstreams,
+	        "moatd %s: serving %zu agent(s) on %zu address(es), %zu upstream(s), %u "
+	        "worker(s); ready in %.1f ms\n",
+	        MOAT_VERSION, workers[0].policy->nagents, cfg.nlisten, cfg.nupstreams, nworkers,
 	        (double)(uv_hrtime() - t0) / 1e6);
-	uv_run(srv.loop, UV_RUN_DEFAULT);
+	uv_run(loop, UV_RUN_DEFAULT);
+	worker_join(workers, nworkers);
 
+	struct server_stats t = {0};
+	for (unsigned i = 0; i < nworkers; i++) {
+		const struct server_stats *s = &workers[i].stats;
+		t.queries += s->queries;
+		t.answered += s->answered;
+		t.denied += s->denied;
+		t.forwarded += s->forwarded;
+		t.servfail += s->servfail;
+		t.formerr += s->formerr;
+		t.dropped += s->dropped;
+		t.refused_clients += s->refused_clients;
+		t.upstream_mismatch += s->upstream_mismatch;
+		t.ratelimited += s->ratelimited;
+	}
 	fprintf(stderr,
 	        "moatd: stopped: %llu queries, %llu answered, %llu denied, %llu forwarded, "
 	        "%llu servfail, %llu formerr, %llu dropped, %llu refused clients, %llu upstream "
 	        "mismatches, %llu rate-limited\n",
-	        (unsigned long long)srv.stats.queries, (unsigned long long)srv.stats.answered,
-	        (unsigned long long)srv.stats.denied, (unsigned long long)srv.stats.forwarded,
-	        (unsigned long long)srv.stats.servfail, (unsigned long long)srv.stats.formerr,
-	        (unsigned long long)srv.stats.dropped,
-	        (unsigned long long)srv.stats.refused_clients,
-	        (unsigned long long)srv.stats.upstream_mismatch,
-	        (unsigned long long)srv.stats.ratelimited);
-	uv_loop_close(srv.loop);
-	upstream_deinit(&srv);
-	fetch_deinit(&srv);
-	ratelimit_free(srv.rl);
-	log_close(srv.log);
-	policy_unref(srv.policy);
+	        (unsigned long long)t.queries, (unsigned long long)t.answered,
+	        (unsigned long long)t.denied, (unsigned long long)t.forwarded,
+	        (unsigned long long)t.servfail, (unsigned long long)t.formerr,
+	        (unsigned long long)t.dropped, (unsigned long long)t.refused_clients,
+	        (unsigned long long)t.upstream_mismatch, (unsigned long long)t.ratelimited);
+	if (nworkers > 1)
+		for (unsigned i = 0; i < nworkers; i++)
+			fprintf(stderr, "moatd: worker %u: %llu queries\n", i,
+			        (unsigned long long)workers[i].stats.queries);
+	for (unsigned i = 0; i < nworkers; i++)
+		worker_deinit(&workers[i]);
+	free(workers);
+	ratelimit_free(limiter);
+	log_close(log);
 	config_free(&cfg);
 	return 0;
 }

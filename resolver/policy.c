@@ -437,13 +437,14 @@ bool policy_set_match(const struct policy_set *s, const uint8_t *lname, struct p
 
 struct policy *policy_ref(struct policy *p)
 {
-	p->refs++;
+	__atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);
 	return p;
 }
 
 void policy_unref(struct policy *p)
 {
-	if (!p || --p->refs > 0)
+	/* Workers share snapshots: the last one to let go frees it, on its own thread. */
+	if (!p || __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) > 0)
 		return;
 	for (size_t i = 0; i < p->nagents; i++) {
 		free(p->agents[i].clients);

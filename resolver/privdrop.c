@@ -133,6 +133,12 @@ static int install_filter(char *err, size_t errlen)
 		snprintf(err, errlen, "seccomp: cannot create a filter");
 		return MOAT_ENOMEM;
 	}
+	/* Every thread gets the filter at once (the workers wait at a barrier meanwhile). */
+	if (seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1) < 0) {
+		snprintf(err, errlen, "seccomp: cannot filter every thread");
+		seccomp_release(ctx);
+		return MOAT_EINVAL;
+	}
 	for (size_t i = 0; i < sizeof(allowed_calls) / sizeof(allowed_calls[0]); i++) {
 		int nr = seccomp_syscall_resolve_name(allowed_calls[i]);
 		if (nr == __NR_SCMP_ERROR)

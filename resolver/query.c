@@ -31,8 +31,6 @@ struct query {
 	struct wire_query q;
 };
 
-static struct dlist live_queries = {&live_queries, &live_queries};
-
 static void log_it(struct server *srv, const struct reply_to *to, const struct wire_query *q,
                    const char *agent, const char *decision, const char *reason, int rcode,
                    bool alert, const struct sockaddr *upstream, int64_t up_us)
@@ -420,7 +418,7 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 	qr->wait = NULL;
 	qr->ans = NULL;
 	qr->fw_token = 0;
-	dlist_add(&live_queries, &qr->link);
+	dlist_add(&srv->live_queries, &qr->link);
 	struct answer *hit = NULL;
 	int rc = fetch_answer(srv, q.lname, q.qtype, q.qclass, q.edns_do, on_fetched, qr, &hit,
 	                      &qr->wait);
@@ -439,8 +437,7 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 
 void query_cancel_all(struct server *srv)
 {
-	(void)srv;
-	while (live_queries.next != &live_queries)
-		query_free(
-		    (struct query *)((char *)live_queries.next - offsetof(struct query, link)));
+	while (srv->live_queries.next != &srv->live_queries)
+		query_free((struct query *)((char *)srv->live_queries.next -
+		                            offsetof(struct query, link)));
 }

@@ -1,6 +1,7 @@
 /* ratelimit.c owns the per-client token buckets (see moat/ratelimit.h). Tokens are kept in
  * thousandths so that refills of less than one query a millisecond are not lost to rounding. */
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,8 @@ struct bucket {
 };
 
 struct ratelimit {
+	pthread_mutex_t lock; /* workers share one table: a client's budget is the same on all */
+	uint64_t limited;     /* queries refused a token, ever */
 	uint8_t hkey[crypto_shorthash_KEYBYTES];
 	uint64_t rate;  /* tokens x 1000 per millisecond = qps */
 	uint64_t burst; /* tokens x 1000 */
@@ -35,12 +38,23 @@ struct ratelimit *ratelimit_new(uint32_t qps, uint32_t burst, size_t nbuckets)
 	rl->rate = qps;
 	rl->burst = (uint64_t)(burst ? burst : qps) * 1000;
 	rl->mask = n - 1;
+	pthread_mutex_init(&rl->lock, NULL);
 	return rl;
 }
 
 void ratelimit_free(struct ratelimit *rl)
 {
+	if (rl)
+		pthread_mutex_destroy(&rl->lock);
 	free(rl);
+}
+
+uint64_t ratelimit_limited(struct ratelimit *rl)
+{
+	pthread_mutex_lock(&rl->lock);
+	uint64_t n = rl->limited;
+	pthread_mutex_unlock(&rl->lock);
+	return n;
 }
 
 bool ratelimit_allow(struct ratelimit *rl, const struct sockaddr *client, uint64_t now_ms)
@@ -56,6 +70,8 @@ bool ratelimit_allow(struct ratelimit *rl, const struct sockaddr *client, uint64
 	uint64_t h;
 	crypto_shorthash((unsigned char *)&h, id, sizeof(id), rl->hkey);
 	struct bucket *b = &rl->b[h & rl->mask];
+	bool ok = false;
+	pthread_mutex_lock(&rl->lock);
 	if (b->key != h || b->last_ms == 0) {
 		/* A client this bucket has not seen (or seen last): it starts with a full burst. */
 		b->key = h;
@@ -66,8 +82,12 @@ bool ratelimit_allow(struct ratelimit *rl, const struct sockaddr *client, uint64
 		b->milli = b->milli + add > rl->burst ? rl->burst : b->milli + add;
 		b->last_ms = now_ms;
 	}
-	if (b->milli < 1000)
-		return false;
-	b->milli -= 1000;
-	return true;
+	if (b->milli >= 1000) {
+		b->milli -= 1000;
+		ok = true;
+	} else {
+		rl->limited++;
+	}
+	pthread_mutex_unlock(&rl->lock);
+	return ok;
 }

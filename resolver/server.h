@@ -1,11 +1,16 @@
-/* server.h: the daemon's shared state and the seams between its I/O files. Only moatd's own
- * files include this (and uv.h); the pure modules in include/moat/ never see the event loop.
- * Everything here runs on the one loop thread. */
+/* server.h: a worker's state and the seams between moatd's I/O files. Only moatd's own files
+ * include this (and uv.h); the pure modules in include/moat/ never see the event loop.
+ * moatd runs one or more workers (--workers N), each a thread with its own event loop, sockets
+ * (sharing the listening ports with SO_REUSEPORT), answer cache, upstream sockets and firewall
+ * channel; everything in struct server belongs to its worker's thread. What workers share is
+ * read-only (the config, the policy snapshot with its atomic reference count) or locked (the
+ * log stream, the rate limiter). */
 #ifndef MOAT_SERVER_H
 #define MOAT_SERVER_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <uv.h>
 
@@ -44,6 +49,7 @@ struct server_stats {
 };
 
 struct server {
+	unsigned index; /* worker number, 0 = the main thread */
 	uv_loop_t *loop;
 	const struct config *cfg; /* borrowed from main */
 	const char *config_path;  /* NULL in flag mode */
@@ -57,13 +63,22 @@ struct server {
 	struct dlist tcp_conns;      /* struct tcp_conn */
 	struct dlist upstream_reqs;  /* struct upstream_req */
 	struct upstream_pool *upool; /* upstream.c's UDP sockets (owned; created on first use) */
+	struct dlist live_queries;   /* struct query (query.c) */
 	uint32_t ntcp;
+	uint32_t tcp_max;       /* this worker's share of tcp_max_clients */
+	bool reuseport;         /* listeners share their port with other workers */
 	unsigned next_upstream; /* round robin start */
 	bool stopping;
 	struct server_stats stats;
 	uv_signal_t sig_term, sig_int, sig_hup;
 	uv_check_t flush; /* flushes the query log once per loop turn */
 	uv_timer_t stats_timer;
+	/* worker.c: other threads post a new policy or a stop through wake */
+	uv_loop_t loop_storage;
+	uv_async_t wake;
+	struct policy *next_policy; /* posted, not yet taken (under worker.c's lock) */
+	bool post_stop, wake_closed;
+	pthread_t thread;
 };
 
 /* How a reply gets back to its client. */
@@ -96,6 +111,9 @@ struct listener {
 int listen_udp_start(struct server *srv, const struct sockaddr *addr);
 int listen_tcp_start(struct server *srv, const struct sockaddr *addr);
 void listen_close_all(struct server *srv);
+/* SO_REUSEPORT on a listener's socket before it binds: workers then share the port and the
+ * kernel spreads clients over them by address and port. */
+int listen_share_port(uv_handle_t *h);
 /* Send the answers UDP listeners have queued (called once per loop turn). */
 void listen_flush_all(struct server *srv);
 void tcp_close_all(struct server *srv);

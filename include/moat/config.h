@@ -14,6 +14,7 @@
  *   highrisk: [extra-highrisk.txt]            # more names always denied (the shipped list stays)
  *   blocked_ranges: [extra-ranges.txt]        # more answer ranges refused (shipped list stays)
  *   user: moat                                # drop to this user after binding (default: stay)
+ *   workers: 1                                # threads, each with its own loop and cache share
  *   seccomp: true                             # system-call filter after start-up
  *   ratelimit_qps: 0                          # per client (IPv4, IPv6 /64); 0: no limit
  *   ratelimit_burst: 0                        # bucket size; 0: same as ratelimit_qps
@@ -81,6 +82,7 @@ struct config {
 	uint32_t upstream_attempts;
 	uint32_t tcp_idle_ms;
 	uint32_t tcp_max_clients;
+	uint32_t workers;          /* 1..CONFIG_WORKERS_MAX */
 	char *log_file;            /* owned; NULL means stdout */
 	char *user;                /* owned; NULL: keep the starting user */
 	bool seccomp;              /* install the system-call filter (default true) */

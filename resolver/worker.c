@@ -1,0 +1,176 @@
+/* worker.c owns a worker's life: its event loop, sockets, cache and firewall channel; its
+ * thread; a new policy or a stop posted to it from another thread; and the order in which it
+ * shuts down. main.c decides how many workers run and owns the signals (on worker 0's loop). */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "moat/err.h"
+#include "moat/log.h"
+#include "fetch.h"
+#include "fwchan.h"
+#include "worker.h"
+
+/* Guards next_policy, post_stop and wake_closed of every worker: the only fields another thread
+ * touches. */
+static pthread_mutex_t post_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_barrier_t go;
+
+/* After each loop turn's I/O: send the turn's queued UDP answers, then write its log lines. */
+static void on_check(uv_check_t *c)
+{
+	struct server *w = c->data;
+	listen_flush_all(w);
+	log_flush(w->log);
+}
+
+static void on_wake(uv_async_t *a)
+{
+	struct server *w = a->data;
+	pthread_mutex_lock(&post_lock);
+	struct policy *np = w->next_policy;
+	bool stop = w->post_stop;
+	w->next_policy = NULL;
+	pthread_mutex_unlock(&post_lock);
+	if (np) {
+		/* Queries in flight keep the snapshot they started with (their own reference). */
+		policy_unref(w->policy);
+		w->policy = np;
+	}
+	if (stop)
+		worker_stop(w);
+}
+
+int worker_init(struct server *w, unsigned index, unsigned nworkers, const struct config *cfg,
+                struct policy *policy, FILE *log, struct ratelimit *rl, char *err, size_t errlen)
+{
+	memset(w, 0, sizeof(*w));
+	w->index = index;
+	w->loop = &w->loop_storage;
+	w->cfg = cfg;
+	w->log = log;
+	w->rl = rl;
+	w->reuseport = nworkers > 1;
+	w->tcp_max = (cfg->tcp_max_clients + nworkers - 1) / nworkers;
+	dlist_init(&w->listeners);
+	dlist_init(&w->tcp_conns);
+	dlist_init(&w->upstream_reqs);
+	dlist_init(&w->live_queries);
+	int rc = uv_loop_init(w->loop);
+	if (rc < 0) {
+		snprintf(err, errlen, "cannot start an event loop: %s", uv_strerror(rc));
+		return MOAT_EIO;
+	}
+	w->policy = policy_ref(policy);
+	/* The cache budget is split, so the whole stays within cache_size_mb. */
+	if (fetch_init(w, cfg->cache_bytes / nworkers) < 0) {
+		snprintf(err, errlen, "out of memory for the answer cache");
+		return MOAT_ENOMEM;
+	}
+	if (cfg->fw_socket && !(w->fw = fwchan_new(w->loop, cfg->fw_socket, cfg->fw_timeout_ms))) {
+		snprintf(err, errlen, "bad firewall socket path %s", cfg->fw_socket);
+		return MOAT_EINVAL;
+	}
+	for (size_t i = 0; i < cfg->nlisten; i++) {
+		const struct sockaddr *a = (const struct sockaddr *)&cfg->listen[i];
+		rc = listen_udp_start(w, a);
+		if (rc == 0)
+			rc = listen_tcp_start(w, a);
+		if (rc < 0) {
+			char addr[80];
+			snprintf(err, errlen, "cannot listen on %s: %s",
+			         log_format_addr(a, true, addr, sizeof(addr)), uv_strerror(rc));
+			return MOAT_EIO;
+		}
+	}
+	uv_check_init(w->loop, &w->flush);
+	w->flush.data = w;
+	uv_check_start(&w->flush, on_check);
+	uv_unref((uv_handle_t *)&w->flush);
+	uv_async_init(w->loop, &w->wake, on_wake);
+	w->wake.data = w;
+	return 0;
+}
+
+void worker_stop(struct server *w)
+{
+	if (w->stopping)
+		return;
+	w->stopping = true;
+	listen_close_all(w);
+	tcp_close_all(w);
+	query_cancel_all(w);
+	fetch_cancel_all(w);
+	upstream_cancel_all(w);
+	fwchan_close(w->fw);
+	w->fw = NULL;
+	uv_close((uv_handle_t *)&w->flush, NULL);
+	pthread_mutex_lock(&post_lock);
+	w->wake_closed = true;
+	policy_unref(w->next_policy);
+	w->next_policy = NULL;
+	pthread_mutex_unlock(&post_lock);
+	uv_close((uv_handle_t *)&w->wake, NULL);
+}
+
+void worker_post_policy(struct server *w, struct policy *p)
+{
+	pthread_mutex_lock(&post_lock);
+	if (!w->wake_closed) {
+		policy_unref(w->next_policy); /* an older one it has not taken yet */
+		w->next_policy = policy_ref(p);
+		uv_async_send(&w->wake);
+	}
+	pthread_mutex_unlock(&post_lock);
+}
+
+void worker_post_stop(struct server *w)
+{
+	pthread_mutex_lock(&post_lock);
+	if (!w->wake_closed) {
+		w->post_stop = true;
+		uv_async_send(&w->wake);
+	}
+	pthread_mutex_unlock(&post_lock);
+}
+
+static void *worker_thread(void *arg)
+{
+	struct server *w = arg;
+	pthread_barrier_wait(&go);
+	uv_run(w->loop, UV_RUN_DEFAULT);
+	return NULL;
+}
+
+int worker_spawn(struct server *ws, unsigned n)
+{
+	if (n < 2)
+		return 0;
+	if (pthread_barrier_init(&go, NULL, n) != 0)
+		return MOAT_ENOMEM;
+	for (unsigned i = 1; i < n; i++)
+		if (pthread_create(&ws[i].thread, NULL, worker_thread, &ws[i]) != 0)
+			return MOAT_ENOMEM;
+	return 0;
+}
+
+void worker_release(unsigned n)
+{
+	if (n >= 2)
+		pthread_barrier_wait(&go);
+}
+
+void worker_join(struct server *ws, unsigned n)
+{
+	for (unsigned i = 1; i < n; i++)
+		pthread_join(ws[i].thread, NULL);
+}
+
+void worker_deinit(struct server *w)
+{
+	uv_loop_close(w->loop);
+	upstream_deinit(w);
+	fetch_deinit(w);
+	policy_unref(w->policy);
+	w->policy = NULL;
+}
