@@ -1,6 +1,7 @@
 /* Unit tests for the per-client token buckets. */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "moat/ratelimit.h"
@@ -62,5 +63,35 @@ Test(ratelimit, ipv6_counts_per_64)
 	cr_expect_eq(allowed(rl, &a, 1, 3), 3);
 	cr_expect_eq(allowed(rl, &b, 1, 100), 2, "the same /64 shares the budget");
 	cr_expect_eq(allowed(rl, &c, 1, 100), 5, "another /64 has its own");
+	ratelimit_free(rl);
+}
+
+struct hammer {
+	struct ratelimit *rl;
+	int ok;
+};
+
+static void *hammer_run(void *arg)
+{
+	struct hammer *h = arg;
+	struct sockaddr_in c = v4("192.0.2.9");
+	for (int i = 0; i < 20000; i++)
+		h->ok += ratelimit_allow(h->rl, (const struct sockaddr *)&c, 1000);
+	return NULL;
+}
+
+/* Workers share one table: two threads taking from one client's bucket at the same instant
+ * get exactly its burst between them, and every refusal is counted. */
+Test(ratelimit, shared_by_threads)
+{
+	struct ratelimit *rl = ratelimit_new(10, 5000, 64);
+	struct hammer a = {rl, 0}, b = {rl, 0};
+	pthread_t ta, tb;
+	pthread_create(&ta, NULL, hammer_run, &a);
+	pthread_create(&tb, NULL, hammer_run, &b);
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+	cr_expect_eq(a.ok + b.ok, 5000);
+	cr_expect_eq(ratelimit_limited(rl), 40000 - 5000);
 	ratelimit_free(rl);
 }
