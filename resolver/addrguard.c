@@ -28,6 +28,11 @@ struct addrguard {
 	uint32_t nnodes;
 	uint32_t cap;
 	size_t nranges;
+	/* Every IPv4 key starts with the same 96 bits (::ffff:0:0/96): where that path ends and the
+	 * worst class on it, kept after each insert, so an IPv4 lookup walks 32 levels, not 128
+	 * (it was ~5% of a cache hit). v4_node 0: the path is not in the trie. */
+	uint32_t v4_node;
+	uint8_t v4_worst;
 };
 
 /* Longest line the ranges file may have: a range, a class and a comment fit easily. */
@@ -100,6 +105,14 @@ static int ag_insert(struct addrguard *g, const uint8_t key[16], unsigned bits, 
 	if ((uint8_t)cls > g->nodes[cur].cls)
 		g->nodes[cur].cls = (uint8_t)cls;
 	g->nranges++;
+
+	static const uint8_t mapped[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	cur = 0;
+	g->v4_worst = g->nodes[0].cls;
+	for (unsigned i = 0; i < 96 && (cur = g->nodes[cur].child[ag_bit(mapped, i)]); i++)
+		if (g->nodes[cur].cls > g->v4_worst)
+			g->v4_worst = g->nodes[cur].cls;
+	g->v4_node = cur;
 	return 0;
 }
 
@@ -126,11 +139,17 @@ static void ag_key_v4(const uint8_t v4[4], uint8_t key[16])
 	memcpy(key + 12, v4, 4);
 }
 
+/* The same as ag_lookup of the mapped key, from the end of the shared 96-bit path. */
 static enum addr_class ag_lookup_v4(const struct addrguard *g, const uint8_t v4[4])
 {
-	uint8_t key[16];
-	ag_key_v4(v4, key);
-	return ag_lookup(g, key);
+	uint32_t cur = g->v4_node;
+	uint8_t worst = g->v4_worst;
+	for (unsigned i = 0; i < 32 && cur; i++) {
+		cur = g->nodes[cur].child[(v4[i / 8] >> (7 - i % 8)) & 1];
+		if (cur && g->nodes[cur].cls > worst)
+			worst = g->nodes[cur].cls;
+	}
+	return (enum addr_class)worst;
 }
 
 /* Parse a decimal prefix length of at most max; -1 if it is not one. */

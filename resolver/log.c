@@ -99,14 +99,23 @@ static void json_str(struct line *l, const char *s)
 	}
 	put(l, "\"", 1);
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		/* Runs of plain characters go in one copy (names and reasons are nearly all plain).
+		 */
+		const unsigned char *q = p;
+		while (*q >= 0x20 && *q < 0x7f && *q != '"' && *q != '\\')
+			q++;
+		if (q != p) {
+			put(l, (const char *)p, (size_t)(q - p));
+			if (!*q)
+				break;
+			p = q;
+		}
 		if (*p == '"' || *p == '\\') {
 			char e[2] = {'\\', (char)*p};
 			put(l, e, 2);
-		} else if (*p < 0x20 || *p >= 0x7f) {
+		} else { /* a control character or a byte >= 0x7f */
 			char e[6] = {'\\', 'u', '0', '0', hex[*p >> 4], hex[*p & 15]};
 			put(l, e, 6);
-		} else {
-			put(l, (const char *)p, 1);
 		}
 	}
 	put(l, "\"", 1);

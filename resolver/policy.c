@@ -509,6 +509,29 @@ static enum policy_verdict check_name(const struct policy *p, const struct polic
 	return POLICY_ALLOW;
 }
 
+/* reason = a + b [+ ":" line]: the two verdicts of nearly every query, without printf (which
+ * was ~1.5% of a denied query). Cut to fit, always terminated. */
+static void reason_set(struct policy_decision *out, const char *a, const char *b, int line)
+{
+	size_t n = 0, cap = sizeof(out->reason) - 1;
+	for (const char *s = a; *s && n < cap; s++)
+		out->reason[n++] = *s;
+	for (const char *s = b; *s && n < cap; s++)
+		out->reason[n++] = *s;
+	if (line >= 0 && n < cap) {
+		char d[12];
+		int k = 0;
+		unsigned v = (unsigned)line;
+		do
+			d[k++] = (char)('0' + v % 10);
+		while ((v /= 10) && k < (int)sizeof(d));
+		out->reason[n++] = ':';
+		while (k > 0 && n < cap)
+			out->reason[n++] = d[--k];
+	}
+	out->reason[n] = 0;
+}
+
 void policy_decide(const struct policy *p, const struct policy_agent *agent, const uint8_t *lname,
                    uint16_t qclass, struct policy_decision *out)
 {
@@ -522,13 +545,11 @@ void policy_decide(const struct policy *p, const struct policy_agent *agent, con
 		return;
 	if (policy_set_match(agent->allow, lname, &out->rule)) {
 		out->verdict = POLICY_ALLOW;
-		snprintf(out->reason, sizeof(out->reason), "allowed by %s:%u", out->rule.file,
-		         out->rule.line);
+		reason_set(out, "allowed by ", out->rule.file, (int)out->rule.line);
 		return;
 	}
 	out->verdict = POLICY_DENY_NOT_ALLOWED;
-	snprintf(out->reason, sizeof(out->reason), "moat: not on allowlist of agent %s",
-	         agent->cfg.name);
+	reason_set(out, "moat: not on allowlist of agent ", agent->cfg.name, -1);
 }
 
 enum policy_verdict policy_check_chain(const struct policy *p, const struct policy_agent *agent,

@@ -95,6 +95,29 @@ Test(addrguard, ipv4_is_keyed_as_mapped)
 	EXPECT(g, "192.0.2.77", ADDR_ALWAYS);
 }
 
+/* IPv4 lookups start where the shared ::ffff:0:0/96 path ends: ranges on that path, added
+ * before or after the IPv4 ones, still count. */
+Test(addrguard, ipv4_sees_ranges_above_the_mapped_block)
+{
+	add("10.0.0.0/8", ADDR_PRIVATE);
+	EXPECT(g, "8.8.8.8", ADDR_OK);
+	add("::/3", ADDR_PRIVATE);
+	EXPECT(g, "8.8.8.8", ADDR_PRIVATE);
+	EXPECT(g, "10.1.1.1", ADDR_PRIVATE);
+	add("::ffff:0:0/96", ADDR_ALWAYS);
+	EXPECT(g, "8.8.8.8", ADDR_ALWAYS);
+	EXPECT(g, "2001:db8::1", ADDR_OK);
+}
+
+Test(addrguard, ipv4_without_the_mapped_path)
+{
+	add("2001:db8::/32", ADDR_ALWAYS);
+	EXPECT(g, "192.0.2.1", ADDR_OK);
+	add("0.0.0.0/0", ADDR_PRIVATE);
+	EXPECT(g, "192.0.2.1", ADDR_PRIVATE);
+	EXPECT(g, "2001:db8::1", ADDR_ALWAYS);
+}
+
 Test(addrguard, most_severe_beats_longest_prefix)
 {
 	add("10.0.0.0/8", ADDR_ALWAYS);
