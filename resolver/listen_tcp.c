@@ -163,7 +163,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 		if (c->len - off < 2 + mlen)
 			break;
 		struct reply_to to = {.kind = REPLY_TCP, .conn = c, .client = c->peer};
-		query_handle(c->srv, &to, c->buf + off + 2, mlen);
+		query_handle(c->srv, &to, c->buf + off + 2, mlen, false);
 		off += 2 + mlen;
 	}
 	if (off) {

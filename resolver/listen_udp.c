@@ -1,20 +1,39 @@
-/* listen_udp.c owns the client-facing UDP sockets: receive datagrams in batches (recvmmsg,
- * through libuv's UV_UDP_RECVMMSG), hand each to query_handle, and send the answers in batches
- * (sendmmsg on the socket itself: libuv 1.44 has no batched send). Answers wait in a per-socket
- * queue that is flushed when a receive batch ends, when it is full, and once per loop turn (for
- * answers that came back from upstream), so no answer waits longer than one loop turn. */
+/* listen_udp.c owns the client-facing UDP sockets: receive datagrams in batches of up to 64 with
+ * recvmmsg, hand each to query_handle, and send the answers in batches with sendmmsg.
+ *
+ * The socket is watched with a libuv poll handle and read here rather than through uv_udp_t:
+ * libuv reads 20 datagrams per recvmmsg into 64 KiB slots and always calls recvmmsg once more
+ * until it fails with EAGAIN. Under load most wake-ups bring a few datagrams, so that extra call
+ * was one system call in four (epoll_wait, recvmmsg, recvmmsg, sendmmsg); here a batch that
+ * comes back short ends the read (level-triggered epoll reports anything that arrives later).
+ *
+ * Answers wait in a per-socket queue that is flushed when a receive batch ends, when it is full,
+ * and once per loop turn (for answers that came back from upstream), so no answer waits longer
+ * than one loop turn. An answer the kernel cannot take now (EAGAIN) waits in a bounded overflow
+ * list until the socket is writable. */
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "moat/err.h"
 #include "server.h"
 
 #define UDP_BATCH 64
 #define UDP_SLOT WIRE_EDNS_SIZE /* the largest UDP answer moatd sends */
-#define UDP_RECV_CHUNKS 20      /* libuv reads at most 20 datagrams per recvmmsg */
-#define UDP_CHUNK (64 * 1024)   /* libuv needs 64 KiB per datagram slot */
+#define UDP_RX_SLOT 4096        /* a larger query is answered FORMERR (never a real one) */
+#define UDP_RX_ROUNDS 4         /* batches per wake-up, so TCP and upstream get their turn */
+#define UDP_OVERFLOW_MAX 4096   /* answers waiting for a writable socket, at most */
+
+struct udp_pending {
+	struct udp_pending *next;
+	struct sockaddr_storage to;
+	socklen_t alen;
+	size_t len;
+	uint8_t data[];
+};
 
 struct udp_queue {
 	unsigned n;
@@ -22,78 +41,109 @@ struct udp_queue {
 	struct iovec iov[UDP_BATCH];
 	struct sockaddr_storage to[UDP_BATCH];
 	uint8_t data[UDP_BATCH][UDP_SLOT];
+	struct udp_pending *head, **tail; /* the overflow list */
+	unsigned npending;
 };
 
-struct udp_send {
-	uv_udp_send_t req;
-	uint8_t data[];
+/* One receive area per loop thread: a batch is handled before the next one is read. */
+struct udp_rx {
+	struct mmsghdr msgs[UDP_BATCH];
+	struct iovec iov[UDP_BATCH];
+	struct sockaddr_storage from[UDP_BATCH];
+	uint8_t data[UDP_BATCH][UDP_RX_SLOT];
 };
+static _Thread_local struct udp_rx *rx;
 
-/* One receive buffer per loop thread: a batch is handled before the next one is read. */
-static _Thread_local uint8_t *udp_in;
-
-static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+static socklen_t addr_len(const struct sockaddr *sa)
 {
-	(void)h;
-	(void)hint;
-	if (!udp_in)
-		udp_in = malloc(UDP_RECV_CHUNKS * UDP_CHUNK);
-	*buf = uv_buf_init((char *)udp_in, udp_in ? UDP_RECV_CHUNKS * UDP_CHUNK : 0);
+	return sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
 }
 
-static void on_sent(uv_udp_send_t *req, int status)
+static void on_poll(uv_poll_t *h, int status, int events);
+
+/* Readable always; writable only while answers wait in the overflow list. */
+static void watch(struct listener *l)
 {
-	(void)status;
-	free(req);
+	uv_poll_start(&l->h.poll, UV_READABLE | (l->udpq->head ? UV_WRITABLE : 0), on_poll);
 }
 
-/* The slow way, for what sendmmsg could not take: libuv queues a copy until it can. */
-static void send_copy(uv_udp_t *udp, const struct sockaddr *client, const uint8_t *msg, size_t len)
+/* Keep a copy for when the socket is writable again; beyond the bound it is dropped (the
+ * client asks again, as it would for any lost datagram). */
+static void overflow_add(struct listener *l, const struct sockaddr *to, const uint8_t *msg,
+                         size_t len)
 {
-	struct udp_send *s = malloc(sizeof(*s) + len);
-	if (!s)
+	struct udp_queue *q = l->udpq;
+	struct udp_pending *p = q->npending < UDP_OVERFLOW_MAX ? malloc(sizeof(*p) + len) : NULL;
+	if (!p) {
+		l->srv->stats.dropped++;
 		return;
-	memcpy(s->data, msg, len);
-	uv_buf_t b = uv_buf_init((char *)s->data, (unsigned)len);
-	if (uv_udp_send(&s->req, udp, &b, 1, client, on_sent) < 0)
-		free(s);
+	}
+	p->next = NULL;
+	p->alen = addr_len(to);
+	memcpy(&p->to, to, p->alen);
+	p->len = len;
+	memcpy(p->data, msg, len);
+	bool was_empty = !q->head;
+	*q->tail = p;
+	q->tail = &p->next;
+	q->npending++;
+	if (was_empty)
+		watch(l);
+}
+
+static void overflow_send(struct listener *l)
+{
+	struct udp_queue *q = l->udpq;
+	while (q->head) {
+		struct udp_pending *p = q->head;
+		if (sendto(l->fd, p->data, p->len, MSG_DONTWAIT, (const struct sockaddr *)&p->to,
+		           p->alen) < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return; /* still full: wait for the next writable event */
+			l->srv->stats.dropped++;
+		}
+		q->head = p->next;
+		q->npending--;
+		free(p);
+	}
+	q->tail = &q->head;
+	watch(l);
 }
 
 static void queue_flush(struct listener *l)
 {
 	struct udp_queue *q = l->udpq;
-	if (!q || q->n == 0)
-		return;
-	uv_os_fd_t fd;
 	unsigned sent = 0;
-	if (uv_fileno((uv_handle_t *)&l->h.udp, &fd) == 0) {
-		while (sent < q->n) {
-			int r = sendmmsg(fd, q->msgs + sent, q->n - sent, MSG_DONTWAIT);
-			if (r <= 0)
-				break; /* EAGAIN or an error of the first message */
-			sent += (unsigned)r;
+	while (sent < q->n) {
+		if (q->head) { /* keep the order: behind what already waits */
+			for (; sent < q->n; sent++)
+				overflow_add(l, (const struct sockaddr *)&q->to[sent],
+				             q->data[sent], q->iov[sent].iov_len);
+			break;
 		}
-	}
-	for (; sent < q->n; sent++) {
-		if (errno == EAGAIN || errno == EWOULDBLOCK)
-			send_copy(&l->h.udp, (const struct sockaddr *)&q->to[sent], q->data[sent],
-			          q->iov[sent].iov_len);
-		else
-			l->srv->stats.dropped++; /* that client's address cannot be sent to */
+		int r = sendmmsg(l->fd, q->msgs + sent, q->n - sent, MSG_DONTWAIT);
+		if (r > 0) {
+			sent += (unsigned)r;
+		} else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+			overflow_add(l, (const struct sockaddr *)&q->to[sent], q->data[sent],
+			             q->iov[sent].iov_len);
+			sent++;
+		} else if (errno != EINTR) {
+			l->srv->stats.dropped++; /* that one client's address cannot be sent to */
+			sent++;
+		}
 	}
 	q->n = 0;
 }
 
-void udp_reply(uv_udp_t *udp, const struct sockaddr *client, const uint8_t *msg, size_t len)
+void udp_reply(struct listener *l, const struct sockaddr *client, const uint8_t *msg, size_t len)
 {
-	struct listener *l = udp->data;
 	struct udp_queue *q = l->udpq;
-	socklen_t alen = client->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-	                                               : sizeof(struct sockaddr_in);
-	if (!q || len > UDP_SLOT) {
-		uv_buf_t b = uv_buf_init((char *)msg, (unsigned)len);
-		if (uv_udp_try_send(udp, &b, 1, client) < 0)
-			send_copy(udp, client, msg, len);
+	socklen_t alen = addr_len(client);
+	if (len > UDP_SLOT) { /* never: answers over UDP are cut to the EDNS size first */
+		if (sendto(l->fd, msg, len, MSG_DONTWAIT, client, alen) < 0 &&
+		    (errno == EAGAIN || errno == EWOULDBLOCK))
+			overflow_add(l, client, msg, len);
 		return;
 	}
 	if (q->n == UDP_BATCH)
@@ -110,55 +160,98 @@ void udp_reply(uv_udp_t *udp, const struct sockaddr *client, const uint8_t *msg,
 	};
 }
 
-static void on_recv(uv_udp_t *h, ssize_t n, const uv_buf_t *buf, const struct sockaddr *addr,
-                    unsigned flags)
+static void on_poll(uv_poll_t *h, int status, int events)
 {
 	struct listener *l = h->data;
-	if (flags & UV_UDP_MMSG_FREE) {
+	if (status < 0)
+		return; /* EBADF and the like: nothing to read; the listener closes with the server
+		         */
+	if ((events & UV_WRITABLE) && l->udpq->head)
+		overflow_send(l);
+	if (!(events & UV_READABLE))
+		return;
+	if (!rx && !(rx = malloc(sizeof(*rx))))
+		return;
+	for (int round = 0; round < UDP_RX_ROUNDS && !l->srv->stopping; round++) {
+		for (int i = 0; i < UDP_BATCH; i++) {
+			rx->iov[i] = (struct iovec){rx->data[i], UDP_RX_SLOT};
+			rx->msgs[i].msg_hdr = (struct msghdr){
+			    .msg_name = &rx->from[i],
+			    .msg_namelen = sizeof(rx->from[i]),
+			    .msg_iov = &rx->iov[i],
+			    .msg_iovlen = 1,
+			};
+		}
+		int n = recvmmsg(l->fd, rx->msgs, UDP_BATCH, MSG_DONTWAIT, NULL);
+		if (n <= 0)
+			return; /* EAGAIN, or an error queued for an earlier send: nothing to read
+			         */
+		for (int i = 0; i < n; i++) {
+			const struct sockaddr *from = (const struct sockaddr *)&rx->from[i];
+			if (from->sa_family != AF_INET && from->sa_family != AF_INET6)
+				continue;
+			struct reply_to to = {.kind = REPLY_UDP, .udp = l};
+			memcpy(&to.client, from, addr_len(from));
+			query_handle(l->srv, &to, rx->data[i], rx->msgs[i].msg_len,
+			             (rx->msgs[i].msg_hdr.msg_flags & MSG_TRUNC) != 0);
+		}
 		queue_flush(l); /* the end of a receive batch */
-		return;
+		if (n < UDP_BATCH)
+			return;
 	}
-	if (n <= 0 || !addr)
-		return;
-	if (flags & UV_UDP_PARTIAL) {
-		l->srv->stats.dropped++; /* larger than any DNS message */
-		return;
+}
+
+static void on_listener_closed(uv_handle_t *h)
+{
+	struct listener *l = h->data;
+	if (l->udpq) {
+		while (l->udpq->head) {
+			struct udp_pending *p = l->udpq->head;
+			l->udpq->head = p->next;
+			free(p);
+		}
+		close(l->fd);
 	}
-	struct reply_to to = {.kind = REPLY_UDP, .udp = h};
-	memcpy(&to.client, addr,
-	       addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-	                                   : sizeof(struct sockaddr_in));
-	query_handle(l->srv, &to, (const uint8_t *)buf->base, (size_t)n);
+	free(l->udpq);
+	free(l);
 }
 
 int listen_udp_start(struct server *srv, const struct sockaddr *addr)
 {
+	int on = 1, size = 4 << 20;
+	int fd = socket(addr->sa_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
 	struct listener *l = calloc(1, sizeof(*l));
-	if (!l)
+	if (!l || !(l->udpq = calloc(1, sizeof(*l->udpq)))) {
+		free(l);
+		close(fd);
 		return MOAT_ENOMEM;
+	}
 	l->srv = srv;
-	l->udpq = calloc(1, sizeof(*l->udpq)); /* without it, answers go one by one */
-	int rc = uv_udp_init_ex(srv->loop, &l->h.udp, addr->sa_family | UV_UDP_RECVMMSG);
+	l->fd = fd;
+	l->udpq->tail = &l->udpq->head;
+	/* A burst must wait in the kernel, not be dropped there: 4 MiB of receive buffer (FORCE
+	 * while moatd is still root, past net.core.rmem_max; the plain option otherwise). */
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size)) < 0)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
+	int rc = 0;
+	if ((addr->sa_family == AF_INET6 &&
+	     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on)) < 0) ||
+	    (srv->reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on)) < 0) ||
+	    bind(fd, addr, addr_len(addr)) < 0)
+		rc = -errno;
+	if (rc == 0)
+		rc = uv_poll_init_socket(srv->loop, &l->h.poll, fd);
 	if (rc < 0) {
 		free(l->udpq);
 		free(l);
+		close(fd);
 		return rc;
 	}
 	l->h.handle.data = l;
 	dlist_add(&srv->listeners, &l->link);
-	if ((srv->reuseport && (rc = listen_share_port(&l->h.handle)) < 0) ||
-	    (rc = uv_udp_bind(&l->h.udp, addr, addr->sa_family == AF_INET6 ? UV_UDP_IPV6ONLY : 0)) <
-	        0 ||
-	    (rc = uv_udp_recv_start(&l->h.udp, on_alloc, on_recv)) < 0)
-		return rc;
-	/* A burst must wait in the kernel, not be dropped there: 4 MiB of receive buffer (FORCE
-	 * while moatd is still root, past net.core.rmem_max; the plain option otherwise). */
-	uv_os_fd_t fd;
-	int size = 4 << 20;
-	if (uv_fileno((uv_handle_t *)&l->h.udp, &fd) == 0 &&
-	    setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size)) < 0)
-		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
-	return 0;
+	return uv_poll_start(&l->h.poll, UV_READABLE, on_poll);
 }
 
 int listen_share_port(uv_handle_t *h)
@@ -181,13 +274,6 @@ void listen_flush_all(struct server *srv)
 		if (l->udpq)
 			queue_flush(l);
 	}
-}
-
-static void on_listener_closed(uv_handle_t *h)
-{
-	struct listener *l = h->data;
-	free(l->udpq);
-	free(l);
 }
 
 /* Both kinds of listener: a closed socket takes no new queries, live ones finish. */

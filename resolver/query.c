@@ -313,13 +313,16 @@ static void on_fetched(void *ctx, int status, struct answer *ans)
 	on_answer(qr);
 }
 
-void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, size_t len)
+void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, size_t len,
+                  bool oversized)
 {
 	struct wire_query q;
 	srv->stats.queries++;
 
 	/* Read the question. */
 	enum wire_query_status st = wire_query_parse(pkt, len, &q);
+	if (oversized && st != WQ_DROP)
+		st = WQ_FORMERR;
 	if (st == WQ_DROP) {
 		srv->stats.dropped++;
 		return;

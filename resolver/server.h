@@ -71,7 +71,8 @@ struct server {
 	bool stopping;
 	struct server_stats stats;
 	uv_signal_t sig_term, sig_int, sig_hup;
-	uv_check_t flush; /* flushes the query log once per loop turn */
+	uv_check_t flush;          /* sends queued datagrams, writes the log: after I/O */
+	uv_prepare_t flush_timers; /* the same after timers, before the loop waits */
 	uv_timer_t stats_timer;
 	/* worker.c: other threads post a new policy or a stop through wake */
 	uv_loop_t loop_storage;
@@ -88,7 +89,7 @@ struct tcp_conn;
 
 struct reply_to {
 	enum reply_kind kind;
-	uv_udp_t *udp;         /* REPLY_UDP: the listener socket (borrowed) */
+	struct listener *udp;  /* REPLY_UDP: the listener socket (borrowed) */
 	struct tcp_conn *conn; /* REPLY_TCP: holds a reference while the query lives */
 	struct sockaddr_storage client;
 };
@@ -100,9 +101,10 @@ struct listener {
 	struct dlist link;
 	struct server *srv;
 	struct udp_queue *udpq; /* UDP: answers waiting for one sendmmsg (owned) */
+	int fd;                 /* UDP: the socket, watched by h.poll (owned) */
 	union {
 		uv_handle_t handle;
-		uv_udp_t udp;
+		uv_poll_t poll; /* UDP */
 		uv_tcp_t tcp;
 	} h;
 };
@@ -118,7 +120,7 @@ int listen_share_port(uv_handle_t *h);
 void listen_flush_all(struct server *srv);
 void tcp_close_all(struct server *srv);
 /* Send one answer; the message is copied if it cannot be sent at once. */
-void udp_reply(uv_udp_t *udp, const struct sockaddr *client, const uint8_t *msg, size_t len);
+void udp_reply(struct listener *l, const struct sockaddr *client, const uint8_t *msg, size_t len);
 void tcp_conn_send(struct tcp_conn *c, const uint8_t *msg, size_t len);
 void tcp_conn_ref(struct tcp_conn *c);
 void tcp_conn_unref(struct tcp_conn *c);
@@ -143,7 +145,10 @@ static inline void reply_release(struct reply_to *to)
 }
 
 /* query.c: one client message, from any listener. */
-void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, size_t len);
+/* oversized: the datagram was longer than the receive slot and pkt holds its start only; it
+ * is answered FORMERR (no real query is that long). */
+void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, size_t len,
+                  bool oversized);
 void query_cancel_all(struct server *srv);
 
 /* upstream.c */
@@ -162,6 +167,8 @@ void upstream_cancel(struct upstream_req *req);
 /* Shutdown: end every request and close the pooled sockets (the loop must run to finish
  * closing them); after the loop has ended, upstream_deinit frees the pool. */
 void upstream_cancel_all(struct server *srv);
+/* Send the upstream queries queued this loop turn (called once per turn, after the I/O). */
+void upstream_flush(struct server *srv);
 void upstream_deinit(struct server *srv);
 
 uint64_t server_now_us(void);

@@ -29,6 +29,7 @@
 #define SOCK_MAX_AGE_MS 2000 /* and it takes no new query after this */
 #define RX_BATCH 32          /* datagrams per recvmmsg */
 #define RX_SLOT 4096         /* larger than any answer to our EDNS size (1232) */
+#define QUERY_MAX (NAME_MAXWIRE + 64)
 
 struct up_sock {
 	struct dlist link; /* the pool's open or retired list */
@@ -41,11 +42,18 @@ struct up_sock {
 	uint16_t nused, inflight;
 	uint16_t ids[SOCK_USES];
 	struct upstream_req *reqs[SOCK_USES]; /* NULL once that query is done */
+	/* Queries built this loop turn, sent together by one sendmmsg (upstream_flush). */
+	struct up_sock *dirty_next; /* on the pool's dirty list while nsend > 0 */
+	uint16_t nsend;
+	uint16_t send_slot[SOCK_INFLIGHT]; /* whose query: an index into reqs */
+	uint16_t send_len[SOCK_INFLIGHT];
+	uint8_t send_buf[SOCK_INFLIGHT][QUERY_MAX];
 };
 
 struct upstream_pool {
 	struct dlist open;    /* sockets taking new queries */
 	struct dlist retired; /* sockets waiting for their last answers */
+	struct up_sock *dirty;
 };
 
 /* A TCP try at one upstream: its own handle, freed in its close callback, so a new attempt never
@@ -59,7 +67,7 @@ struct attempt {
 	uint8_t *tcpbuf; /* owned: the TCP answer being read */
 	size_t tcplen, tcpwant;
 	size_t query_len;
-	uint8_t query[NAME_MAXWIRE + 64];
+	uint8_t query[QUERY_MAX];
 };
 
 struct upstream_req {
@@ -97,7 +105,7 @@ static void on_sock_readable(uv_poll_t *p, int status, int events);
 static struct upstream_pool *pool_of(struct server *srv)
 {
 	if (!srv->upool) {
-		struct upstream_pool *p = malloc(sizeof(*p));
+		struct upstream_pool *p = calloc(1, sizeof(*p));
 		if (!p)
 			return NULL;
 		dlist_init(&p->open);
@@ -124,6 +132,12 @@ static void sock_close(struct up_sock *s)
 	if (s->closing)
 		return;
 	s->closing = true;
+	for (struct up_sock **d = &s->srv->upool->dirty; *d; d = &(*d)->dirty_next)
+		if (*d == s) { /* its queued queries are not sent */
+			*d = s->dirty_next;
+			break;
+		}
+	s->nsend = 0;
 	dlist_del(&s->link);
 	uv_poll_stop(&s->poll);
 	uv_close((uv_handle_t *)&s->poll, on_sock_closed);
@@ -238,6 +252,14 @@ static void sock_detach(struct upstream_req *r)
 		return;
 	r->sock = NULL;
 	s->reqs[r->slot] = NULL;
+	for (unsigned i = 0; i < s->nsend; i++)
+		if (s->send_slot[i] == r->slot) { /* queued, not sent yet: it never will be */
+			s->nsend--;
+			s->send_slot[i] = s->send_slot[s->nsend];
+			s->send_len[i] = s->send_len[s->nsend];
+			memcpy(s->send_buf[i], s->send_buf[s->nsend], s->send_len[i]);
+			break;
+		}
 	if (--s->inflight == 0 && s->retired)
 		sock_close(s);
 }
@@ -284,6 +306,8 @@ static void finish(struct upstream_req *r, int status, const uint8_t *pkt, size_
 
 static void next_attempt(struct upstream_req *r)
 {
+	if (r->done)
+		return; /* ended by another request's callbacks earlier in this turn */
 	abandon(r);
 	if (++r->attempt >= r->srv->cfg->upstream_attempts) {
 		finish(r, r->last_err ? r->last_err : MOAT_EIO, NULL, 0);
@@ -494,21 +518,65 @@ static int try_tcp(struct upstream_req *r, const struct sockaddr *to)
 	return uv_tcp_connect(&a->connect, &a->tcp, to, on_tcp_connect);
 }
 
+/* Queue r's query on a pooled socket; upstream_flush sends it before the loop waits again. A
+ * socket never has more queued than in flight, so the queue cannot overflow. */
 static int try_udp(struct upstream_req *r)
 {
-	uint8_t q[NAME_MAXWIRE + 64];
 	struct up_sock *s = sock_pick(r->srv, r->upstream);
 	if (!s)
 		return MOAT_EIO;
 	sock_attach(s, r);
-	int n = wire_build_query(r->id, r->lname, r->qtype, r->qclass, r->dnssec_ok, q, sizeof(q));
+	int n = wire_build_query(r->id, r->lname, r->qtype, r->qclass, r->dnssec_ok,
+	                         s->send_buf[s->nsend], QUERY_MAX);
 	if (n < 0)
 		return n;
-	if (send(s->fd, q, (size_t)n, MSG_DONTWAIT) == n)
-		return 0;
-	/* ECONNREFUSED from an earlier answer's ICMP, a full buffer: not this socket again. */
-	sock_retire(r->srv, s);
-	return MOAT_EIO;
+	s->send_len[s->nsend] = (uint16_t)n;
+	s->send_slot[s->nsend] = r->slot;
+	if (s->nsend++ == 0) {
+		s->dirty_next = r->srv->upool->dirty;
+		r->srv->upool->dirty = s;
+	}
+	return 0;
+}
+
+/* Send what each socket queued this turn, one sendmmsg per socket. A query whose send fails
+ * (ECONNREFUSED from an ICMP error, a full buffer) is simply not sent: its timer moves it on,
+ * and the socket is retired. */
+void upstream_flush(struct server *srv)
+{
+	struct upstream_pool *p = srv->upool;
+	if (!p)
+		return;
+	while (p->dirty) {
+		struct up_sock *s = p->dirty;
+		p->dirty = s->dirty_next;
+		struct mmsghdr m[SOCK_INFLIGHT];
+		struct iovec iov[SOCK_INFLIGHT];
+		for (unsigned i = 0; i < s->nsend; i++) {
+			iov[i] = (struct iovec){s->send_buf[i], s->send_len[i]};
+			m[i].msg_hdr = (struct msghdr){.msg_iov = &iov[i], .msg_iovlen = 1};
+		}
+		unsigned sent = 0;
+		while (sent < s->nsend) {
+			int r = sendmmsg(s->fd, m + sent, s->nsend - sent, MSG_DONTWAIT);
+			if (r <= 0)
+				break;
+			sent += (unsigned)r;
+		}
+		struct upstream_req *failed[SOCK_INFLIGHT];
+		unsigned nfailed = 0, queued = s->nsend;
+		for (unsigned i = sent; i < queued; i++)
+			if (s->reqs[s->send_slot[i]])
+				failed[nfailed++] = s->reqs[s->send_slot[i]];
+		s->nsend = 0;
+		if (sent < queued) {
+			/* ECONNREFUSED from an earlier ICMP error, a full buffer: not this socket
+			 * again, and those queries move on now rather than at their timeout. */
+			sock_retire(srv, s);
+			for (unsigned i = 0; i < nfailed; i++)
+				next_attempt(failed[i]);
+		}
+	}
 }
 
 static void req_try(struct upstream_req *r)

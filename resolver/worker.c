@@ -3,6 +3,7 @@
  * shuts down. main.c decides how many workers run and owns the signals (on worker 0's loop). */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 
 #include "moat/err.h"
@@ -14,14 +15,26 @@
 /* Guards next_policy, post_stop and wake_closed of every worker: the only fields another thread
  * touches. */
 static pthread_mutex_t post_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_barrier_t go;
+static pthread_barrier_t started, go;
 
-/* After each loop turn's I/O: send the turn's queued UDP answers, then write its log lines. */
+/* Send the queued UDP answers and upstream queries, then write the log lines: after each loop
+ * turn's I/O (check) and again after its timers, just before the loop waits (prepare), so what
+ * a timer callback queued (a retry, a SERVFAIL) does not wait for the next event. */
+static void flush_all(struct server *w)
+{
+	listen_flush_all(w);
+	upstream_flush(w);
+	log_flush(w->log);
+}
+
 static void on_check(uv_check_t *c)
 {
-	struct server *w = c->data;
-	listen_flush_all(w);
-	log_flush(w->log);
+	flush_all(c->data);
+}
+
+static void on_prepare(uv_prepare_t *p)
+{
+	flush_all(p->data);
 }
 
 static void on_wake(uv_async_t *a)
@@ -87,6 +100,10 @@ int worker_init(struct server *w, unsigned index, unsigned nworkers, const struc
 	w->flush.data = w;
 	uv_check_start(&w->flush, on_check);
 	uv_unref((uv_handle_t *)&w->flush);
+	uv_prepare_init(w->loop, &w->flush_timers);
+	w->flush_timers.data = w;
+	uv_prepare_start(&w->flush_timers, on_prepare);
+	uv_unref((uv_handle_t *)&w->flush_timers);
 	uv_async_init(w->loop, &w->wake, on_wake);
 	w->wake.data = w;
 	return 0;
@@ -105,6 +122,7 @@ void worker_stop(struct server *w)
 	fwchan_close(w->fw);
 	w->fw = NULL;
 	uv_close((uv_handle_t *)&w->flush, NULL);
+	uv_close((uv_handle_t *)&w->flush_timers, NULL);
 	pthread_mutex_lock(&post_lock);
 	w->wake_closed = true;
 	policy_unref(w->next_policy);
@@ -137,6 +155,11 @@ void worker_post_stop(struct server *w)
 static void *worker_thread(void *arg)
 {
 	struct server *w = arg;
+	/* no_new_privs is per thread; the filter's TSYNC copies it, but --no-seccomp has none. */
+	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+	/* Only now is glibc's own thread set-up (rseq registration and the like) done: the filter,
+	 * which refuses those calls, must not be loaded before every thread got here. */
+	pthread_barrier_wait(&started);
 	pthread_barrier_wait(&go);
 	uv_run(w->loop, UV_RUN_DEFAULT);
 	return NULL;
@@ -146,11 +169,12 @@ int worker_spawn(struct server *ws, unsigned n)
 {
 	if (n < 2)
 		return 0;
-	if (pthread_barrier_init(&go, NULL, n) != 0)
+	if (pthread_barrier_init(&started, NULL, n) != 0 || pthread_barrier_init(&go, NULL, n) != 0)
 		return MOAT_ENOMEM;
 	for (unsigned i = 1; i < n; i++)
 		if (pthread_create(&ws[i].thread, NULL, worker_thread, &ws[i]) != 0)
 			return MOAT_ENOMEM;
+	pthread_barrier_wait(&started);
 	return 0;
 }
 
