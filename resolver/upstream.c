@@ -329,6 +329,11 @@ static void retry_over_tcp(struct upstream_req *r)
 {
 	abandon(r);
 	r->tcp_next = true;
+	/* The attempt's timer keeps running: TCP gets what is left of it, but at least half a
+	 * timeout, so one attempt takes at most 1.5 timeouts. */
+	uint64_t half = r->srv->cfg->upstream_timeout_ms / 2;
+	if (uv_timer_get_due_in(&r->timer) < half)
+		uv_timer_start(&r->timer, on_timeout, half, 0);
 	req_try(r);
 }
 
@@ -582,7 +587,8 @@ void upstream_flush(struct server *srv)
 static void req_try(struct upstream_req *r)
 {
 	const struct sockaddr *to = (const struct sockaddr *)&r->srv->cfg->upstreams[r->upstream];
-	uv_timer_start(&r->timer, on_timeout, r->srv->cfg->upstream_timeout_ms, 0);
+	if (!r->tcp_next) /* a new attempt; a TCP retry of a truncated answer is not one */
+		uv_timer_start(&r->timer, on_timeout, r->srv->cfg->upstream_timeout_ms, 0);
 	if ((r->tcp_next ? try_tcp(r, to) : try_udp(r)) == 0)
 		return;
 	/* This upstream cannot be tried now; the timer moves on at once. Calling next_attempt
