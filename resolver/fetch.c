@@ -12,6 +12,7 @@
 #include "server.h"
 
 #define FETCH_BUCKETS 1024
+#define ANSWER_SPARE 64 /* freed answers kept for reuse, per worker */
 
 struct fetch {
 	struct dlist link; /* in its bucket */
@@ -35,21 +36,31 @@ struct fetch_wait {
 struct fetch_table {
 	uint8_t key[crypto_shorthash_KEYBYTES];
 	struct dlist buckets[FETCH_BUCKETS];
+	/* A struct answer holds a whole parsed answer (~17 KB): reusing freed ones saves a large
+	 * malloc and free per query, and the page faults of the heap growing and shrinking. */
+	struct answer *spare[ANSWER_SPARE];
+	unsigned nspare;
 };
 
 void answer_unref(struct answer *a)
 {
-	if (a && --a->refs == 0) {
-		free(a->pkt);
+	if (!a || --a->refs > 0)
+		return;
+	free(a->pkt);
+	struct fetch_table *t = a->srv->fetches;
+	if (t && t->nspare < ANSWER_SPARE)
+		t->spare[t->nspare++] = a;
+	else
 		free(a);
-	}
 }
 
-static struct answer *answer_new(void)
+static struct answer *answer_new(struct server *srv)
 {
-	struct answer *a = malloc(sizeof(*a));
+	struct fetch_table *t = srv->fetches;
+	struct answer *a = t->nspare ? t->spare[--t->nspare] : malloc(sizeof(*a));
 	if (!a)
 		return NULL;
+	a->srv = srv;
 	a->refs = 1;
 	a->cached = false;
 	memset(&a->upstream, 0, sizeof(a->upstream));
@@ -79,6 +90,7 @@ int fetch_init(struct server *srv, size_t cache_bytes)
 	struct fetch_table *t = malloc(sizeof(*t));
 	if (!t)
 		return MOAT_ENOMEM;
+	t->nspare = 0;
 	randombytes_buf(t->key, sizeof(t->key));
 	for (int i = 0; i < FETCH_BUCKETS; i++)
 		dlist_init(&t->buckets[i]);
@@ -97,6 +109,9 @@ void fetch_deinit(struct server *srv)
 {
 	cache_free(srv->cache);
 	srv->cache = NULL;
+	if (srv->fetches)
+		while (srv->fetches->nspare)
+			free(srv->fetches->spare[--srv->fetches->nspare]);
 	free(srv->fetches);
 	srv->fetches = NULL;
 }
@@ -116,6 +131,19 @@ static uint32_t cacheable_ttl(const struct wire_resp *r)
 		return r->neg_ttl < r->min_ttl ? r->neg_ttl : r->min_ttl;
 	}
 	return r->neg_ttl == UINT32_MAX ? 0 : r->neg_ttl; /* NODATA */
+}
+
+/* A cache value: the packet's length (2 bytes), the packet, and its parse packed
+ * (wire_resp_pack), so a hit needs no parse. Built in cache_val; returns its length or < 0. */
+static _Thread_local uint8_t cache_val[2 + WIRE_MAXMSG + WIRE_RESP_PACKED_MAX];
+
+static int cache_value(const uint8_t *pkt, size_t len, const struct wire_resp *r)
+{
+	cache_val[0] = (uint8_t)(len >> 8);
+	cache_val[1] = (uint8_t)len;
+	memcpy(cache_val + 2, pkt, len);
+	int n = wire_resp_pack(r, cache_val + 2 + len, sizeof(cache_val) - 2 - len);
+	return n < 0 ? n : (int)(2 + len) + n;
 }
 
 static void fetch_free(struct fetch *f)
@@ -146,9 +174,10 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
 			memcpy(a->pkt, pkt, len);
 			a->len = len;
 			uint32_t ttl = srv->cache ? cacheable_ttl(&a->resp) : 0;
-			if (ttl)
+			int vl = ttl ? cache_value(pkt, len, &a->resp) : -1;
+			if (vl > 0)
 				cache_put(srv->cache, f->lname, f->qtype, f->qclass, f->dnssec_ok,
-				          pkt, len, ttl, uv_now(srv->loop));
+				          cache_val, (size_t)vl, ttl, uv_now(srv->loop));
 		}
 	}
 	/* Each waiter's callback may free its query (and so cancel only its own wait). */
@@ -172,20 +201,19 @@ int fetch_answer(struct server *srv, const uint8_t *lname, uint16_t qtype, uint1
 	if (nl < 0)
 		return nl;
 
-	/* The cache: a hit is parsed again here, as a fresh answer would be. */
+	/* The cache: a hit comes with its parse (checked by wire_resp_unpack). */
 	if (srv->cache) {
-		size_t len;
+		size_t vlen, len;
 		uint32_t age;
-		const uint8_t *pkt = cache_get(srv->cache, lname, qtype, qclass, dnssec_ok,
-		                               uv_now(srv->loop), &len, &age);
-		if (pkt) {
-			struct answer *a = answer_new();
+		const uint8_t *v = cache_get(srv->cache, lname, qtype, qclass, dnssec_ok,
+		                             uv_now(srv->loop), &vlen, &age);
+		len = v && vlen >= 2 ? (size_t)(v[0] << 8 | v[1]) : 0;
+		if (v && vlen >= 2 + len && len >= WIRE_HDR) {
+			struct answer *a = answer_new(srv);
 			if (a && (a->pkt = malloc(len))) {
-				memcpy(a->pkt, pkt, len);
+				memcpy(a->pkt, v + 2, len);
 				a->len = len;
-				uint16_t id = (uint16_t)(pkt[0] << 8 | pkt[1]);
-				if (wire_resp_parse(a->pkt, len, id, lname, qtype, qclass,
-				                    &a->resp) == 0) {
+				if (wire_resp_unpack(v + 2 + len, vlen - 2 - len, &a->resp) == 0) {
 					a->resp.age = age;
 					a->cached = true;
 					*hit = a;
@@ -212,7 +240,7 @@ int fetch_answer(struct server *srv, const uint8_t *lname, uint16_t qtype, uint1
 	if (!w)
 		return MOAT_ENOMEM;
 	if (!f) {
-		if (!(f = calloc(1, sizeof(*f))) || !(f->ans = answer_new())) {
+		if (!(f = calloc(1, sizeof(*f))) || !(f->ans = answer_new(srv))) {
 			free(f);
 			free(w);
 			return MOAT_ENOMEM;

@@ -16,7 +16,8 @@ struct server;
 /* An upstream answer, shared by the queries that wait for it. */
 struct answer {
 	int refs;
-	bool cached;                      /* served from the cache */
+	struct server *srv; /* the worker it belongs to (freed answers go back to its spares) */
+	bool cached;        /* served from the cache */
 	struct sockaddr_storage upstream; /* who answered (zeros for a cache hit) */
 	int64_t up_us;                    /* upstream latency; -1 for a cache hit */
 	size_t len;

@@ -467,3 +467,81 @@ int wire_resp_build(const uint8_t *pkt, size_t len, const struct wire_resp *r,
 		return (int)w.len;
 	return wire_append_opt(out, w.len, cap, WIRE_EDNS_SIZE, q->edns_do, r->ext_rcode, NULL);
 }
+
+/* ---- the packed parse (for the cache) ---- */
+
+struct packed_head {
+	uint16_t id, flags, counts[3], nrr;
+	uint8_t rcode, has_opt, ext_rcode, nchain, chain_too_long, ndname;
+	uint32_t min_ttl, neg_ttl;
+};
+
+int wire_resp_pack(const struct wire_resp *r, uint8_t *out, size_t cap)
+{
+	struct packed_head h = {
+	    .id = r->id,
+	    .flags = r->flags,
+	    .counts = {r->counts[0], r->counts[1], r->counts[2]},
+	    .nrr = r->nrr,
+	    .rcode = r->rcode,
+	    .has_opt = r->has_opt,
+	    .ext_rcode = r->ext_rcode,
+	    .nchain = r->nchain,
+	    .chain_too_long = r->chain_too_long,
+	    .ndname = r->ndname,
+	    .min_ttl = r->min_ttl,
+	    .neg_ttl = r->neg_ttl,
+	};
+	size_t n = sizeof(h), rrs = (size_t)r->nrr * sizeof(r->rr[0]);
+	if (r->nrr > WIRE_MAXRR || r->nchain > WIRE_MAXCHAIN + 1 || r->ndname > WIRE_MAXCHAIN ||
+	    n + rrs > cap)
+		return MOAT_ESPACE;
+	memcpy(out, &h, sizeof(h));
+	memcpy(out + n, r->rr, rrs);
+	n += rrs;
+	for (unsigned i = 0; i < (unsigned)r->nchain + r->ndname; i++) {
+		const uint8_t *name = i < r->nchain ? r->chain[i] : r->dname_owner[i - r->nchain];
+		int nl = name_wire_len(name, NAME_MAXWIRE);
+		if (nl < 0 || n + (size_t)nl > cap)
+			return MOAT_ESPACE;
+		memcpy(out + n, name, (size_t)nl);
+		n += (size_t)nl;
+	}
+	return (int)n;
+}
+
+int wire_resp_unpack(const uint8_t *in, size_t len, struct wire_resp *r)
+{
+	struct packed_head h;
+	if (len < sizeof(h))
+		return MOAT_EFORMAT;
+	memcpy(&h, in, sizeof(h));
+	size_t n = sizeof(h), rrs = (size_t)h.nrr * sizeof(r->rr[0]);
+	if (h.nrr > WIRE_MAXRR || h.nchain > WIRE_MAXCHAIN + 1 || h.ndname > WIRE_MAXCHAIN ||
+	    n + rrs > len)
+		return MOAT_EFORMAT;
+	r->id = h.id;
+	r->flags = h.flags;
+	memcpy(r->counts, h.counts, sizeof(r->counts));
+	r->nrr = h.nrr;
+	r->rcode = h.rcode;
+	r->has_opt = h.has_opt;
+	r->ext_rcode = h.ext_rcode;
+	r->nchain = h.nchain;
+	r->chain_too_long = h.chain_too_long;
+	r->ndname = h.ndname;
+	r->min_ttl = h.min_ttl;
+	r->neg_ttl = h.neg_ttl;
+	r->age = 0;
+	memcpy(r->rr, in + n, rrs);
+	n += rrs;
+	for (unsigned i = 0; i < (unsigned)h.nchain + h.ndname; i++) {
+		uint8_t *name = i < h.nchain ? r->chain[i] : r->dname_owner[i - h.nchain];
+		int nl = name_wire_len(in + n, len - n < NAME_MAXWIRE ? len - n : NAME_MAXWIRE);
+		if (nl < 0)
+			return MOAT_EFORMAT;
+		memcpy(name, in + n, (size_t)nl);
+		n += (size_t)nl;
+	}
+	return n == len ? 0 : MOAT_EFORMAT;
+}

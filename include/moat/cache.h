@@ -1,8 +1,8 @@
 /* The answer cache: upstream answers (positive and negative, RFC 2308) kept for their TTL, so a
- * repeated question costs no upstream round trip. It stores the upstream's bytes as received;
- * every hit goes through the same parse, address check, firewall grant and rebuild as a fresh
- * answer (per agent: agents differ in what they may see), with TTLs counted down by the entry's
- * age.
+ * repeated question costs no upstream round trip. It stores opaque bytes: moatd's fetch.c
+ * stores the upstream's packet as received together with its parse (wire_resp_pack), and every
+ * hit goes through the same address check, firewall grant and rebuild as a fresh answer (per
+ * agent: agents differ in what they may see), with TTLs counted down by the entry's age.
  *
  * Keys are (lower-cased wire qname, qtype, qclass, DO bit), hashed with SipHash-2-4 (libsodium
  * crypto_shorthash) under a random per-cache key, so clients cannot aim collisions. Memory is

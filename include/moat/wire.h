@@ -185,6 +185,15 @@ int wire_resp_build(const uint8_t *pkt, size_t len, const struct wire_resp *r,
                     const struct wire_query *q, uint32_t ttl_cap, size_t max_size, uint8_t *out,
                     size_t cap);
 
+/* The parse of an answer as a compact byte string (the records in use and the chain names, not
+ * the whole fixed-size struct), so the cache can keep it beside the packet and a cache hit
+ * skips the parse. pack returns the length or MOAT_ESPACE; unpack returns 0 or MOAT_EFORMAT
+ * (bounds and names are checked, age is set to 0). */
+#define WIRE_RESP_PACKED_MAX                                                                       \
+	(32 + WIRE_MAXRR * sizeof(struct wire_rr) + (2 * WIRE_MAXCHAIN + 1) * NAME_MAXWIRE)
+int wire_resp_pack(const struct wire_resp *r, uint8_t *out, size_t cap);
+int wire_resp_unpack(const uint8_t *in, size_t len, struct wire_resp *r);
+
 /* Short text for a type ("A", "AAAA", "TYPE123") into buf; returns buf. */
 const char *wire_type_str(uint16_t type, char *buf, size_t cap);
 const char *wire_rcode_str(uint8_t rcode);

@@ -1152,3 +1152,92 @@ Test(resp_build, suffix_compression_across_names)
 	              n);
 	ldns_pkt_free(p);
 }
+
+/* ---- the packed parse kept in the cache ---- */
+
+static void expect_same_parse(const struct wire_resp *a, const struct wire_resp *b)
+{
+	cr_expect_eq(a->id, b->id);
+	cr_expect_eq(a->flags, b->flags);
+	cr_expect_eq(a->rcode, b->rcode);
+	cr_expect_arr_eq(a->counts, b->counts, sizeof(a->counts));
+	cr_assert_eq(a->nrr, b->nrr);
+	cr_expect_arr_eq(a->rr, b->rr, a->nrr * sizeof(a->rr[0]));
+	cr_expect_eq(a->has_opt, b->has_opt);
+	cr_expect_eq(a->ext_rcode, b->ext_rcode);
+	cr_assert_eq(a->nchain, b->nchain);
+	for (unsigned i = 0; i < a->nchain; i++)
+		cr_expect(name_equal(a->chain[i], b->chain[i]), "chain[%u]", i);
+	cr_expect_eq(a->chain_too_long, b->chain_too_long);
+	cr_expect_eq(a->min_ttl, b->min_ttl);
+	cr_expect_eq(a->neg_ttl, b->neg_ttl);
+	cr_assert_eq(a->ndname, b->ndname);
+	for (unsigned i = 0; i < a->ndname; i++)
+		cr_expect(name_equal(a->dname_owner[i], b->dname_owner[i]), "dname_owner[%u]", i);
+}
+
+/* pack then unpack gives the parse back, and the rebuilt answer is byte for byte the same. */
+static void roundtrip(const struct rspec *spec)
+{
+	static uint8_t pkt[4096], packed[WIRE_RESP_PACKED_MAX], o1[4096], o2[4096];
+	static struct wire_resp r, back;
+	size_t len = make_resp(spec, pkt, sizeof(pkt));
+	cr_assert_eq(parse(pkt, len, spec, &r), 0);
+	int n = wire_resp_pack(&r, packed, sizeof(packed));
+	cr_assert_gt(n, 0);
+	memset(&back, 0xa5, sizeof(back));
+	cr_assert_eq(wire_resp_unpack(packed, (size_t)n, &back), 0);
+	expect_same_parse(&r, &back);
+	cr_expect_eq(back.age, 0);
+
+	struct wire_query q;
+	client_query(spec->qname, spec->qtype, 7, LDNS_RD, true, false, &q);
+	int a = wire_resp_build(pkt, len, &r, &q, 300, 4096, o1, sizeof(o1));
+	int b = wire_resp_build(pkt, len, &back, &q, 300, 4096, o2, sizeof(o2));
+	cr_assert_gt(a, 0);
+	cr_assert_eq(a, b);
+	cr_expect_arr_eq(o1, o2, (size_t)a);
+
+	/* Every cut of the packed form is refused, never read past. */
+	for (int cut = 0; cut < n; cut++)
+		cr_expect_eq(wire_resp_unpack(packed, (size_t)cut, &back), MOAT_EFORMAT, "cut %d",
+		             cut);
+}
+
+Test(resp_pack, roundtrips)
+{
+	roundtrip(&basic);
+	roundtrip(&mixed);
+	struct rspec dname = {
+	    .id = 7,
+	    .qname = "a.b.example.com.",
+	    .qtype = LDNS_RR_TYPE_A,
+	    .an = {"example.com. 300 IN DNAME Example.NET.", "a.b.example.net. 60 IN A 192.0.2.7"},
+	};
+	roundtrip(&dname);
+	struct rspec nx = {
+	    .id = 7,
+	    .qname = "nope.example.com.",
+	    .qtype = LDNS_RR_TYPE_AAAA,
+	    .rcode = LDNS_RCODE_NXDOMAIN,
+	    .ns = {"example.com. 300 IN SOA ns.example.com. h.example.com. 1 2 3 4 120"},
+	};
+	roundtrip(&nx);
+	static char texts[WIRE_MAXCHAIN + 4][80];
+	struct rspec longc = {.id = 7, .qname = "c0.example.", .qtype = LDNS_RR_TYPE_A};
+	for (int i = 0; i < WIRE_MAXCHAIN + 3; i++) {
+		snprintf(texts[i], sizeof(texts[i]), "c%d.example. 60 IN CNAME c%d.example.", i,
+		         i + 1);
+		longc.an[i] = texts[i];
+	}
+	roundtrip(&longc); /* too long: the flag and the chain so far must survive */
+}
+
+Test(resp_pack, too_small_buffer)
+{
+	static uint8_t b[4096], packed[16];
+	static struct wire_resp r;
+	size_t n = make_resp(&basic, b, sizeof(b));
+	cr_assert_eq(parse(b, n, &basic, &r), 0);
+	cr_expect_eq(wire_resp_pack(&r, packed, sizeof(packed)), MOAT_ESPACE);
+}
