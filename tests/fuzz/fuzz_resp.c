@@ -367,6 +367,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int n = wire_resp_build(data, size, &r, &q, ttl_cap, max_size, out, sizeof(out));
 	FZ_CHECK(n > 0 || n == MOAT_EFORMAT, "rebuild returned %d", n);
 
+	/* The cache keeps the parse packed: unpacked, it must rebuild the very same answer. */
+	static uint8_t packed[WIRE_RESP_PACKED_MAX], out2[WIRE_MAXMSG + 1];
+	static struct wire_resp back;
+	int pn = wire_resp_pack(&r, packed, sizeof(packed));
+	FZ_CHECK(pn > 0, "pack returned %d", pn);
+	FZ_CHECK(wire_resp_unpack(packed, (size_t)pn, &back) == 0, "unpack failed");
+	FZ_CHECK(wire_resp_unpack(packed, (size_t)pn - 1, &back) == MOAT_EFORMAT, "short unpack");
+	FZ_CHECK(wire_resp_unpack(packed, (size_t)pn, &back) == 0, "unpack failed");
+	int n2 = wire_resp_build(data, size, &back, &q, ttl_cap, max_size, out2, sizeof(out2));
+	FZ_CHECK(n2 == n && (n <= 0 || memcmp(out, out2, (size_t)n) == 0),
+	         "the unpacked parse rebuilds differently");
+
 	ldns_pkt *raw = NULL, *in = NULL;
 	ldns_status ls = ldns_wire2pkt(&raw, data, size);
 	uint8_t *mod = calloc(size ? size : 1, 1);
