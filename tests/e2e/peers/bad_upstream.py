@@ -21,7 +21,6 @@ prints only its totals when it stops (SIGTERM or SECONDS):
   flaky: received=N answered=N dropped=N delayed=N"""
 import heapq
 import random
-import select
 import signal
 import socket
 import struct
@@ -112,30 +111,13 @@ def on_tcp():
     c.close()
 
 
-end = time.time() + seconds
-while not stop and time.time() < end:
-    wait = 0.1
-    if later:
-        wait = max(0.0, min(wait, later[0][0] - time.monotonic()))
-    try:
-        r, _, _ = select.select([u, t], [], [], wait)
-    except InterruptedError:
-        continue
-    if u in r:
-        # drain what is there, so a burst is not answered one select() at a time
-        for _ in range(256):
-            try:
-                pkt, client = u.recvfrom(65535, socket.MSG_DONTWAIT)
-            except BlockingIOError:
-                break
-            on_udp(pkt, client)
-    if t in r:
-        on_tcp()
-    now = time.monotonic()
-    while later and later[0][0] <= now:
-        _, _, ans, client = heapq.heappop(later)
-        u.sendto(ans, client)
-        stats["answered"] += 1
+
+
+def on_sent():
+    stats["answered"] += 1
+
+
+dnsmini.serve(u, t, seconds, on_udp, on_tcp, later, lambda: stop, on_sent)
 if mode == "flaky":
     print("flaky: " + " ".join("%s=%d" % (k, stats[k]) for k in
                                ("received", "answered", "dropped", "delayed")), flush=True)

@@ -2,7 +2,11 @@
 their own directory): build queries and simple answers, read the header, the question and the
 A records of an answer. Everything here trusts nothing it reads: a malformed packet gives None,
 never an exception the caller did not expect."""
+import heapq
+import select
+import socket
 import struct
+import time
 
 RCODES = {0: "NOERROR", 1: "FORMERR", 2: "SERVFAIL", 3: "NXDOMAIN", 4: "NOTIMP", 5: "REFUSED",
           16: "BADVERS"}
@@ -122,3 +126,37 @@ def records(pkt):
                 o += 4 + olen
         off = rd + rdlen
     return out
+
+
+def serve(u, t, seconds, on_udp, on_tcp, later, stopped, on_sent=None):
+    """The peers' event loop: UDP socket u and listening TCP socket t for SECONDS at most or until
+    stopped() is true. Datagrams go to on_udp(pkt, client) (a burst drained, bounded), a TCP
+    connection to on_tcp(); later is a heap of (due, seq, answer, client) sent when due (then
+    on_sent() is called, if given)."""
+    end = time.monotonic() + seconds
+    while not stopped() and time.monotonic() < end:
+        wait = 0.1
+        if later:
+            wait = max(0.0, min(wait, later[0][0] - time.monotonic()))
+        try:
+            r, _, _ = select.select([u, t], [], [], wait)
+        except InterruptedError:
+            continue
+        if u in r:
+            for _ in range(256):
+                try:
+                    pkt, client = u.recvfrom(65535, socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    break
+                on_udp(pkt, client)
+        if t in r:
+            on_tcp()
+        now = time.monotonic()
+        while later and later[0][0] <= now:
+            _, _, ans, client = heapq.heappop(later)
+            try:
+                u.sendto(ans, client)
+            except OSError:
+                continue
+            if on_sent:
+                on_sent()

@@ -15,7 +15,6 @@ Special names (by the first label):
          normal one-record answer.
 Prints its totals when it stops: "port_log: udp=N tcp=N"."""
 import heapq
-import select
 import signal
 import socket
 import struct
@@ -113,31 +112,7 @@ def on_tcp():
     c.close()
 
 
-end = time.monotonic() + seconds
-while not stop and time.monotonic() < end:
-    wait = 0.1
-    if later:
-        wait = max(0.0, min(wait, later[0][0] - time.monotonic()))
-    try:
-        r, _, _ = select.select([u, t], [], [], wait)
-    except InterruptedError:
-        continue
-    if u in r:
-        # drain what is there (bounded), so a burst is not read one select() at a time
-        for _ in range(256):
-            try:
-                pkt, client = u.recvfrom(65535, socket.MSG_DONTWAIT)
-            except BlockingIOError:
-                break
-            on_udp(pkt, client, time.monotonic())
-    if t in r:
-        on_tcp()
-    now = time.monotonic()
-    while later and later[0][0] <= now:
-        _, _, ans, client = heapq.heappop(later)
-        try:
-            u.sendto(ans, client)
-        except OSError:
-            pass
+dnsmini.serve(u, t, seconds, lambda pkt, client: on_udp(pkt, client, time.monotonic()), on_tcp,
+              later, lambda: stop)
 log.close()
 print("port_log: udp=%d tcp=%d" % (totals["udp"], totals["tcp"]), flush=True)
