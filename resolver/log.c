@@ -51,11 +51,34 @@ const char *log_format_addr(const struct sockaddr *sa, bool with_port, char *buf
 		snprintf(buf, cap, "?");
 		return buf;
 	}
-	inet_ntop(sa->sa_family, a, ip, sizeof(ip));
-	if (!with_port)
-		snprintf(buf, cap, "%s", ip);
-	else
-		snprintf(buf, cap, v6 ? "[%s]:%u" : "%s:%u", ip, port);
+	/* Written by hand: snprintf here was ~1% of every query (one or two calls a line). */
+	if (!inet_ntop(sa->sa_family, a, ip, sizeof(ip)) || cap == 0) {
+		if (cap)
+			buf[0] = 0;
+		return buf;
+	}
+	char tmp[INET6_ADDRSTRLEN + 10];
+	size_t n = 0;
+	if (with_port && v6)
+		tmp[n++] = '[';
+	for (const char *s = ip; *s; s++)
+		tmp[n++] = *s;
+	if (with_port) {
+		if (v6)
+			tmp[n++] = ']';
+		tmp[n++] = ':';
+		char d[6];
+		int k = 0;
+		do
+			d[k++] = (char)('0' + port % 10);
+		while ((port /= 10) && k < 5);
+		while (k > 0)
+			tmp[n++] = d[--k];
+	}
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(buf, tmp, n);
+	buf[n] = 0;
 	return buf;
 }
 

@@ -54,6 +54,13 @@ struct upstream_pool {
 	struct dlist open;    /* sockets taking new queries */
 	struct dlist retired; /* sockets waiting for their last answers */
 	struct up_sock *dirty;
+	/* Attempt deadlines: srv->upstream_reqs is kept in deadline order (every attempt gets the
+	 * same timeout, so a new one nearly always goes last) and one timer fires for the first.
+	 * A libuv timer per request cost a heap insert and removal and a handle close per query,
+	 * and every closing handle made the loop poll once more without waiting. */
+	uv_timer_t timer;
+	bool timer_closed;
+	struct upstream_req *dead; /* finished this turn, freed by upstream_flush */
 };
 
 /* A TCP try at one upstream: its own handle, freed in its close callback, so a new attempt never
@@ -82,7 +89,8 @@ struct upstream_req {
 	unsigned attempt, upstream;
 	uint16_t id;
 	uint64_t start_us;
-	uv_timer_t timer;     /* the request is freed in this handle's close callback */
+	uint64_t deadline_ms; /* of the current attempt (loop time) */
+	struct upstream_req *dead_next;
 	int last_err;         /* MOAT_EFORMAT once an upstream answered with nonsense */
 	struct attempt *tcp;  /* the current TCP attempt */
 	struct up_sock *sock; /* or the socket of the current UDP attempt */
@@ -102,6 +110,8 @@ static void on_sock_readable(uv_poll_t *p, int status, int events);
 
 /* ------------------------------------------------------------------ the socket pool -- */
 
+static void on_deadline(uv_timer_t *t);
+
 static struct upstream_pool *pool_of(struct server *srv)
 {
 	if (!srv->upool) {
@@ -110,6 +120,8 @@ static struct upstream_pool *pool_of(struct server *srv)
 			return NULL;
 		dlist_init(&p->open);
 		dlist_init(&p->retired);
+		uv_timer_init(srv->loop, &p->timer);
+		p->timer.data = srv;
 		srv->upool = p;
 	}
 	return srv->upool;
@@ -284,24 +296,69 @@ static void abandon(struct upstream_req *r)
 	uv_close((uv_handle_t *)&a->tcp, on_attempt_closed);
 }
 
-static void on_timer_closed(uv_handle_t *h)
+static struct upstream_req *req_of(struct dlist *d)
 {
-	free(h->data);
+	return (struct upstream_req *)((char *)d - offsetof(struct upstream_req, link));
+}
+
+/* Arm the pool's timer for the earliest deadline (or stop it when nothing waits). */
+static void deadline_arm(struct server *srv)
+{
+	struct upstream_pool *p = srv->upool;
+	if (p->timer_closed)
+		return;
+	if (srv->upstream_reqs.next == &srv->upstream_reqs) {
+		uv_timer_stop(&p->timer);
+		return;
+	}
+	uint64_t due = req_of(srv->upstream_reqs.next)->deadline_ms, now = uv_now(srv->loop);
+	uv_timer_start(&p->timer, on_deadline, due > now ? due - now : 0, 0);
+}
+
+/* The current attempt of r ends ms from now: place r in deadline order. */
+static void deadline_set(struct upstream_req *r, uint64_t ms)
+{
+	struct server *srv = r->srv;
+	struct dlist *head = &srv->upstream_reqs;
+	bool was_first = head->next == &r->link;
+	dlist_del(&r->link);
+	r->deadline_ms = uv_now(srv->loop) + ms;
+	struct dlist *after = head->prev;
+	while (after != head && req_of(after)->deadline_ms > r->deadline_ms)
+		after = after->prev;
+	dlist_add(after, &r->link);
+	if (was_first || head->next == &r->link)
+		deadline_arm(srv);
+}
+
+static void on_timeout(struct upstream_req *r);
+
+static void on_deadline(uv_timer_t *t)
+{
+	struct server *srv = t->data;
+	uint64_t now = uv_now(srv->loop);
+	/* Bounded by the requests present now: a timed-out one moves behind them or ends. */
+	for (struct dlist *d = srv->upstream_reqs.next;
+	     d != &srv->upstream_reqs && req_of(d)->deadline_ms <= now; d = srv->upstream_reqs.next)
+		on_timeout(req_of(d));
+	deadline_arm(srv);
 }
 
 static void finish(struct upstream_req *r, int status, const uint8_t *pkt, size_t len)
 {
 	if (r->done)
 		return;
-	const struct sockaddr *from = (const struct sockaddr *)&r->srv->cfg->upstreams[r->upstream];
+	struct server *srv = r->srv;
+	const struct sockaddr *from = (const struct sockaddr *)&srv->cfg->upstreams[r->upstream];
 	int64_t elapsed = (int64_t)(server_now_us() - r->start_us);
 	r->done = true;
 	dlist_del(&r->link);
-	uv_timer_stop(&r->timer);
 	if (r->cb)
 		r->cb(r->ctx, status, pkt, len, from, elapsed);
 	abandon(r); /* after the callback: pkt may live in the attempt's buffer */
-	uv_close((uv_handle_t *)&r->timer, on_timer_closed);
+	/* Freed at the end of the turn: callers up the stack may still look at r->done. */
+	r->dead_next = srv->upool->dead;
+	srv->upool->dead = r;
 }
 
 static void next_attempt(struct upstream_req *r)
@@ -318,9 +375,8 @@ static void next_attempt(struct upstream_req *r)
 	req_try(r);
 }
 
-static void on_timeout(uv_timer_t *t)
+static void on_timeout(struct upstream_req *r)
 {
-	struct upstream_req *r = t->data;
 	r->srv->stats.upstream_timeouts++;
 	next_attempt(r);
 }
@@ -332,8 +388,8 @@ static void retry_over_tcp(struct upstream_req *r)
 	/* The attempt's timer keeps running: TCP gets what is left of it, but at least half a
 	 * timeout, so one attempt takes at most 1.5 timeouts. */
 	uint64_t half = r->srv->cfg->upstream_timeout_ms / 2;
-	if (uv_timer_get_due_in(&r->timer) < half)
-		uv_timer_start(&r->timer, on_timeout, half, 0);
+	if (r->deadline_ms < uv_now(r->srv->loop) + half)
+		deadline_set(r, half);
 	req_try(r);
 }
 
@@ -544,14 +600,11 @@ static int try_udp(struct upstream_req *r)
 	return 0;
 }
 
-/* Send what each socket queued this turn, one sendmmsg per socket. A query whose send fails
- * (ECONNREFUSED from an ICMP error, a full buffer) is simply not sent: its timer moves it on,
- * and the socket is retired. */
-void upstream_flush(struct server *srv)
+/* Send what each socket queued this turn, one sendmmsg per socket. When a send fails
+ * (ECONNREFUSED from an ICMP error, a full buffer) the socket is retired and the queries not
+ * sent move to their next attempt at once. */
+static void upstream_send_queued(struct server *srv, struct upstream_pool *p)
 {
-	struct upstream_pool *p = srv->upool;
-	if (!p)
-		return;
 	while (p->dirty) {
 		struct up_sock *s = p->dirty;
 		p->dirty = s->dirty_next;
@@ -584,17 +637,31 @@ void upstream_flush(struct server *srv)
 	}
 }
 
+/* Once per loop turn: the queued sends, then free the requests that ended. */
+void upstream_flush(struct server *srv)
+{
+	struct upstream_pool *p = srv->upool;
+	if (!p)
+		return;
+	upstream_send_queued(srv, p);
+	while (p->dead) { /* after the sends: a failed send may end requests too */
+		struct upstream_req *r = p->dead;
+		p->dead = r->dead_next;
+		free(r);
+	}
+}
+
 static void req_try(struct upstream_req *r)
 {
 	const struct sockaddr *to = (const struct sockaddr *)&r->srv->cfg->upstreams[r->upstream];
 	if (!r->tcp_next) /* a new attempt; a TCP retry of a truncated answer is not one */
-		uv_timer_start(&r->timer, on_timeout, r->srv->cfg->upstream_timeout_ms, 0);
+		deadline_set(r, r->srv->cfg->upstream_timeout_ms);
 	if ((r->tcp_next ? try_tcp(r, to) : try_udp(r)) == 0)
 		return;
 	/* This upstream cannot be tried now; the timer moves on at once. Calling next_attempt
 	 * here would recurse through every attempt in one stack. */
 	abandon(r);
-	uv_timer_start(&r->timer, on_timeout, 0, 0);
+	deadline_set(r, 0);
 }
 
 int upstream_query(struct server *srv, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
@@ -603,7 +670,7 @@ int upstream_query(struct server *srv, const uint8_t *lname, uint16_t qtype, uin
 {
 	if (srv->cfg->nupstreams == 0)
 		return MOAT_ENOENT;
-	struct upstream_req *r = calloc(1, sizeof(*r));
+	struct upstream_req *r = pool_of(srv) ? calloc(1, sizeof(*r)) : NULL;
 	if (!r)
 		return MOAT_ENOMEM;
 	r->srv = srv;
@@ -616,9 +683,7 @@ int upstream_query(struct server *srv, const uint8_t *lname, uint16_t qtype, uin
 	r->ctx = ctx;
 	r->start_us = server_now_us();
 	r->upstream = srv->next_upstream++ % (unsigned)srv->cfg->nupstreams;
-	uv_timer_init(srv->loop, &r->timer);
-	r->timer.data = r;
-	dlist_add(&srv->upstream_reqs, &r->link);
+	dlist_init(&r->link);
 	*out = r;
 	req_try(r);
 	return 0;
@@ -646,10 +711,13 @@ void upstream_cancel_all(struct server *srv)
 		sock_close(sock_of(p->open.next));
 	while (p->retired.next != &p->retired)
 		sock_close(sock_of(p->retired.next));
+	p->timer_closed = true;
+	uv_close((uv_handle_t *)&p->timer, NULL);
 }
 
 void upstream_deinit(struct server *srv)
 {
+	upstream_flush(srv); /* frees the requests that ended last */
 	free(srv->upool);
 	srv->upool = NULL;
 }

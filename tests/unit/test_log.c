@@ -414,6 +414,12 @@ Test(log, format_addr)
 	                 "::ffff:10.0.0.1");
 	cr_expect_str_eq(log_format_addr((struct sockaddr *)&b, true, buf, sizeof(buf)),
 	                 "[::ffff:10.0.0.1]:853");
+	struct sockaddr_in6 c = v6("2001:db8:ffff:ffff:ffff:ffff:ffff:ffff", 65535);
+	cr_expect_str_eq(log_format_addr((struct sockaddr *)&c, true, buf, sizeof(buf)),
+	                 "[2001:db8:ffff:ffff:ffff:ffff:ffff:ffff]:65535");
+	struct sockaddr_in d = v4("0.0.0.0", 0);
+	cr_expect_str_eq(log_format_addr((struct sockaddr *)&d, true, buf, sizeof(buf)),
+	                 "0.0.0.0:0");
 	cr_expect_str_eq(log_format_addr(NULL, true, buf, sizeof(buf)), "?");
 	struct sockaddr other = {.sa_family = AF_UNIX};
 	cr_expect_str_eq(log_format_addr(&other, true, buf, sizeof(buf)), "?");
