@@ -45,6 +45,7 @@ struct cache {
 	size_t mask; /* bucket count - 1; the count is a power of two */
 	size_t max_bytes;
 	uint32_t min_ttl, max_ttl;
+	uint64_t stale_ms; /* expired entries kept this long for cache_get_stale */
 	struct cache_entry *newest, *oldest;
 	struct cache_stats st; /* st.bytes includes the bucket array */
 	uint8_t hkey[crypto_shorthash_KEYBYTES];
@@ -258,9 +259,11 @@ const uint8_t *cache_get(struct cache *c, const uint8_t *lname, uint16_t qtype, 
 		return NULL;
 	}
 	if (now_ms >= e->expires_ms) {
-		/* Removed now rather than left for LRU eviction: the memory is better spent on the
-		 * fresh answer the caller is about to fetch and put. */
-		cache_remove(c, e);
+		/* Removed now rather than left for LRU eviction (the memory is better spent on the
+		 * fresh answer the caller is about to fetch and put), unless it may still be served
+		 * stale should that fetch fail. */
+		if (now_ms - e->expires_ms >= c->stale_ms)
+			cache_remove(c, e);
 		c->st.expired++;
 		c->st.misses++;
 		return NULL;
@@ -272,6 +275,31 @@ const uint8_t *cache_get(struct cache *c, const uint8_t *lname, uint16_t qtype, 
 		*len = e->len;
 	if (age) /* a clock that stepped back reads as age 0, never as a huge unsigned age */
 		*age = now_ms > e->inserted_ms ? (uint32_t)((now_ms - e->inserted_ms) / 1000u) : 0;
+	return e->data + e->keylen;
+}
+
+void cache_keep_stale(struct cache *c, uint32_t seconds)
+{
+	c->stale_ms = (uint64_t)seconds * 1000u;
+}
+
+const uint8_t *cache_get_stale(struct cache *c, const uint8_t *lname, uint16_t qtype,
+                               uint16_t qclass, bool dnssec_ok, uint64_t now_ms, size_t *len)
+{
+	uint8_t key[CACHE_MAXKEY];
+	int kl = cache_key(key, lname, qtype, qclass, dnssec_ok);
+	if (kl < 0)
+		return NULL;
+	struct cache_entry *e = cache_find(c, cache_hash(c, key, (size_t)kl), key, (size_t)kl);
+	if (!e)
+		return NULL;
+	if (now_ms >= e->expires_ms && now_ms - e->expires_ms >= c->stale_ms) {
+		cache_remove(c, e);
+		return NULL;
+	}
+	c->st.stale_hits++;
+	if (len)
+		*len = e->len;
 	return e->data + e->keylen;
 }
 

@@ -33,6 +33,7 @@
 #define CONFIG_CLIENTS_MIN 1u
 #define CONFIG_CLIENTS_MAX 1000000u
 #define CONFIG_WORKERS_MAX 64u
+#define CONFIG_STALE_MAX 604800u /* a week; RFC 8767 suggests 1 to 3 days */
 #define CONFIG_TTL_MAX 86400u
 
 /* A config file is a few kilobytes; anything far larger is not one. */
@@ -1131,6 +1132,9 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 				if (!(cfg->user = strdup(u)))
 					rc = config_fail(c, line, "out of memory");
 			}
+		} else if (config_key_is(ks, klen, "serve_stale")) {
+			rc = config_u32(c, v, line, "serve_stale", 0, CONFIG_STALE_MAX,
+			                &cfg->serve_stale);
 		} else if (config_key_is(ks, klen, "workers")) {
 			rc =
 			    config_u32(c, v, line, "workers", 1, CONFIG_WORKERS_MAX, &cfg->workers);

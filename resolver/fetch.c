@@ -63,6 +63,7 @@ static struct answer *answer_new(struct server *srv)
 	a->srv = srv;
 	a->refs = 1;
 	a->cached = false;
+	a->stale = false;
 	memset(&a->upstream, 0, sizeof(a->upstream));
 	a->up_us = -1;
 	a->len = 0;
@@ -101,6 +102,7 @@ int fetch_init(struct server *srv, size_t cache_bytes)
 		srv->cache = cache_new(cache_bytes, cfg->cache_min_ttl, cfg->cache_max_ttl);
 		if (!srv->cache)
 			return MOAT_ENOMEM;
+		cache_keep_stale(srv->cache, cfg->serve_stale);
 	}
 	return 0;
 }
@@ -146,6 +148,27 @@ static int cache_value(const uint8_t *pkt, size_t len, const struct wire_resp *r
 	return n < 0 ? n : (int)(2 + len) + n;
 }
 
+/* An answer from a cache value (packet and packed parse), or NULL if it does not decode. */
+static struct answer *answer_from_value(struct server *srv, const uint8_t *v, size_t vlen,
+                                        uint32_t age)
+{
+	size_t len = vlen >= 2 ? (size_t)(v[0] << 8 | v[1]) : 0;
+	if (vlen < 2 + len || len < WIRE_HDR)
+		return NULL;
+	struct answer *a = answer_new(srv);
+	if (a && (a->pkt = malloc(len))) {
+		memcpy(a->pkt, v + 2, len);
+		a->len = len;
+		if (wire_resp_unpack(v + 2 + len, vlen - 2 - len, &a->resp) == 0) {
+			a->resp.age = age;
+			a->cached = true;
+			return a;
+		}
+	}
+	answer_unref(a);
+	return NULL;
+}
+
 static void fetch_free(struct fetch *f)
 {
 	dlist_del(&f->link);
@@ -180,6 +203,21 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
 				          cache_val, (size_t)vl, ttl, uv_now(srv->loop));
 		}
 	}
+	/* Serve-stale (RFC 8767): no upstream answered, or one said SERVFAIL/REFUSED; an answer
+	 * that expired less than serve_stale seconds ago is better than none. It goes through
+	 * the same checks and grant as any answer; query.c caps its TTLs at 30 s. */
+	struct answer *stale = NULL;
+	if (srv->cache && srv->cfg->serve_stale &&
+	    (status < 0 || a->resp.rcode == WIRE_SERVFAIL || a->resp.rcode == WIRE_REFUSED)) {
+		size_t vlen;
+		const uint8_t *v = cache_get_stale(srv->cache, f->lname, f->qtype, f->qclass,
+		                                   f->dnssec_ok, uv_now(srv->loop), &vlen);
+		if (v && (stale = answer_from_value(srv, v, vlen, 0))) {
+			stale->stale = true;
+			a = stale;
+			status = 0;
+		}
+	}
 	/* Each waiter's callback may free its query (and so cancel only its own wait). */
 	while (f->waiters.next != &f->waiters) {
 		struct fetch_wait *w = (struct fetch_wait *)((char *)f->waiters.next -
@@ -190,6 +228,7 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
 		free(w);
 		cb(wctx, status, status == 0 ? a : NULL);
 	}
+	answer_unref(stale);
 	fetch_free(f);
 }
 
@@ -203,24 +242,14 @@ int fetch_answer(struct server *srv, const uint8_t *lname, uint16_t qtype, uint1
 
 	/* The cache: a hit comes with its parse (checked by wire_resp_unpack). */
 	if (srv->cache) {
-		size_t vlen, len;
+		size_t vlen;
 		uint32_t age;
 		const uint8_t *v = cache_get(srv->cache, lname, qtype, qclass, dnssec_ok,
 		                             uv_now(srv->loop), &vlen, &age);
-		len = v && vlen >= 2 ? (size_t)(v[0] << 8 | v[1]) : 0;
-		if (v && vlen >= 2 + len && len >= WIRE_HDR) {
-			struct answer *a = answer_new(srv);
-			if (a && (a->pkt = malloc(len))) {
-				memcpy(a->pkt, v + 2, len);
-				a->len = len;
-				if (wire_resp_unpack(v + 2 + len, vlen - 2 - len, &a->resp) == 0) {
-					a->resp.age = age;
-					a->cached = true;
-					*hit = a;
-					return FETCH_HIT;
-				}
-			}
-			answer_unref(a); /* fall through: ask upstream */
+		struct answer *a = v ? answer_from_value(srv, v, vlen, age) : NULL;
+		if (a) {
+			*hit = a;
+			return FETCH_HIT;
 		}
 	}
 

@@ -18,6 +18,7 @@ struct answer {
 	int refs;
 	struct server *srv; /* the worker it belongs to (freed answers go back to its spares) */
 	bool cached;        /* served from the cache */
+	bool stale;         /* served stale (RFC 8767): no upstream answered */
 	struct sockaddr_storage upstream; /* who answered (zeros for a cache hit) */
 	int64_t up_us;                    /* upstream latency; -1 for a cache hit */
 	size_t len;

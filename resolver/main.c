@@ -28,32 +28,35 @@
 
 static void usage(FILE *f)
 {
-	fputs("usage: moatd --listen ADDR:PORT --upstream ADDR:PORT [--upstream-source ADDR]\n"
-	      "             --allow FILE [--allow FILE...] [--deny nxdomain|refused|sinkhole]\n"
-	      "             [--strict-chain] [--allow-private] [--log FILE] [--firewall PATH]\n"
-	      "             [--check]\n"
-	      "       moatd -c CONFIG [--check]\n"
-	      "\n"
-	      "  --listen ADDR:PORT     answer on UDP and TCP there (repeatable; IPv4 or [IPv6])\n"
-	      "  --upstream ADDR:PORT   forward allowed names there (repeatable)\n"
-	      "  --upstream-source ADDR source address of upstream queries\n"
-	      "  --upstream-timeout MS  per-attempt timeout (default 1000)\n"
-	      "  --cache-size MB        answer cache size (default 32; 0: no cache)\n"
-	      "  --ratelimit QPS        queries per second per client (0: off, the default)\n"
-	      "  --workers N            threads sharing the port (SO_REUSEPORT); default 1\n"
-	      "  --user NAME            drop to this user once the sockets are bound\n"
-	      "  --no-seccomp           skip the system-call filter (for debugging)\n"
-	      "  --allow FILE           allowlist: one name or *.name per line (repeatable)\n"
-	      "  --deny FORM            nxdomain (default), refused or sinkhole\n"
-	      "  --strict-chain         every CNAME/DNAME target must be allowed too\n"
-	      "  --allow-private        private and shared answers are not refused\n"
-	      "  --log FILE             query log (JSON lines); default stdout\n"
-	      "  --firewall PATH        grant answers' addresses through moat-fw at PATH first\n"
-	      "  -c CONFIG              YAML config with agents (see zones/moatd.example.yaml)\n"
-	      "  --check                validate config and policy, print the result, exit\n"
-	      "Without -c, one agent named 'default' serves loopback clients and the networks of\n"
-	      "the listen addresses.\n",
-	      f);
+	fputs(
+	    "usage: moatd --listen ADDR:PORT --upstream ADDR:PORT [--upstream-source ADDR]\n"
+	    "             --allow FILE [--allow FILE...] [--deny nxdomain|refused|sinkhole]\n"
+	    "             [--strict-chain] [--allow-private] [--log FILE] [--firewall PATH]\n"
+	    "             [--check]\n"
+	    "       moatd -c CONFIG [--check]\n"
+	    "\n"
+	    "  --listen ADDR:PORT     answer on UDP and TCP there (repeatable; IPv4 or [IPv6])\n"
+	    "  --upstream ADDR:PORT   forward allowed names there (repeatable)\n"
+	    "  --upstream-source ADDR source address of upstream queries\n"
+	    "  --upstream-timeout MS  per-attempt timeout (default 1000)\n"
+	    "  --cache-size MB        answer cache size (default 32; 0: no cache)\n"
+	    "  --serve-stale SECONDS  answer from expired cache entries up to this long past\n"
+	    "                         expiry when no upstream answers (RFC 8767; default 0: off)\n"
+	    "  --ratelimit QPS        queries per second per client (0: off, the default)\n"
+	    "  --workers N            threads sharing the port (SO_REUSEPORT); default 1\n"
+	    "  --user NAME            drop to this user once the sockets are bound\n"
+	    "  --no-seccomp           skip the system-call filter (for debugging)\n"
+	    "  --allow FILE           allowlist: one name or *.name per line (repeatable)\n"
+	    "  --deny FORM            nxdomain (default), refused or sinkhole\n"
+	    "  --strict-chain         every CNAME/DNAME target must be allowed too\n"
+	    "  --allow-private        private and shared answers are not refused\n"
+	    "  --log FILE             query log (JSON lines); default stdout\n"
+	    "  --firewall PATH        grant answers' addresses through moat-fw at PATH first\n"
+	    "  -c CONFIG              YAML config with agents (see zones/moatd.example.yaml)\n"
+	    "  --check                validate config and policy, print the result, exit\n"
+	    "Without -c, one agent named 'default' serves loopback clients and the networks of\n"
+	    "the listen addresses.\n",
+	    f);
 }
 
 /* Client ranges of the flag-mode agent: loopback, and the networks the listen addresses are
@@ -136,7 +139,8 @@ struct options {
 	char **allow;
 	size_t nallow;
 	long timeout_ms;
-	long workers; /* -1: not given */
+	long workers;     /* -1: not given */
+	long serve_stale; /* -1: not given */
 };
 
 static int add_addr(struct sockaddr_storage **v, size_t *n, const char *s, uint16_t port)
@@ -173,6 +177,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		O_USER,
 		O_NOSECCOMP,
 		O_WORKERS,
+		O_STALE,
 	};
 	static const struct option longopts[] = {
 	    {"listen", required_argument, 0, O_LISTEN},
@@ -191,6 +196,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 	    {"user", required_argument, 0, O_USER},
 	    {"no-seccomp", no_argument, 0, O_NOSECCOMP},
 	    {"workers", required_argument, 0, O_WORKERS},
+	    {"serve-stale", required_argument, 0, O_STALE},
 	    {"config", required_argument, 0, 'c'},
 	    {"help", no_argument, 0, 'h'},
 	    {"version", no_argument, 0, O_VERSION},
@@ -208,6 +214,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 	o->cache_mb = -1;
 	o->ratelimit = -1;
 	o->workers = -1;
+	o->serve_stale = -1;
 	while ((ch = getopt_long(argc, argv, "c:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'c':
@@ -288,6 +295,15 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 			}
 			break;
 		}
+		case O_STALE: {
+			char *end;
+			o->serve_stale = strtol(optarg, &end, 10);
+			if (*end || !*optarg || o->serve_stale < 0 || o->serve_stale > 604800) {
+				fprintf(stderr, "moatd: --serve-stale: 0 to 604800 (seconds)\n");
+				return MOAT_EINVAL;
+			}
+			break;
+		}
 		case O_CACHE: {
 			char *end;
 			o->cache_mb = strtol(optarg, &end, 10);
@@ -361,6 +377,8 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		cfg->rl_qps = (uint32_t)o->ratelimit;
 	if (o->workers > 0)
 		cfg->workers = (uint32_t)o->workers;
+	if (o->serve_stale >= 0)
+		cfg->serve_stale = (uint32_t)o->serve_stale;
 	if (o->cache_mb >= 0)
 		cfg->cache_bytes = (size_t)o->cache_mb << 20;
 	if (o->firewall) {

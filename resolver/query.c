@@ -159,6 +159,9 @@ static bool answer_passes(struct query *qr, struct policy_decision *d)
 	return false;
 }
 
+/* RFC 8767: a stale answer is given a short TTL, so clients ask again soon. */
+#define STALE_TTL 30
+
 /* Rebuild the checked answer for the client, TTLs capped at ttl_cap, and send it. */
 static void release(struct query *qr, uint32_t ttl_cap)
 {
@@ -166,8 +169,17 @@ static void release(struct query *qr, uint32_t ttl_cap)
 	const struct answer *a = qr->ans;
 	const struct sockaddr *from = a->cached ? NULL : (const struct sockaddr *)&a->upstream;
 	static _Thread_local uint8_t out[WIRE_MAXMSG]; /* one answer built at a time per loop */
-	int n = wire_resp_build(a->pkt, a->len, &a->resp, &qr->q, ttl_cap,
-	                        reply_limit(&qr->to, &qr->q), out, sizeof(out));
+	size_t limit = reply_limit(&qr->to, &qr->q);
+	if (a->stale && ttl_cap > STALE_TTL)
+		ttl_cap = STALE_TTL;
+	int n = wire_resp_build(a->pkt, a->len, &a->resp, &qr->q, ttl_cap, limit, out, sizeof(out));
+	if (n > 0 && a->stale && qr->q.edns) {
+		/* EDE 3, Stale Answer; left out (not the answer) if it would not fit. */
+		struct wire_ede ede = {WIRE_EDE_STALE, "moat: no upstream answered; stale answer"};
+		int m = wire_add_ede(out, (size_t)n, limit, &ede);
+		if (m > 0)
+			n = m;
+	}
 	if (n < 0) {
 		srv->stats.servfail++;
 		answer_local(srv, &qr->to, &qr->q, qr->agent, false, WIRE_SERVFAIL, 0, NULL);
@@ -177,8 +189,10 @@ static void release(struct query *qr, uint32_t ttl_cap)
 		reply_send(srv, &qr->to, out, (size_t)n);
 		srv->stats.answered++;
 		log_it(srv, &qr->to, &qr->q, qr->agent->cfg.name,
-		       a->cached ? "allow-cached" : "allow", qr->decision.reason, out[3] & 0xF,
-		       false, from, a->up_us);
+		       a->stale    ? "allow-stale"
+		       : a->cached ? "allow-cached"
+		                   : "allow",
+		       qr->decision.reason, out[3] & 0xF, false, from, a->up_us);
 	}
 	query_free(qr);
 }
@@ -243,6 +257,8 @@ static bool grant_first(struct query *qr)
 		return false;
 	snprintf(g.agent, sizeof(g.agent), "%s", qr->agent->cfg.name);
 	g.lifetime = a->resp.min_ttl > a->resp.age ? a->resp.min_ttl - a->resp.age : 0;
+	if (a->stale && g.lifetime > STALE_TTL)
+		g.lifetime = STALE_TTL;
 	const struct sockaddr *c = (const struct sockaddr *)&qr->to.client;
 	if (c->sa_family == AF_INET) {
 		g.client.family = 4;

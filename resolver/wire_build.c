@@ -40,6 +40,27 @@ int wire_append_opt(uint8_t *out, size_t len, size_t cap, uint16_t udp_size, boo
 	return (int)w.len;
 }
 
+int wire_add_ede(uint8_t *out, size_t len, size_t cap, const struct wire_ede *ede)
+{
+	/* An OPT record without options is 11 bytes: root, type, size, TTL, RDLENGTH 0. */
+	if (len < WIRE_HDR + 11 || wr_u16(out + 10) == 0 || out[len - 11] != 0 ||
+	    wr_u16(out + len - 10) != WIRE_OPT || wr_u16(out + len - 2) != 0)
+		return MOAT_EINVAL;
+	size_t tl = ede->text ? strlen(ede->text) : 0;
+	if (tl > EDE_TEXT_MAX)
+		tl = EDE_TEXT_MAX;
+	struct wire_writer w = {out, cap, len, 0};
+	ww_u16(&w, WIRE_EDE_OPTION);
+	ww_u16(&w, (uint16_t)(2 + tl));
+	ww_u16(&w, ede->code);
+	if (tl)
+		ww_bytes(&w, ede->text, tl);
+	if (w.err)
+		return w.err;
+	ww_put16(out + len - 2, (uint16_t)(4 + 2 + tl));
+	return (int)w.len;
+}
+
 int wire_build_answer(const struct wire_query *q, uint8_t rcode, const struct wire_ede *ede,
                       const uint8_t *sink4, const uint8_t *sink6, uint32_t ttl, uint8_t *out,
                       size_t cap)

@@ -19,7 +19,7 @@
 struct cache;
 
 struct cache_stats {
-	uint64_t hits, misses, inserts, evictions, expired;
+	uint64_t hits, misses, inserts, evictions, expired, stale_hits;
 	size_t entries, bytes;
 };
 
@@ -44,10 +44,20 @@ int cache_put(struct cache *c, const uint8_t *lname, uint16_t qtype, uint16_t qc
  * in *len and the whole seconds since insertion in *age (callers subtract it from every TTL,
  * saturating at 0: min_ttl may have kept an entry longer than its records' TTLs); the entry
  * becomes most recently used. An entry expires at inserted + ttl seconds exactly: it is then
- * removed, counted in expired and misses, and NULL returned. len and age may be NULL. Never
- * allocates. */
+ * counted in expired and misses, NULL is returned, and it is removed unless it is within the
+ * stale window (cache_keep_stale). len and age may be NULL. Never allocates. */
 const uint8_t *cache_get(struct cache *c, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
                          bool dnssec_ok, uint64_t now_ms, size_t *len, uint32_t *age);
+
+/* Serve-stale (RFC 8767): keep expired entries for seconds more (0, the default: not at all),
+ * for cache_get_stale to hand out when the upstreams cannot answer. They still count against
+ * max_bytes and leave by LRU eviction like any entry. */
+void cache_keep_stale(struct cache *c, uint32_t seconds);
+
+/* The entry for the key if it is live or expired by less than the stale window (counted in
+ * stale_hits), else NULL (an entry past the window is removed). Borrowed like cache_get's. */
+const uint8_t *cache_get_stale(struct cache *c, const uint8_t *lname, uint16_t qtype,
+                               uint16_t qclass, bool dnssec_ok, uint64_t now_ms, size_t *len);
 
 /* Counters since cache_new. entries and bytes are current; bytes is what is charged against
  * max_bytes (the bucket array plus every entry's header, key and packet) and never exceeds it. */

@@ -22,6 +22,8 @@
  *   cache_size_mb: 32                         # answer cache; 0 turns it off
  *   cache_min_ttl: 0                          # TTL clamps for cached answers (seconds)
  *   cache_max_ttl: 86400
+ *   serve_stale: 0                            # s an expired answer may be served when no
+ *                                             # upstream answers (RFC 8767); 0: never
  *   firewall_socket: /run/moat/fw.sock        # grant through moat-fw before answering
  *   firewall_timeout_ms: 1000                 # no ack in time: SERVFAIL (fail closed)
  *   firewall_fail_open: false                 # true: answer anyway when moat-fw is away
@@ -90,7 +92,8 @@ struct config {
 	bool rl_drop;              /* over the limit: drop (true) or answer REFUSED */
 	size_t cache_bytes;        /* 0: no cache */
 	uint32_t cache_min_ttl, cache_max_ttl;
-	char *fw_socket; /* owned; NULL: no firewall companion */
+	uint32_t serve_stale; /* seconds past expiry (RFC 8767); 0: off */
+	char *fw_socket;      /* owned; NULL: no firewall companion */
 	uint32_t fw_timeout_ms;
 	bool fw_fail_open;
 	char **highrisk_files; /* owned */

@@ -59,7 +59,7 @@ struct policy_agent {
 };
 
 struct policy {
-	int refs; /* atomic: workers share snapshots */
+	int refs;                    /* atomic: workers share snapshots */
 	struct policy_agent *agents; /* owned */
 	size_t nagents;
 	struct policy_set *highrisk; /* owned */

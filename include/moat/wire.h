@@ -51,6 +51,7 @@ enum wire_type {
 
 #define WIRE_CLASS_IN 1
 #define WIRE_EDE_OPTION 15 /* RFC 8914 option code */
+#define WIRE_EDE_STALE 3   /* Stale Answer (RFC 8767) */
 #define WIRE_EDE_BLOCKED 15
 #define WIRE_EDE_FILTERED 17
 #define WIRE_EDE_PROHIBITED 18
@@ -117,6 +118,11 @@ int wire_build_query(uint16_t id, const uint8_t *lname, uint16_t qtype, uint16_t
  * bumps ARCOUNT. Returns the new length or MOAT_ESPACE. */
 int wire_append_opt(uint8_t *out, size_t len, size_t cap, uint16_t udp_size, bool dnssec_ok,
                     uint8_t ext_rcode, const struct wire_ede *ede);
+
+/* Add an EDE option to the message out[0..len) whose last record is an OPT record without
+ * options (what wire_resp_build appends for an EDNS client). Returns the new length, MOAT_ESPACE
+ * (beyond cap: out[0..len) unchanged) or MOAT_EINVAL (no such OPT record at the end). */
+int wire_add_ede(uint8_t *out, size_t len, size_t cap, const struct wire_ede *ede);
 
 /* ---- upstream answers (wire_resp.c) ---- */
 

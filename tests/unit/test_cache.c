@@ -206,6 +206,53 @@ Test(cache, expiry_exact_boundary)
 	cache_free(c);
 }
 
+/* Serve-stale: an expired entry is a miss for cache_get but stays for cache_get_stale until
+ * the window ends exactly, then goes; a fresh put replaces it. */
+Test(cache, stale_window)
+{
+	struct cache *c = cache_new(1 << 20, 0, 86400);
+	uint8_t n[NAME_MAXWIRE], other[NAME_MAXWIRE], pkt[32], pkt2[32];
+	size_t len = 0;
+	wire("example.com", n);
+	wire("example.net", other);
+	fill(pkt, sizeof(pkt), 1);
+	fill(pkt2, sizeof(pkt2), 2);
+	cache_keep_stale(c, 60);
+	cr_assert_eq(cache_put(c, n, T_A, C_IN, false, pkt, sizeof(pkt), 10, 1000), 0);
+	expect_miss(c, n, T_A, C_IN, false, 11000);
+	cr_expect_eq(stats(c).entries, 1, "kept for the stale window");
+	const uint8_t *v = cache_get_stale(c, n, T_A, C_IN, false, 70999, &len);
+	cr_assert_not_null(v);
+	cr_expect_eq(len, sizeof(pkt));
+	cr_expect_arr_eq(v, pkt, sizeof(pkt));
+	cr_expect_null(cache_get_stale(c, other, T_A, C_IN, false, 20000, &len));
+	cr_expect_null(cache_get_stale(c, n, T_AAAA, C_IN, false, 20000, &len));
+	cr_expect_eq(stats(c).stale_hits, 1);
+	cr_expect_null(cache_get_stale(c, n, T_A, C_IN, false, 71000, &len), "window is over");
+	cr_expect_eq(stats(c).entries, 0);
+
+	/* A fresh answer replaces a stale one. */
+	cr_assert_eq(cache_put(c, n, T_A, C_IN, false, pkt, sizeof(pkt), 10, 100000), 0);
+	cr_assert_eq(cache_put(c, n, T_A, C_IN, false, pkt2, sizeof(pkt2), 10, 120000), 0);
+	v = cache_get_stale(c, n, T_A, C_IN, false, 125000, &len);
+	cr_assert_not_null(v);
+	cr_expect_arr_eq(v, pkt2, sizeof(pkt2));
+	cache_free(c);
+}
+
+/* Without cache_keep_stale nothing is served stale. */
+Test(cache, no_stale_by_default)
+{
+	struct cache *c = cache_new(1 << 20, 0, 86400);
+	uint8_t n[NAME_MAXWIRE], pkt[32];
+	wire("example.com", n);
+	fill(pkt, sizeof(pkt), 1);
+	cr_assert_eq(cache_put(c, n, T_A, C_IN, false, pkt, sizeof(pkt), 10, 1000), 0);
+	cr_expect_not_null(cache_get_stale(c, n, T_A, C_IN, false, 10999, NULL), "live is fine");
+	cr_expect_null(cache_get_stale(c, n, T_A, C_IN, false, 11000, NULL));
+	cache_free(c);
+}
+
 Test(cache, age_whole_seconds)
 {
 	struct cache *c = cache_new(1 << 20, 0, 86400);

@@ -99,6 +99,7 @@ Test(config, defaults)
 	cr_expect_eq(cfg.tcp_idle_ms, 10000);
 	cr_expect_eq(cfg.tcp_max_clients, 1024);
 	cr_expect_eq(cfg.workers, 1);
+	cr_expect_eq(cfg.serve_stale, 0);
 	cr_expect_null(cfg.log_file);
 	cr_expect_eq(cfg.nlisten, 0);
 	cr_expect_eq(cfg.nupstreams, 0);
@@ -168,6 +169,7 @@ static const char full_config[] = "listen: [\"127.0.0.1:5353\", \"[::1]:53\", 19
                                   "tcp_idle_ms: 2000\n"
                                   "tcp_max_clients: 64\n"
                                   "workers: 4\n"
+                                  "serve_stale: 86400\n"
                                   "log: {file: /var/log/moat/q.jsonl}\n"
                                   "highrisk: [hr1.txt, /etc/moat/hr2.txt]\n"
                                   "blocked_ranges: []\n"
@@ -223,6 +225,7 @@ Test(config, every_key)
 	cr_expect_eq(cfg.tcp_idle_ms, 2000);
 	cr_expect_eq(cfg.tcp_max_clients, 64);
 	cr_expect_eq(cfg.workers, 4);
+	cr_expect_eq(cfg.serve_stale, 86400);
 	cr_expect_str_eq(cfg.log_file, "/var/log/moat/q.jsonl");
 
 	/* A list in the file adds to the shipped list; an empty one adds nothing and, above all,
@@ -365,6 +368,7 @@ Test(config, numbers)
 	expect_error("upstream_attempts: 17\n", 1, "out of range 1..16");
 	expect_error("tcp_idle_ms: 99\n", 1, "tcp_idle_ms");
 	expect_error("workers: 0\n", 1, "workers: 0 is out of range 1..64");
+	expect_error("serve_stale: 604801\n", 1, "serve_stale: 604801 is out of range 0..604800");
 	expect_error("\nworkers: 65\n", 2, "out of range 1..64");
 	expect_error("tcp_max_clients: -1\n", 1, "tcp_max_clients: expected a number");
 	expect_error("tcp_max_clients: 1e3\n", 1, "expected a number");

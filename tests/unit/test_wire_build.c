@@ -411,6 +411,26 @@ Test(build_query, append_opt_bumps_arcount)
 	cr_expect_eq(out[11], 3, "ARCOUNT untouched on error");
 }
 
+/* An EDE added to the empty OPT record that ends an answer (serve-stale's "Stale Answer"). */
+Test(build_query, add_ede_to_trailing_opt)
+{
+	uint8_t out[128] = {0, 1, 0x81, 0x80, 0, 0, 0, 0, 0, 0, 0, 0};
+	int n = wire_append_opt(out, 12, sizeof(out), 1232, false, 0, NULL);
+	cr_assert_eq(n, 12 + 11);
+	struct wire_ede ede = {WIRE_EDE_STALE, "old"};
+	cr_expect_eq(wire_add_ede(out, (size_t)n, (size_t)n + 8, &ede), MOAT_ESPACE);
+	cr_expect_eq(out[12 + 10], 0, "RDLENGTH untouched on error");
+	int m = wire_add_ede(out, (size_t)n, sizeof(out), &ede);
+	cr_assert_eq(m, n + 4 + 2 + 3);
+	ldns_pkt *p = parse_back(out, m);
+	expect_ede(p, WIRE_EDE_STALE, "old", 3);
+	ldns_pkt_free(p);
+	/* Only once, and only on an empty trailing OPT. */
+	cr_expect_eq(wire_add_ede(out, (size_t)m, sizeof(out), &ede), MOAT_EINVAL);
+	uint8_t bare[12] = {0, 1, 0x81, 0x80};
+	cr_expect_eq(wire_add_ede(bare, sizeof(bare), sizeof(bare), &ede), MOAT_EINVAL);
+}
+
 /* ---- names of types and rcodes ---- */
 
 Test(strings, type_str)
