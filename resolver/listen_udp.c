@@ -45,14 +45,13 @@ struct udp_queue {
 	unsigned npending;
 };
 
-/* One receive area per loop thread: a batch is handled before the next one is read. */
+/* One receive area per worker (srv->udp_rx): a batch is handled before the next one is read. */
 struct udp_rx {
 	struct mmsghdr msgs[UDP_BATCH];
 	struct iovec iov[UDP_BATCH];
 	struct sockaddr_storage from[UDP_BATCH];
 	uint8_t data[UDP_BATCH][UDP_RX_SLOT];
 };
-static _Thread_local struct udp_rx *rx;
 
 static socklen_t addr_len(const struct sockaddr *sa)
 {
@@ -170,7 +169,8 @@ static void on_poll(uv_poll_t *h, int status, int events)
 		overflow_send(l);
 	if (!(events & UV_READABLE))
 		return;
-	if (!rx && !(rx = malloc(sizeof(*rx))))
+	struct udp_rx *rx = l->srv->udp_rx;
+	if (!rx && !(rx = l->srv->udp_rx = malloc(sizeof(*rx))))
 		return;
 	for (int round = 0; round < UDP_RX_ROUNDS && !l->srv->stopping; round++) {
 		for (int i = 0; i < UDP_BATCH; i++) {

@@ -136,8 +136,10 @@ struct options {
 	long ratelimit; /* -1: not given */
 	const char *user;
 	bool no_seccomp;
-	char **allow;
+	char **allow; /* owned until handed to the flag-mode agent */
 	size_t nallow;
+	struct sockaddr_storage *listen, *up; /* owned until handed to the config */
+	size_t nlisten, nup;
 	long timeout_ms;
 	long workers;     /* -1: not given */
 	long serve_stale; /* -1: not given */
@@ -154,6 +156,18 @@ static int add_addr(struct sockaddr_storage **v, size_t *n, const char *s, uint1
 	nv[(*n)++] = ss;
 	*v = nv;
 	return 0;
+}
+
+static void options_free(struct options *o)
+{
+	free(o->listen);
+	free(o->up);
+	for (size_t i = 0; i < o->nallow; i++)
+		free(o->allow[i]);
+	free(o->allow);
+	o->listen = o->up = NULL;
+	o->allow = NULL;
+	o->nallow = 0;
 }
 
 /* Build the configuration from -c and the flags. Returns 0 or exits with a message. */
@@ -202,8 +216,6 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 	    {"version", no_argument, 0, O_VERSION},
 	    {0, 0, 0, 0},
 	};
-	struct sockaddr_storage *listen = NULL, *up = NULL;
-	size_t nlisten = 0, nup = 0;
 	struct sockaddr_storage source;
 	bool has_source = false;
 	char err[512];
@@ -221,13 +233,13 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 			o->config_path = optarg;
 			break;
 		case O_LISTEN:
-			if (add_addr(&listen, &nlisten, optarg, 53) < 0) {
+			if (add_addr(&o->listen, &o->nlisten, optarg, 53) < 0) {
 				fprintf(stderr, "moatd: --listen %s: expected ADDR:PORT\n", optarg);
 				return MOAT_EINVAL;
 			}
 			break;
 		case O_UPSTREAM:
-			if (add_addr(&up, &nup, optarg, 53) < 0) {
+			if (add_addr(&o->up, &o->nup, optarg, 53) < 0) {
 				fprintf(stderr, "moatd: --upstream %s: expected ADDR:PORT\n",
 				        optarg);
 				return MOAT_EINVAL;
@@ -343,19 +355,17 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		}
 	}
 	/* Flags given beside a config replace its lists. */
-	if (nlisten) {
+	if (o->nlisten) {
 		free(cfg->listen);
-		cfg->listen = listen;
-		cfg->nlisten = nlisten;
-	} else {
-		free(listen);
+		cfg->listen = o->listen;
+		cfg->nlisten = o->nlisten;
+		o->listen = NULL;
 	}
-	if (nup) {
+	if (o->nup) {
 		free(cfg->upstreams);
-		cfg->upstreams = up;
-		cfg->nupstreams = nup;
-	} else {
-		free(up);
+		cfg->upstreams = o->up;
+		cfg->nupstreams = o->nup;
+		o->up = NULL;
 	}
 	if (has_source) {
 		cfg->upstream_source = source;
@@ -510,8 +520,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "moatd: libsodium failed to start\n");
 		return 1;
 	}
-	if (build_config(argc, argv, &cfg, &opts) < 0)
+	if (build_config(argc, argv, &cfg, &opts) < 0) {
+		options_free(&opts); /* nothing left behind, even on a usage error */
+		config_free(&cfg);
 		return 2;
+	}
+	options_free(&opts);
 	if (policy_load(&cfg, &policy, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moatd: %s\n", err);
 		return 1;

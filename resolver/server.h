@@ -63,6 +63,7 @@ struct server {
 	struct dlist tcp_conns;      /* struct tcp_conn */
 	struct dlist upstream_reqs;  /* struct upstream_req */
 	struct upstream_pool *upool; /* upstream.c's UDP sockets (owned; created on first use) */
+	void *udp_rx, *up_rx;        /* receive areas of listen_udp.c and upstream.c (owned) */
 	struct dlist live_queries;   /* struct query (query.c) */
 	uint32_t ntcp;
 	uint32_t tcp_max;       /* this worker's share of tcp_max_clients */

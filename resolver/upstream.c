@@ -97,9 +97,6 @@ struct upstream_req {
 	uint16_t slot;        /* our index in sock->reqs */
 };
 
-/* Datagrams are read into buffers per loop thread and parsed before the callback returns. */
-static _Thread_local uint8_t (*rx_bufs)[RX_SLOT];
-
 uint64_t server_now_us(void)
 {
 	return uv_hrtime() / 1000;
@@ -445,7 +442,9 @@ static void on_sock_readable(uv_poll_t *p, int status, int events)
 	struct mmsghdr msgs[RX_BATCH];
 	struct iovec iov[RX_BATCH];
 	(void)events;
-	if (!rx_bufs && !(rx_bufs = malloc(sizeof(*rx_bufs) * RX_BATCH)))
+	/* Datagrams are read into the worker's buffers and parsed before the callback returns. */
+	uint8_t(*rx_bufs)[RX_SLOT] = s->srv->up_rx;
+	if (!rx_bufs && !(rx_bufs = s->srv->up_rx = malloc(sizeof(*rx_bufs) * RX_BATCH)))
 		return;
 	for (int round = 0; round < 8 && !s->closing; round++) {
 		for (int i = 0; i < RX_BATCH; i++) {

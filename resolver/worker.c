@@ -197,4 +197,7 @@ void worker_deinit(struct server *w)
 	fetch_deinit(w);
 	policy_unref(w->policy);
 	w->policy = NULL;
+	free(w->udp_rx);
+	free(w->up_rx);
+	w->udp_rx = w->up_rx = NULL;
 }
