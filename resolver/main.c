@@ -170,6 +170,20 @@ static void options_free(struct options *o)
 	o->nallow = 0;
 }
 
+/* A whole decimal number in [lo, hi] for a flag, or a message and MOAT_EINVAL. */
+static int opt_number(const char *arg, long lo, long hi, const char *flag, const char *range,
+                      long *out)
+{
+	char *end;
+	long v = strtol(arg, &end, 10);
+	if (*end || !*arg || v < lo || v > hi) {
+		fprintf(stderr, "moatd: %s: %s\n", flag, range);
+		return MOAT_EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
 /* Build the configuration from -c and the flags. Returns 0 or exits with a message. */
 static int build_config(int argc, char **argv, struct config *cfg, struct options *o)
 {
@@ -255,11 +269,9 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 			has_source = true;
 			break;
 		case O_TIMEOUT:
-			o->timeout_ms = strtol(optarg, NULL, 10);
-			if (o->timeout_ms < 10 || o->timeout_ms > 60000) {
-				fprintf(stderr, "moatd: --upstream-timeout: 10 to 60000 ms\n");
+			if (opt_number(optarg, 10, 60000, "--upstream-timeout", "10 to 60000 ms",
+			               &o->timeout_ms) < 0)
 				return MOAT_EINVAL;
-			}
 			break;
 		case O_ALLOW:
 			if (config_strv_push(&o->allow, &o->nallow, optarg) < 0)
@@ -289,42 +301,25 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		case O_NOSECCOMP:
 			o->no_seccomp = true;
 			break;
-		case O_RATELIMIT: {
-			char *end;
-			o->ratelimit = strtol(optarg, &end, 10);
-			if (*end || o->ratelimit < 0 || o->ratelimit > 10000000) {
-				fprintf(stderr, "moatd: --ratelimit: 0 to 10000000 (queries/s)\n");
+		case O_RATELIMIT:
+			if (opt_number(optarg, 0, 10000000, "--ratelimit",
+			               "0 to 10000000 (queries/s)", &o->ratelimit) < 0)
 				return MOAT_EINVAL;
-			}
 			break;
-		}
-		case O_WORKERS: {
-			char *end;
-			o->workers = strtol(optarg, &end, 10);
-			if (*end || o->workers < 1 || o->workers > 64) {
-				fprintf(stderr, "moatd: --workers: 1 to 64\n");
+		case O_WORKERS:
+			if (opt_number(optarg, 1, 64, "--workers", "1 to 64", &o->workers) < 0)
 				return MOAT_EINVAL;
-			}
 			break;
-		}
-		case O_STALE: {
-			char *end;
-			o->serve_stale = strtol(optarg, &end, 10);
-			if (*end || !*optarg || o->serve_stale < 0 || o->serve_stale > 604800) {
-				fprintf(stderr, "moatd: --serve-stale: 0 to 604800 (seconds)\n");
+		case O_STALE:
+			if (opt_number(optarg, 0, 604800, "--serve-stale", "0 to 604800 (seconds)",
+			               &o->serve_stale) < 0)
 				return MOAT_EINVAL;
-			}
 			break;
-		}
-		case O_CACHE: {
-			char *end;
-			o->cache_mb = strtol(optarg, &end, 10);
-			if (*end || o->cache_mb < 0 || o->cache_mb > 65536) {
-				fprintf(stderr, "moatd: --cache-size: 0 to 65536 (MB)\n");
+		case O_CACHE:
+			if (opt_number(optarg, 0, 65536, "--cache-size", "0 to 65536 (MB)",
+			               &o->cache_mb) < 0)
 				return MOAT_EINVAL;
-			}
 			break;
-		}
 		case 'h':
 			usage(stdout);
 			exit(0);

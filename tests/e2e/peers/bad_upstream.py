@@ -32,14 +32,7 @@ import dnsmini
 mode, addr, port, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 if mode not in ("tcreset", "tchalf", "tcstall", "flood", "flaky"):
     sys.exit("unknown mode " + mode)
-u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-u.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
-u.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 22)
-u.bind((addr, port))
-t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-t.bind((addr, port))
-t.listen(64)
+u, t = dnsmini.listen_udp_tcp(addr, port)
 stop = False
 
 

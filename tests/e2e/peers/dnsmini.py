@@ -128,6 +128,20 @@ def records(pkt):
     return out
 
 
+def listen_udp_tcp(addr, port):
+    """A UDP socket (4 MiB buffers, so a burst is not dropped) and a listening TCP socket, both
+    bound to ADDR:PORT (IPv4)."""
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    u.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+    u.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 22)
+    u.bind((addr, port))
+    t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    t.bind((addr, port))
+    t.listen(64)
+    return u, t
+
+
 def serve(u, t, seconds, on_udp, on_tcp, later, stopped, on_sent=None):
     """The peers' event loop: UDP socket u and listening TCP socket t for SECONDS at most or until
     stopped() is true. Datagrams go to on_udp(pkt, client) (a burst drained, bounded), a TCP

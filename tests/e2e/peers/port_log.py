@@ -16,7 +16,6 @@ Special names (by the first label):
 Prints its totals when it stops: "port_log: udp=N tcp=N"."""
 import heapq
 import signal
-import socket
 import struct
 import sys
 import time
@@ -27,14 +26,7 @@ addr, port, seconds, logfile = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 SLOW_S = 0.3
 BIG_RECORDS = 400
 
-u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-u.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
-u.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 22)
-u.bind((addr, port))
-t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-t.bind((addr, port))
-t.listen(64)
+u, t = dnsmini.listen_udp_tcp(addr, port)
 log = open(logfile, "a")
 stop = False
 
