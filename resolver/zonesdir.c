@@ -103,8 +103,8 @@ static pthread_once_t zonesdir_once = PTHREAD_ONCE_INIT;
 
 static void zonesdir_decide(void)
 {
-	char exe[PATH_MAX], build[PATH_MAX];
-	const char *exe_dir = NULL, *build_dir = NULL;
+	char exe[PATH_MAX];
+	const char *exe_dir = NULL;
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 
 	if (n > 0) {
@@ -115,12 +115,10 @@ static void zonesdir_decide(void)
 			exe_dir = exe;
 		}
 	}
-	/* The kernel gives the executable's canonical path; the build directory as CMake saw it
-	 * may go through symbolic links. Gone (deleted after install): not a build-tree run. */
-	if (realpath(MOAT_BUILD_DIR, build) != NULL)
-		build_dir = build;
+	/* The kernel gives the executable's canonical path, and the build resolved its directory
+	 * the same way (never at run time: a link planted there must not redirect the lists). */
 	const struct zonesdir_layout l = {
-	    .build_dir = build_dir,
+	    .build_dir = MOAT_BUILD_DIR,
 	    .source_zones = MOAT_ZONES_DIR,
 	    .rel_data = MOAT_DATA_REL,
 	    .install_data = MOAT_DATA_DIR,

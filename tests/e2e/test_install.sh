@@ -125,9 +125,13 @@ systemd-sysusers --root="$R" >"$E2E_WORK/sysusers.log" 2>&1 ||
 grep -q '^moat:x:[0-9]*:[0-9]*:.*:/nonexistent:/usr/sbin/nologin$' "$R/etc/passwd" ||
 	e2e_fail "sysusers.d made no moat user: $(cat "$R/etc/passwd")"
 grep -q '^moat:x:' "$R/etc/group" || e2e_fail "sysusers.d made no moat group"
+grep -q '^moat-fw:x:' "$R/etc/passwd" || e2e_fail "sysusers.d made no moat-fw user"
 systemd-tmpfiles --root="$R" --create >"$E2E_WORK/tmpfiles.log" 2>&1 ||
 	e2e_fail "tmpfiles: $(cat "$E2E_WORK/tmpfiles.log")"
 [[ -d "$R/etc/moat" && -d "$R/var/log/moat" ]] || e2e_fail "tmpfiles.d made no directories"
+# moatd (group moat) may add its control socket to /run/moat but not remove moat-fw's.
+moat_gid=$(awk -F: '$1 == "moat" { print $3 }' "$R/etc/group")
+e2e_assert_eq "1770 0 $moat_gid" "$(stat -c '%a %u %g' "$R/run/moat")" "/run/moat: 1770 root:moat"
 
 out=$(MANPATH="$R/usr/share/man" systemd-analyze verify --root="$R" moatd.service \
 	moat-fw.service 2>&1) || e2e_fail "systemd-analyze verify: $out"
