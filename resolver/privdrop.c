@@ -166,14 +166,8 @@ int privdrop_apply(const char *user, bool filter, char *err, size_t errlen)
 			snprintf(err, errlen, "no such user '%s'", user);
 			return MOAT_EINVAL;
 		}
-		/* Started as that user already (a unit's User=): nothing to drop, and no
-		 * CAP_SETUID/CAP_SETGID to do it with. */
-		bool already = pw->pw_uid != 0 && getuid() == pw->pw_uid &&
-		               geteuid() == pw->pw_uid && getgid() == pw->pw_gid &&
-		               getegid() == pw->pw_gid;
 		/* Groups first: after setuid there is no permission left to change them. */
-		if (!already &&
-		    (setgroups(0, NULL) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0)) {
+		if (setgroups(0, NULL) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0) {
 			snprintf(err, errlen, "cannot become user '%s': %m", user);
 			return MOAT_EIO;
 		}
