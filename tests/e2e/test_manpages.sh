@@ -17,7 +17,7 @@ checkflags() {
 	local text flag
 	text=$(render "$MAN/$2")
 	[[ -n "$text" ]] || e2e_fail "man -l $2 rendered nothing"
-	for flag in $("$MOAT_BUILD/$1" --help | grep -oE -- '--[a-z][a-z0-9-]+' | sort -u); do
+	for flag in $("$MOAT_BUILD/$1" --help 2>&1 | grep -oE -- '--[a-z][a-z0-9-]+' | sort -u); do
 		grep -qF -- "$flag" <<<"$text" || missing+=("doc/man/$2.scd: $flag")
 	done
 }
