@@ -18,7 +18,8 @@ BLD="$E2E_WORK/bld"
 DEST="$E2E_WORK/dest"
 mkdir -p "$SRC"
 # The source as a release tarball would carry it: no build trees, no git metadata.
-tar -C "$MOAT_SRC" --exclude='./build*' --exclude='./.git' -cf - . | tar -C "$SRC" -xf -
+tar -C "$MOAT_SRC" --exclude='./build*' --exclude='./.git' --exclude='./CMakeCache.txt' \
+	--exclude='./CMakeFiles' -cf - . | tar -C "$SRC" -xf -
 cmake -S "$SRC" -B "$BLD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=/usr \
 	-DMOAT_TESTS=OFF >"$E2E_WORK/cmake.log" 2>&1 || {
 	tail -20 "$E2E_WORK/cmake.log" >&2
@@ -80,6 +81,7 @@ out=$("$E2E_WORK/elsewhere/moatd" -c "$U/share/moat/moatd.example.yaml" --check 
 [[ -d /usr/share/moat ]] ||
 	e2e_assert_contains "$out" "/usr/share/moat/highrisk.txt" "compiled-in path of a copy"
 # ...and found there once the tree's share/moat is mounted at /usr/share/moat (private mounts).
+# shellcheck disable=SC2016 # $1 and $2 are the inner shell's
 out=$(unshare --mount --propagation private sh -ec '
 	mount -t tmpfs moat-test /usr/share
 	mkdir /usr/share/moat
