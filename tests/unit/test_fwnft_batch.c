@@ -210,9 +210,10 @@ Test(fwnft_batch, add_delete_add)
 	cr_assert_eq(m[7].type, NFT_MSG_NEWSETELEM);
 	cr_assert_str_eq(m[7].set, "echo4");
 	cr_assert_eq(m[8].type, NFNL_MSG_BATCH_END);
-	for (size_t i = 1; i < 8; i++)
-		cr_assert(m[i].ack, "message %zu asks for an answer", i);
-	cr_assert_eq(b.nacks, 7);
+	for (size_t i = 0; i < 9; i++)
+		cr_assert_eq(m[i].ack, i == 7, "message %zu: only the last one asks for an answer",
+		             i);
+	cr_assert_eq(b.nacks, 1);
 	fwnft_batch_free(&b);
 	cr_assert_eq(fwnft_batch_elems(&netns, e, 0, &b), 0);
 	cr_assert_eq(b.len, 0, "no elements, no messages");

@@ -63,8 +63,8 @@ static bool ledger_is_version_key(const MDB_val *k)
 	       memcmp(k->mv_data, ledger_version_key, k->mv_size) == 0;
 }
 
-/* Version 1 -> 2 inside txn: each 33-byte record becomes its "every port" and "echo" records
- * (version 1 opened every port, echo included). Then the version record. */
+/* Version 1 -> 2 inside txn: each 33-byte record becomes its "every port" record (what version
+ * 1 opened). Then the version record. */
 static int ledger_migrate(MDB_txn *txn, MDB_dbi dbi)
 {
 	MDB_cursor *cur;
@@ -87,10 +87,7 @@ static int ledger_migrate(MDB_txn *txn, MDB_dbi dbi)
 		MDB_val nkv = {sizeof(nk), nk}, nvv = {vl, val};
 		if ((rc = mdb_put(txn, dbi, &nkv, &nvv, 0)) != 0)
 			break;
-		nk[33] = 255; /* FWNFT_PROTO_ECHO */
-		if ((rc = mdb_put(txn, dbi, &nkv, &nvv, 0)) != 0)
-			break;
-		/* Go on after the records just written (they sort after the old key). */
+		/* Go on after the record just written (it sorts after the old key). */
 		rc = mdb_cursor_get(cur, &nkv, &v, MDB_SET_RANGE);
 		if (rc == 0)
 			rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);

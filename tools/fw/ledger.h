@@ -13,7 +13,7 @@
  *                     u8 agent_len (1..63), agent name bytes (no NUL)
  *   and one record key "version" (7 bytes) -> u32 big-endian format version (2).
  * Version 1 had 33-byte keys (no proto, no port: every port). ledger_open turns each version-1
- * record into its version-2 "every port" and "echo" records, then writes the version record; a
+ * record into its version-2 "every port" record, then writes the version record; a
  * ledger of a later version is refused. Records of any other shape are skipped when iterating
  * and deleted by ledger_purge.
  *

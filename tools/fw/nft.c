@@ -239,8 +239,9 @@ static int fwnft_range_list(struct fwnft_buf *b, const struct fwnft_range *v, si
 	return rc;
 }
 
-/* The allow sets (layout in nft_batch.h): allow = any port, port = port-scoped, echo = every
- * granted address. In the forward placement each key starts with the sandbox source. */
+/* The allow sets (layout in nft_batch.h): allow = any port, port = port-scoped, echo = the
+ * addresses of port-scoped grants. In the forward placement each key starts with the sandbox
+ * source. */
 static int fwnft_allow_sets(const struct fwnft_setup *s, struct fwnft_buf *b)
 {
 	bool fwd = s->placement == FWNFT_FORWARD;
@@ -260,7 +261,9 @@ static int fwnft_allow_sets(const struct fwnft_setup *s, struct fwnft_buf *b)
 }
 
 /* The lookups in the allow sets: a grant without ports opens the address, one with ports opens
- * those (protocol, port) pairs, and ICMP echo follows any grant of the address. */
+ * those (protocol, port) pairs, and ICMP echo follows any grant of the address: the echo lines
+ * look at both address-only views (the first two lines already accept echo today; the echo
+ * lines keep it so wherever ICMP rules end up before them). */
 static int fwnft_allow_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
 {
 	const char *s4 = s->placement == FWNFT_FORWARD ? "ip saddr . " : "";
@@ -270,9 +273,11 @@ static int fwnft_allow_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
 	                    "\t\t%sip6 daddr @allow6 accept\n"
 	                    "\t\t%sip daddr . meta l4proto . th dport @port4 accept\n"
 	                    "\t\t%sip6 daddr . meta l4proto . th dport @port6 accept\n"
+	                    "\t\ticmp type echo-request %sip daddr @allow4 accept\n"
 	                    "\t\ticmp type echo-request %sip daddr @echo4 accept\n"
+	                    "\t\ticmpv6 type echo-request %sip6 daddr @allow6 accept\n"
 	                    "\t\ticmpv6 type echo-request %sip6 daddr @echo6 accept\n",
-	                    s4, s6, s4, s6, s4, s6);
+	                    s4, s6, s4, s6, s4, s4, s6, s6);
 }
 
 /* The filtering rules shared by both placements, in their required order. */

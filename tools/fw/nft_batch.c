@@ -23,6 +23,10 @@
 #include <time.h>
 
 #define FWNFT_MSG_ROOM 65536 /* free room ensured before each message is built */
+
+/* Sequence numbers only grow within a process, so an answer left over from an abandoned batch
+ * (one that failed early) is never taken for an answer to a later one. Loop thread only. */
+static uint32_t fwnft_seq;
 #define FWNFT_SNDBUF (8 << 20)
 
 /* --- keys ---------------------------------------------------------------------------------- */
@@ -114,11 +118,11 @@ static int fwnft_batch_msg(struct fwnft_batch *b, const struct fwnft_setup *s,
 	}
 	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(
 	    (char *)b->buf + b->len, del ? NFT_MSG_DELSETELEM : NFT_MSG_NEWSETELEM, NFPROTO_INET,
-	    (uint16_t)((del ? 0 : NLM_F_CREATE) | NLM_F_ACK), b->seq++);
+	    (uint16_t)(del ? 0 : NLM_F_CREATE), fwnft_seq++);
 	nftnl_set_elems_nlmsg_build_payload(nlh, set);
 	nftnl_set_free(set);
+	b->last_msg = b->len;
 	b->len += nlh->nlmsg_len;
-	b->nacks++;
 	return 0;
 }
 
@@ -159,10 +163,13 @@ static int fwnft_batch_txn(struct fwnft_batch *b, const struct fwnft_setup *s,
 {
 	if (b->ntxn == sizeof(b->txn_end) / sizeof(b->txn_end[0]))
 		return MOAT_ELIMIT;
+	if (fwnft_seq > 0xF0000000u) /* never wrap inside a transaction */
+		fwnft_seq = 1;
 	int rc = fwnft_batch_room(b);
 	if (rc)
 		return rc;
-	struct nlmsghdr *nlh = nftnl_batch_begin((char *)b->buf + b->len, b->seq++);
+	size_t begin = b->len;
+	struct nlmsghdr *nlh = nftnl_batch_begin((char *)b->buf + b->len, fwnft_seq++);
 	b->len += nlh->nlmsg_len;
 	rc = fwnft_batch_step(b, s, e, lo, hi, idx, false, false);
 	if (rc == 0)
@@ -173,7 +180,15 @@ static int fwnft_batch_txn(struct fwnft_batch *b, const struct fwnft_setup *s,
 		rc = fwnft_batch_room(b);
 	if (rc)
 		return rc;
-	nlh = nftnl_batch_end((char *)b->buf + b->len, b->seq++);
+	if (b->last_msg <= begin) { /* nothing but the markers: drop them */
+		b->len = begin;
+		return 0;
+	}
+	/* Only the last message asks for an answer: the kernel answers errors anyway, and it
+	 * processes a batch in order, so that answer means the whole transaction was read. */
+	((struct nlmsghdr *)(b->buf + b->last_msg))->nlmsg_flags |= NLM_F_ACK;
+	b->nacks++;
+	nlh = nftnl_batch_end((char *)b->buf + b->len, fwnft_seq++);
 	b->len += nlh->nlmsg_len;
 	b->txn_end[b->ntxn++] = b->len;
 	return 0;
@@ -190,11 +205,8 @@ int fwnft_batch_elems(const struct fwnft_setup *s, const struct fwnft_elem *e, s
 		if (e[i].timeout == 0 || fwnft_elem_key(s, &e[i], &name, key) < 0)
 			return MOAT_EINVAL;
 	}
-	if (b->len == 0) {
-		/* Sequence numbers tell this batch's answers from a stale one's. */
-		b->seq = (uint32_t)time(NULL) << 8;
-		b->seq_first = b->seq;
-	}
+	if (fwnft_seq == 0)
+		fwnft_seq = (uint32_t)time(NULL) << 8;
 	size_t idx[FWNFT_MSG_ELEMS > FWNFT_TXN_ELEMS ? FWNFT_MSG_ELEMS : FWNFT_TXN_ELEMS];
 	int rc = 0;
 	for (size_t lo = 0; lo < n && rc == 0; lo += FWNFT_TXN_ELEMS) {
@@ -246,14 +258,13 @@ void fwnft_nl_close(struct fwnft_nl *nl)
 	free(nl);
 }
 
-/* Read answers until every message of [seq_lo, seq_hi) that asked for one has one. The first
- * error is kept in *first_err (a negative errno). */
-static int fwnft_nl_answers(struct fwnft_nl *nl, uint32_t seq_lo, uint32_t seq_hi, size_t want,
+/* Read answers to the transaction [seq_lo, seq_hi) until the one to ack_seq (its last message)
+ * or an error arrives; the first error is kept in *first_err (a negative errno). */
+static int fwnft_nl_answers(struct fwnft_nl *nl, uint32_t seq_lo, uint32_t seq_hi, uint32_t ack_seq,
                             int *first_err)
 {
 	static uint8_t buf[1 << 16];
-	size_t got = 0;
-	while (got < want) {
+	for (;;) {
 		ssize_t n = mnl_socket_recvfrom(nl->sock, buf, sizeof(buf));
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -262,17 +273,18 @@ static int fwnft_nl_answers(struct fwnft_nl *nl, uint32_t seq_lo, uint32_t seq_h
 		int len = (int)n;
 		for (struct nlmsghdr *h = (struct nlmsghdr *)buf; mnl_nlmsg_ok(h, len);
 		     h = mnl_nlmsg_next(h, &len)) {
-			if (h->nlmsg_seq < seq_lo || h->nlmsg_seq >= seq_hi)
+			if (h->nlmsg_seq < seq_lo || h->nlmsg_seq >= seq_hi ||
+			    h->nlmsg_type != NLMSG_ERROR)
 				continue; /* an answer to an earlier, abandoned batch */
-			if (h->nlmsg_type != NLMSG_ERROR)
-				continue;
 			const struct nlmsgerr *me = mnl_nlmsg_get_payload(h);
-			if (me->error && !*first_err)
+			if (me->error) {
 				*first_err = me->error;
-			got++;
+				return 0; /* the transaction is aborted whatever follows */
+			}
+			if (h->nlmsg_seq == ack_seq)
+				return 0;
 		}
 	}
-	return 0;
 }
 
 int fwnft_nl_send(struct fwnft_nl *nl, const struct fwnft_batch *b, char *err, size_t errlen)
@@ -284,11 +296,13 @@ int fwnft_nl_send(struct fwnft_nl *nl, const struct fwnft_batch *b, char *err, s
 	size_t start = 0;
 	for (size_t t = 0; t < b->ntxn; t++) {
 		const uint8_t *p = b->buf + start;
-		size_t len = b->txn_end[t] - start, want = 0;
-		uint32_t seq_lo = ((const struct nlmsghdr *)p)->nlmsg_seq, seq_hi = seq_lo;
+		size_t len = b->txn_end[t] - start;
+		uint32_t seq_lo = ((const struct nlmsghdr *)p)->nlmsg_seq, seq_hi = seq_lo,
+		         ack_seq = 0;
 		for (size_t off = 0; off < len;) {
 			const struct nlmsghdr *h = (const struct nlmsghdr *)(p + off);
-			want += (h->nlmsg_flags & NLM_F_ACK) != 0;
+			if (h->nlmsg_flags & NLM_F_ACK)
+				ack_seq = h->nlmsg_seq;
 			seq_hi = h->nlmsg_seq + 1;
 			off += NLMSG_ALIGN(h->nlmsg_len);
 		}
@@ -297,7 +311,7 @@ int fwnft_nl_send(struct fwnft_nl *nl, const struct fwnft_batch *b, char *err, s
 			return MOAT_EIO;
 		}
 		int first = 0;
-		if (fwnft_nl_answers(nl, seq_lo, seq_hi, want, &first) < 0) {
+		if (fwnft_nl_answers(nl, seq_lo, seq_hi, ack_seq, &first) < 0) {
 			snprintf(err, errlen, "netlink receive: %s", strerror(errno));
 			return MOAT_EIO;
 		}

@@ -4,7 +4,9 @@
  * The sets (defined in nft.c's start-up ruleset), per family f = 4 or 6:
  *   allow<f>  grants without ports: every port and protocol   key [src .] dst
  *   port<f>   grants with ports                               key [src .] dst . proto . port
- *   echo<f>   every granted address (ICMP echo follows any grant of it)   key [src .] dst
+ *   echo<f>   the addresses of grants with ports, for ICMP echo   key [src .] dst
+ * ICMP echo follows any grant of an address: echo requests are looked up in allow<f> and in
+ * echo<f>, so a grant without ports (the common case) writes one element, not two.
  * src only in the forward placement. Key fields are laid out as nftables lays out a
  * concatenation: each field in network byte order, padded with zeros to a multiple of 4 bytes.
  *
@@ -41,13 +43,12 @@ int fwnft_elem_key(const struct fwnft_setup *s, const struct fwnft_elem *e, cons
                    uint8_t *key);
 
 /* Netlink messages of one or more transactions, back to back. Zero-initialise; free with
- * fwnft_batch_free. ntxn counts transactions; each one's messages ask for an ACK except the
- * batch begin and end markers (nacks in all). */
+ * fwnft_batch_free. ntxn counts transactions; in each, only the last message before the end
+ * marker asks for an answer (nacks in all: one per transaction). */
 struct fwnft_batch {
 	uint8_t *buf;
 	size_t len, cap;
-	uint32_t seq; /* next sequence number */
-	uint32_t seq_first;
+	size_t last_msg; /* offset of the last element message built */
 	size_t nacks;
 	size_t ntxn;
 	size_t txn_end[64]; /* byte offset where each transaction ends (ntxn of them) */

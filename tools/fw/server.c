@@ -8,7 +8,7 @@
  * one LMDB write transaction and one nft transaction, whatever the number of grants, then one ACK
  * each. The ledger transaction commits only after nft succeeded, so the ledger never records a
  * grant the kernel refused. Each granted address becomes its allow-set elements (nft_batch.h):
- * one "every port" element, or one per (protocol, port) of the grant, and one echo element. */
+ * one "every port" element, or one per (protocol, port) of the grant and one echo element. */
 #include "server.h"
 
 #include "ledger.h"
@@ -107,11 +107,11 @@ static const char *fwsrv_addr_text(uint8_t family, const uint8_t *addr, char *ou
 	return addrguard_format(addr, family == 4 ? 4 : 16, out, cap);
 }
 
-/* Elements one grant writes: per address, its ports (or one "every port") and its echo. */
+/* Elements one grant writes: per address one "every port", or its ports and its echo. */
 #define FWSRV_GRANT_ELEMS_MAX (FWPROTO_MAXADDR * (FWPROTO_MAXPORT + 1))
 static size_t fwsrv_grant_elems(const struct fwproto_grant *g)
 {
-	return (size_t)g->naddr * ((g->nport ? g->nport : 1) + 1);
+	return (size_t)g->naddr * (g->nport ? g->nport + 1u : 1u);
 }
 
 /* --- connections --------------------------------------------------------------------------- */
@@ -394,11 +394,13 @@ static int fwsrv_commit(struct fwsrv *srv, size_t ne, uint64_t now, double *nft_
 		n->port = e->key.port;
 		memcpy(n->src, e->key.src, 16);
 		memcpy(n->dst, e->key.dst, 16);
-		/* Refresh only when the new expiry is later; otherwise a plain add with the
-		 * ledger's remaining time is a no-op if the element is there and a repair if it is
-		 * not. */
-		n->refresh = e->expiry > prev;
-		n->timeout = (n->refresh ? e->expiry : prev) - now;
+		/* Refresh only when the ledger knew the element and the new expiry is later;
+		 * otherwise a plain add: with the ledger's remaining time it is a no-op if the
+		 * element is there and a repair if it is not. An element the ledger never held is
+		 * not in the set either (the kernel's copy never outlives the ledger's): a fresh
+		 * grant is one add, not add + delete + add. */
+		n->refresh = prev != 0 && e->expiry > prev;
+		n->timeout = (e->expiry > prev ? e->expiry : prev) - now;
 	}
 	if (rc < 0) {
 		fprintf(stderr, "moat-fw: ledger write failed: %s\n", moat_strerror(rc));
@@ -426,20 +428,20 @@ static int fwsrv_commit(struct fwsrv *srv, size_t ne, uint64_t now, double *nft_
 	return rc;
 }
 
-/* The elements of one granted address into out[] (fwsrv_grant_elems bounds their number): its
- * ports or "every port", then its echo. Returns how many. */
+/* The elements of one granted address into out[] (fwsrv_grant_elems bounds their number):
+ * "every port", or its ports then its echo. Returns how many. */
 static size_t fwsrv_addr_elems(struct fwsrv *srv, const struct fwsrv_pending *p,
                                const struct fwproto_addr *a, uint64_t now, struct fwsrv_elem *out)
 {
 	size_t n = 0, nport = p->g.nport;
-	for (size_t k = 0; k <= (nport ? nport : 1); k++) {
+	for (size_t k = 0; k < (nport ? nport + 1 : 1); k++) {
 		struct fwsrv_elem *e = &out[n++];
 		memset(&e->key, 0, sizeof(e->key));
 		e->key.family = a->family;
 		memcpy(e->key.dst, a->addr, 16);
 		if (srv->o->placement == FWNFT_FORWARD)
 			fwsrv_source(srv->o, &p->g.client, a->family, e->key.src);
-		bool echo = k == (nport ? nport : 1);
+		bool echo = nport && k == nport;
 		e->key.proto = echo    ? FWNFT_PROTO_ECHO
 		               : nport ? p->g.port[k].proto
 		                       : FWNFT_PROTO_ANY;
