@@ -244,7 +244,7 @@ static struct policy_ports *ports_find(const struct policy_set *s, uint32_t rule
 	return i < s->nports && s->ports[i].rule == rule ? &s->ports[i].ports : NULL;
 }
 
-/* Record the ports of a new rule. Rules arrive in file and line order, so this appends. */
+/* Record the ports of a new rule (rules mostly arrive in file and line order: an append). */
 static int ports_add(struct policy_set *s, uint32_t rule, const struct policy_ports *pp)
 {
 	if (s->nports == s->ports_cap) {

@@ -187,28 +187,27 @@ Test(fwnft_batch, add_delete_add)
 	cr_assert_eq(m[0].type, NFNL_MSG_BATCH_BEGIN);
 	cr_assert_not(m[0].ack);
 	/* add: allow6, port4 (2), echo4 */
-	cr_assert_eq(m[1].type, NFT_MSG_NEWSETELEM);
-	cr_assert_str_eq(m[1].set, "allow6");
-	cr_assert_eq(m[1].timeout0, 61000);
-	cr_assert_str_eq(m[2].set, "port4");
-	cr_assert_eq(m[2].nelem, 2);
+	/* add all (allow6, port4 x2, echo4), delete the refreshed ones (no timeout), add them again
+	 */
+	static const struct {
+		uint16_t type;
+		const char *set;
+		size_t nelem;
+		uint64_t timeout0;
+	} want[] = {
+	    {NFT_MSG_NEWSETELEM, "allow6", 1, 61000}, {NFT_MSG_NEWSETELEM, "port4", 2, 31000},
+	    {NFT_MSG_NEWSETELEM, "echo4", 1, 31000},  {NFT_MSG_DELSETELEM, "port4", 1, 0},
+	    {NFT_MSG_DELSETELEM, "echo4", 1, 0},      {NFT_MSG_NEWSETELEM, "port4", 1, 31000},
+	    {NFT_MSG_NEWSETELEM, "echo4", 1, 31000},
+	};
+	for (size_t i = 0; i < 7; i++) {
+		cr_assert_eq(m[i + 1].type, want[i].type, "message %zu", i + 1);
+		cr_assert_str_eq(m[i + 1].set, want[i].set, "message %zu", i + 1);
+		cr_assert_eq(m[i + 1].nelem, want[i].nelem, "message %zu", i + 1);
+		cr_assert_eq(m[i + 1].timeout0, want[i].timeout0, "message %zu", i + 1);
+	}
 	cr_assert_eq(m[2].key0_len, 12);
 	cr_assert_arr_eq(m[2].key0, ((uint8_t[]){192, 0, 2, 80, 6, 0, 0, 0, 0, 80, 0, 0}), 12);
-	cr_assert_eq(m[2].timeout0, 31000);
-	cr_assert_str_eq(m[3].set, "echo4");
-	/* delete the refreshed ones (no timeout), then add them again */
-	cr_assert_eq(m[4].type, NFT_MSG_DELSETELEM);
-	cr_assert_str_eq(m[4].set, "port4");
-	cr_assert_eq(m[4].nelem, 1);
-	cr_assert_eq(m[4].timeout0, 0);
-	cr_assert_eq(m[5].type, NFT_MSG_DELSETELEM);
-	cr_assert_str_eq(m[5].set, "echo4");
-	cr_assert_eq(m[6].type, NFT_MSG_NEWSETELEM);
-	cr_assert_str_eq(m[6].set, "port4");
-	cr_assert_eq(m[6].nelem, 1);
-	cr_assert_eq(m[6].timeout0, 31000);
-	cr_assert_eq(m[7].type, NFT_MSG_NEWSETELEM);
-	cr_assert_str_eq(m[7].set, "echo4");
 	cr_assert_eq(m[8].type, NFNL_MSG_BATCH_END);
 	for (size_t i = 0; i < 9; i++)
 		cr_assert_eq(m[i].ack, i == 7, "message %zu: only the last one asks for an answer",

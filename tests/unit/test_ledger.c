@@ -23,7 +23,8 @@ static void setup(void)
 	cr_assert_eq(ledger_open(dir, &led, err, sizeof(err)), 0, "%s", err);
 }
 
-static void teardown(void)
+/* Close the ledger and remove its files (the directory stays). */
+static void wipe_env(void)
 {
 	char path[128];
 	ledger_close(led);
@@ -32,6 +33,11 @@ static void teardown(void)
 	unlink(path);
 	snprintf(path, sizeof(path), "%s/lock.mdb", dir);
 	unlink(path);
+}
+
+static void teardown(void)
+{
+	wipe_env();
 	rmdir(dir);
 }
 
@@ -315,17 +321,6 @@ Test(ledger, ports_in_the_key)
 	cr_assert_eq(s.e[1].key.proto, 6);
 	cr_assert_eq(s.e[1].key.port, 443);
 	cr_assert_eq(s.e[2].key.proto, 255);
-}
-
-static void wipe_env(void)
-{
-	char path[128];
-	ledger_close(led);
-	led = NULL;
-	snprintf(path, sizeof(path), "%s/data.mdb", dir);
-	unlink(path);
-	snprintf(path, sizeof(path), "%s/lock.mdb", dir);
-	unlink(path);
 }
 
 Test(ledger, version_1_is_migrated)
