@@ -713,6 +713,21 @@ static int fwsrv_rebuild(struct fwsrv *srv)
 	return rc < 0 ? rc : 0;
 }
 
+/* The libnftables context (start-up ruleset) and the netlink socket (grants), both talking to
+ * the namespace current now. */
+static int fwsrv_open_nft(struct fwsrv *srv)
+{
+	if (!(srv->nft = fwnft_open())) {
+		fprintf(stderr, "moat-fw: cannot create the libnftables context\n");
+		return MOAT_EIO;
+	}
+	if (!(srv->nl = fwnft_nl_open())) {
+		fprintf(stderr, "moat-fw: cannot open a netlink socket to nf_tables\n");
+		return MOAT_EIO;
+	}
+	return 0;
+}
+
 static void fwsrv_close_walk(uv_handle_t *h, void *arg)
 {
 	(void)arg;
@@ -753,16 +768,8 @@ int fwsrv_run(const struct fwsrv_opts *o)
 		goto out;
 	if (o->netns && fwsrv_enter_netns(o->netns) < 0)
 		goto out;
-	srv->nft = fwnft_open();
-	if (!srv->nft) {
-		fprintf(stderr, "moat-fw: cannot create the libnftables context\n");
+	if (fwsrv_open_nft(srv) < 0)
 		goto out;
-	}
-	srv->nl = fwnft_nl_open();
-	if (!srv->nl) {
-		fprintf(stderr, "moat-fw: cannot open a netlink socket to nf_tables\n");
-		goto out;
-	}
 	if (ledger_open(o->state_dir, &srv->ledger, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moat-fw: ledger: %s\n", err);
 		goto out;
