@@ -3,7 +3,7 @@
 # right after the answer, TCP 80 to its address works, while TCP 443 and UDP 80 to the same
 # address are dropped; ICMP echo to it works (echo follows any grant of the address). A second
 # name on the same address with `udp/80` adds UDP 80 (the union); a name without ports opens
-# every port of its address. Judged at the receiver: a listener in a third namespace logs what
+# every port of its address; `moatd --check` names a bad port's file:line. Judged at the receiver: a listener in a third namespace logs what
 # reached it. Topology (all made here, none linked to the root namespace):
 #   sandbox 198.51.100.2 --veth-- host 198.51.100.1 (moatd, NSD 192.0.2.53, moat-fw) --veth--
 #   net 203.0.113.80/.82 (listeners)
@@ -70,6 +70,15 @@ Z
 e2e_addr 192.0.2.53/32
 e2e_nsd 192.0.2.53 53 "$E2E_WORK/demo.test.zone"
 printf 'www.demo.test tcp/80\nboth.demo.test udp/80\nany.demo.test\n' >"$E2E_WORK/allow.txt"
+# --check validates the port syntax with file:line (and the good file passes).
+printf 'ok.demo.test tcp/443\nbad.demo.test tcp/80,0\n' >"$E2E_WORK/allow-bad.txt"
+st=0
+out=$("$MOAT_BUILD/moatd" --listen 127.0.0.1:53 --upstream 192.0.2.53:53 \
+	--allow "$E2E_WORK/allow-bad.txt" --check 2>&1) || st=$?
+e2e_assert_eq 1 "$st" "--check accepted a bad port"
+e2e_assert_contains "$out" "allow-bad.txt:2: bad port in 'tcp/80,0'" "--check names file:line"
+e2e_assert_contains "$("$MOAT_BUILD/moatd" --listen 127.0.0.1:53 --upstream 192.0.2.53:53 \
+	--allow "$E2E_WORK/allow.txt" --check 2>&1)" "configuration OK" "--check refused good ports"
 e2e_bg moatd "$MOAT_BUILD/moatd" --listen 198.51.100.1:53 --upstream 192.0.2.53:53 \
 	--allow "$E2E_WORK/allow.txt" --firewall "$E2E_WORK/fw.sock" --log "$E2E_WORK/moatd.jsonl"
 e2e_wait_port udp 198.51.100.1 53
