@@ -107,6 +107,8 @@ static const char *fwsrv_addr_text(uint8_t family, const uint8_t *addr, char *ou
 	return addrguard_format(addr, family == 4 ? 4 : 16, out, cap);
 }
 
+#define FWSRV_PURGE_GRACE 10 /* seconds a record outlives its expiry in the ledger */
+
 /* Elements one grant writes: per address one "every port", or its ports and its echo. */
 #define FWSRV_GRANT_ELEMS_MAX (FWPROTO_MAXADDR * (FWPROTO_MAXPORT + 1))
 static size_t fwsrv_grant_elems(const struct fwproto_grant *g)
@@ -520,7 +522,10 @@ static void fwsrv_sync_cb(uv_timer_t *h)
 static void fwsrv_purge_cb(uv_timer_t *h)
 {
 	struct fwsrv *srv = h->data;
-	int rc = ledger_purge(srv->ledger, (uint64_t)time(NULL));
+	/* Records stay a little past their expiry: a grant that comes back to such an address
+	 * refreshes the element (delete + add) instead of a plain add, in case the kernel has not
+	 * collected the expired element yet (a plain add would then leave it expired). */
+	int rc = ledger_purge(srv->ledger, (uint64_t)time(NULL) - FWSRV_PURGE_GRACE);
 	if (rc < 0)
 		fprintf(stderr, "moat-fw: ledger purge failed: %s\n", moat_strerror(rc));
 	else if (rc > 0)
