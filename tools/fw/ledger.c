@@ -171,8 +171,9 @@ int ledger_open(const char *dir, struct ledger **out, char *err, size_t errlen)
 		 * second. Only a power loss can undo the last second of grants, and a power loss
 		 * empties the kernel's sets too: re-resolving grants again (fail closed). A durable
 		 * commit costs ~1 ms or more, on the path of every answer. MDB_WRITEMAP: a commit
-		 * writes into the shared mapping instead of calling pwrite per page (~4 us instead of
-		 * ~18 us a grant here), and the mapping outlives a crash of moat-fw just the same. */
+		 * writes into the shared mapping instead of calling pwrite per page (~4 us instead
+		 * of ~18 us a grant here), and the mapping outlives a crash of moat-fw just the
+		 * same. */
 		rc = mdb_env_open(l->env, dir, MDB_NOSYNC | MDB_WRITEMAP, 0600);
 	MDB_txn *txn = NULL;
 	if (rc == 0)
