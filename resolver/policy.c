@@ -14,6 +14,7 @@
 
 #include "moat/addrguard.h"
 #include "moat/err.h"
+#include "moat/idn.h"
 #include "moat/iplit.h"
 #include "moat/name.h"
 #include "moat/policy.h"
@@ -241,11 +242,26 @@ static int set_insert(struct policy_set *s, const uint8_t *wire, size_t wl, uint
 	return 0;
 }
 
+/* A pattern as the user wrote it (UTF-8, A-labels) made ready for pattern_parse: *p and *len
+ * then point at buf[IDN_MAXTEXT] when it had to be converted. */
+static int user_pattern(const char **p, size_t *len, char *buf, char *why, size_t whylen)
+{
+	int n = idn_from_user(*p, *len, buf, IDN_MAXTEXT, why, whylen);
+	if (n > 0) {
+		*p = buf;
+		*len = (size_t)n;
+	}
+	return n < 0 ? n : 0;
+}
+
 int policy_set_add(struct policy_set *s, const char *pattern, size_t len, const char *file,
                    uint32_t line)
 {
 	uint8_t wire[NAME_MAXWIRE];
+	char conv[IDN_MAXTEXT], why[160];
 	bool wild;
+	if (user_pattern(&pattern, &len, conv, why, sizeof(why)) < 0)
+		return MOAT_EINVAL;
 	int wl = pattern_parse(pattern, len, wire, &wild);
 	if (wl < 0)
 		return wl;
@@ -328,12 +344,20 @@ static int load_line(struct policy_set *s, struct load_batch *bt, const char *li
 			return MOAT_EINVAL;
 		}
 	struct load_name *q = &bt->e[bt->n];
-	int wl = pattern_parse(line + b, e - b, q->wire, &q->wild);
+	char conv[IDN_MAXTEXT], why[160], quoted[80];
+	const char *pat = line + b;
+	size_t plen = e - b;
+	idn_quote(pat, plen, quoted, sizeof(quoted));
+	if (user_pattern(&pat, &plen, conv, why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "%s:%u: bad pattern '%s': %s", path, lineno, quoted, why);
+		return MOAT_EINVAL;
+	}
+	int wl = pattern_parse(pat, plen, q->wire, &q->wild);
 	if (wl < 0) {
 		snprintf(err, errlen,
-		         "%s:%u: bad pattern '%.*s' (expected name or *.name: labels of 1-63 "
+		         "%s:%u: bad pattern '%s' (expected name or *.name: labels of 1-63 "
 		         "bytes, 255 in all, '*' only as the whole first label)",
-		         path, lineno, (int)(e - b), line + b);
+		         path, lineno, quoted);
 		return wl;
 	}
 	q->wl = (uint8_t)wl;
@@ -391,7 +415,9 @@ int policy_set_load_file(struct policy_set *s, const char *path, char *err, size
 	while (!rc && (n = getline(&line, &cap, f)) >= 0) {
 		if (n > 0 && line[n - 1] == '\n')
 			n--;
-		rc = load_line(s, &bt, line, (size_t)n, path, ++lineno, err, errlen);
+		/* A byte-order mark (editors on some systems write one) is not part of the name. */
+		size_t bom = lineno == 0 && n >= 3 && !memcmp(line, "\xef\xbb\xbf", 3) ? 3 : 0;
+		rc = load_line(s, &bt, line + bom, (size_t)n - bom, path, ++lineno, err, errlen);
 	}
 	if (!rc && (rc = batch_flush(s, &bt)))
 		snprintf(err, errlen, "%s:%u: %s", path, lineno, moat_strerror(rc));
