@@ -13,10 +13,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "moat/check.h"
 #include "moat/config.h"
 #include "moat/err.h"
 #include "moat/log.h"
 #include "moat/policy.h"
+#include "moat/policy_lint.h"
 #include "moat/ratelimit.h"
 #include "fetch.h"
 #include "fwchan.h"
@@ -32,8 +34,8 @@ static void usage(FILE *f)
 	    "usage: moatd --listen ADDR:PORT --upstream ADDR:PORT [--upstream-source ADDR]\n"
 	    "             --allow FILE [--allow FILE...] [--deny nxdomain|refused|sinkhole]\n"
 	    "             [--strict-chain] [--allow-private] [--log FILE] [--firewall PATH]\n"
-	    "             [--check]\n"
-	    "       moatd -c CONFIG [--check]\n"
+	    "             [--check [--strict]]\n"
+	    "       moatd -c CONFIG [--check [--strict]]\n"
 	    "\n"
 	    "  --listen ADDR:PORT     answer on UDP and TCP there (repeatable; IPv4 or [IPv6])\n"
 	    "  --upstream ADDR:PORT   forward allowed names there (repeatable)\n"
@@ -54,6 +56,7 @@ static void usage(FILE *f)
 	    "  --firewall PATH        grant answers' addresses through moat-fw at PATH first\n"
 	    "  -c CONFIG              YAML config with agents (see zones/moatd.example.yaml)\n"
 	    "  --check                validate config and policy, print the result, exit\n"
+	    "  --strict               with --check: lint warnings are errors (exit 1)\n"
 	    "Without -c, one agent named 'default' serves loopback clients and the networks of\n"
 	    "the listen addresses.\n",
 	    f);
@@ -127,7 +130,7 @@ static int flag_mode_clients(struct config_agent *a, const struct config *cfg)
 
 struct options {
 	const char *config_path;
-	bool check;
+	bool check, strict;
 	bool strict_chain, allow_private;
 	const char *deny;
 	const char *log;
@@ -194,6 +197,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		O_ALLOW,
 		O_DENY,
 		O_CHECK,
+		O_STRICT_CHECK,
 		O_STRICT,
 		O_PRIVATE,
 		O_LOG,
@@ -215,6 +219,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 	    {"allow", required_argument, 0, O_ALLOW},
 	    {"deny", required_argument, 0, O_DENY},
 	    {"check", no_argument, 0, O_CHECK},
+	    {"strict", no_argument, 0, O_STRICT_CHECK},
 	    {"strict-chain", no_argument, 0, O_STRICT},
 	    {"allow-private", no_argument, 0, O_PRIVATE},
 	    {"log", required_argument, 0, O_LOG},
@@ -282,6 +287,9 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 			break;
 		case O_CHECK:
 			o->check = true;
+			break;
+		case O_STRICT_CHECK:
+			o->strict = true;
 			break;
 		case O_STRICT:
 			o->strict_chain = true;
@@ -468,6 +476,7 @@ static void reload(void)
 		fprintf(stderr, "moatd: reload failed, running policy kept: %s\n", err);
 		return;
 	}
+	policy_lint_print(np->lint, stderr, "moatd: ");
 	for (unsigned i = 0; i < nworkers; i++)
 		worker_post_policy(&workers[i], np);
 	fprintf(stderr, "moatd: policy reloaded (%zu agents)\n", np->nagents);
@@ -526,16 +535,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (opts.check) {
-		size_t n = 0;
-		for (size_t i = 0; i < policy->nagents; i++)
-			n += policy_set_count(policy->agents[i].allow);
-		printf("moatd: configuration OK: %zu agent(s), %zu allow pattern(s), %zu high-risk "
-		       "pattern(s)\n",
-		       policy->nagents, n, policy_set_count(policy->highrisk));
+		int st = check_report(&cfg, policy, opts.strict, stdout, stderr);
 		policy_unref(policy);
 		config_free(&cfg);
-		return 0;
+		return st;
 	}
+	policy_lint_print(policy->lint, stderr, "moatd: ");
 
 	FILE *log = log_open(cfg.log_file);
 	if (!log) {

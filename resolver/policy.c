@@ -18,6 +18,7 @@
 #include "moat/iplit.h"
 #include "moat/name.h"
 #include "moat/policy.h"
+#include "moat/policy_lint.h"
 
 /* 16 bytes a name. The tag (32 bits of the name's SipHash) picks the home slot and is compared
  * before the name itself, so a probe rarely touches the name arena (a cache miss each), and the
@@ -38,6 +39,7 @@ struct pslot {
 #define RULE_LINE(r) ((r)&RULE_LINE_MAX)
 
 struct policy_set {
+	struct policy_lint *lint; /* borrowed; NULL: duplicates pass silently */
 	uint8_t key[crypto_shorthash_KEYBYTES];
 	uint8_t *arena; /* owned: the wire names, back to back */
 	size_t arena_len, arena_cap;
@@ -232,8 +234,15 @@ static int set_insert(struct policy_set *s, const uint8_t *wire, size_t wl, uint
 		s->arena_len += wl;
 		s->used++;
 	}
-	if (wild ? sl->wild : sl->exact)
-		return 0; /* listed twice: the first place explains it */
+	if (wild ? sl->wild : sl->exact) {
+		/* listed twice: the first place explains it */
+		uint32_t first = wild ? sl->wild : sl->exact;
+		if (s->lint)
+			policy_lint_add(s->lint, s->files[fidx - 1], line,
+			                "duplicate of %s:%u: the line adds nothing",
+			                s->files[RULE_FILE(first) - 1], RULE_LINE(first));
+		return 0;
+	}
 	if (wild)
 		sl->wild = RULE(fidx, line ? line : 1);
 	else
@@ -430,6 +439,28 @@ int policy_set_load_file(struct policy_set *s, const char *path, char *err, size
 	return rc;
 }
 
+void policy_set_lint_to(struct policy_set *s, struct policy_lint *lint)
+{
+	s->lint = lint;
+}
+
+void policy_set_each(const struct policy_set *s, policy_set_each_cb cb, void *ctx)
+{
+	for (size_t i = 0; i < s->cap; i++) {
+		const struct pslot *sl = &s->slots[i];
+		if (sl->name_off == SLOT_EMPTY)
+			continue;
+		struct policy_rule ex = {0}, wi = {0};
+		if (sl->exact)
+			ex = (struct policy_rule){s->files[RULE_FILE(sl->exact) - 1],
+			                          RULE_LINE(sl->exact), false};
+		if (sl->wild)
+			wi = (struct policy_rule){s->files[RULE_FILE(sl->wild) - 1],
+			                          RULE_LINE(sl->wild), true};
+		cb(ctx, SLOT_NAME(s, sl), sl->exact ? &ex : NULL, sl->wild ? &wi : NULL);
+	}
+}
+
 static const struct pslot *set_lookup(const struct policy_set *s, const uint8_t *name)
 {
 	size_t len = (size_t)name_wire_len(name, NAME_MAXWIRE);
@@ -446,6 +477,13 @@ bool policy_set_match(const struct policy_set *s, const uint8_t *lname, struct p
 			                             RULE_LINE(sl->exact), false};
 		return true;
 	}
+	return policy_set_match_below(s, lname, rule);
+}
+
+bool policy_set_match_below(const struct policy_set *s, const uint8_t *lname,
+                            struct policy_rule *rule)
+{
+	const struct pslot *sl;
 	for (const uint8_t *p = lname; *p;) {
 		p = name_parent(p);
 		sl = set_lookup(s, p);
@@ -477,6 +515,7 @@ void policy_unref(struct policy *p)
 		policy_set_free(p->agents[i].allow);
 	}
 	free(p->agents);
+	policy_lint_free(p->lint);
 	policy_set_free(p->highrisk);
 	addrguard_free(p->guard);
 	free(p);

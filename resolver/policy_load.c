@@ -8,6 +8,7 @@
 #include "moat/addrguard.h"
 #include "moat/err.h"
 #include "moat/policy.h"
+#include "moat/policy_lint.h"
 
 int policy_load(const struct config *cfg, struct policy **out, char *err, size_t errlen)
 {
@@ -16,6 +17,8 @@ int policy_load(const struct config *cfg, struct policy **out, char *err, size_t
 	if (!p)
 		goto fail_msg;
 	p->refs = 1;
+	if (!(p->lint = policy_lint_new()))
+		goto fail_msg;
 	if (!(p->agents = calloc(cfg->nagents ? cfg->nagents : 1, sizeof(*p->agents))))
 		goto fail_msg;
 	for (size_t i = 0; i < cfg->nagents; i++) {
@@ -32,15 +35,21 @@ int policy_load(const struct config *cfg, struct policy **out, char *err, size_t
 		a->nclients = ca->nclients;
 		if (!(a->allow = policy_set_new()))
 			goto fail_msg;
-		for (size_t k = 0; k < ca->nallow; k++)
+		policy_set_lint_to(a->allow, p->lint);
+		for (size_t k = 0; k < ca->nallow; k++) {
+			policy_lint_file(p->lint, ca->allow_files[k]);
 			if ((rc = policy_set_load_file(a->allow, ca->allow_files[k], err, errlen)))
 				goto fail;
+		}
+		policy_set_lint_to(a->allow, NULL);
 	}
 	if (!(p->highrisk = policy_set_new()))
 		goto fail_msg;
 	for (size_t k = 0; k < cfg->nhighrisk; k++)
 		if ((rc = policy_set_load_file(p->highrisk, cfg->highrisk_files[k], err, errlen)))
 			goto fail;
+	for (size_t i = 0; i < p->nagents; i++)
+		policy_lint_agent(p->lint, p->agents[i].allow, p->highrisk);
 	if (!(p->guard = addrguard_new()))
 		goto fail_msg;
 	for (size_t k = 0; k < cfg->nranges; k++)
