@@ -8,19 +8,6 @@
 
 #include "moat/policy_lint.h"
 
-void check_cidr_text(const struct cidr *c, char *out, size_t cap)
-{
-	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-	char a[INET6_ADDRSTRLEN];
-	if (c->bits >= 96 && !memcmp(c->addr, mapped, 12)) {
-		inet_ntop(AF_INET, c->addr + 12, a, sizeof(a));
-		snprintf(out, cap, "%s/%u", a, c->bits - 96);
-	} else {
-		inet_ntop(AF_INET6, c->addr, a, sizeof(a));
-		snprintf(out, cap, "%s/%u", a, c->bits);
-	}
-}
-
 /* True if range a lies inside range b (b is at most as specific). */
 static bool cidr_inside(const struct cidr *a, const struct cidr *b)
 {
@@ -43,8 +30,8 @@ static void report_overlaps(const struct policy *p, FILE *out)
 					                  *cb = &b->clients[y];
 					if (ca->bits == cb->bits || !cidr_inside(ca, cb))
 						continue;
-					check_cidr_text(ca, ta, sizeof(ta));
-					check_cidr_text(cb, tb, sizeof(tb));
+					config_cidr_text(ca, ta, sizeof(ta));
+					config_cidr_text(cb, tb, sizeof(tb));
 					fprintf(
 					    out,
 					    "moatd: overlap: %s (agent %s) lies inside %s (agent "

@@ -10,6 +10,46 @@
 #include "moat/policy.h"
 #include "moat/policy_lint.h"
 
+/* An allowlist that cannot be opened: say where the config names it. */
+static void listed_at(const struct config *cfg, const struct config_agent *ca, size_t k, int rc,
+                      char *err, size_t errlen)
+{
+	char where[300], msg[512];
+	if (rc != MOAT_EIO || !ca->allow_lines || !cfg->where.file)
+		return;
+	config_where_text(cfg, ca->allow_lines[k], "--allow", where, sizeof(where));
+	snprintf(msg, sizeof(msg), "%s: allow: %s (agent %s)", where, err, ca->name);
+	snprintf(err, errlen, "%s", msg);
+}
+
+/* A configured sinkhole address inside the blocked ranges: the answer would send clients to
+ * the very addresses moat keeps them from (0.0.0.0 and ::, the defaults, are what moat-fw
+ * always drops, so they are fine). */
+static int sinkhole_check(const struct config *cfg, const struct config_agent *ca,
+                          const struct addrguard *g, char *err, size_t errlen)
+{
+	static const uint8_t zero[16];
+	char where[300], txt[64];
+	const uint8_t *addrs[2] = {ca->sink4, ca->sink6};
+	size_t lens[2] = {4, 16};
+	if (!ca->sink_line)
+		return 0;
+	for (int i = 0; i < 2; i++) {
+		enum addr_class cls = addrguard_check(g, addrs[i], lens[i]);
+		if (!memcmp(addrs[i], zero, lens[i]) || cls == ADDR_OK ||
+		    (cls == ADDR_PRIVATE && ca->allow_private))
+			continue;
+		config_where_text(cfg, ca->sink_line, "sinkhole", where, sizeof(where));
+		snprintf(err, errlen,
+		         "%s: sinkhole: %s (agent %s) is inside the blocked ranges (%s): answers "
+		         "would point clients at what moat keeps them from",
+		         where, addrguard_format(addrs[i], lens[i], txt, sizeof(txt)), ca->name,
+		         cls == ADDR_ALWAYS ? "always denied" : "private");
+		return MOAT_EINVAL;
+	}
+	return 0;
+}
+
 int policy_load(const struct config *cfg, struct policy **out, char *err, size_t errlen)
 {
 	int rc = MOAT_ENOMEM;
@@ -29,6 +69,7 @@ int policy_load(const struct config *cfg, struct policy **out, char *err, size_t
 		a->cfg.clients = NULL;
 		a->cfg.allow_files = NULL;
 		a->cfg.nallow = 0;
+		a->cfg.client_lines = a->cfg.allow_lines = NULL;
 		if (!(a->clients = malloc((ca->nclients ? ca->nclients : 1) * sizeof(*a->clients))))
 			goto fail_msg;
 		memcpy(a->clients, ca->clients, ca->nclients * sizeof(*a->clients));
@@ -38,8 +79,11 @@ int policy_load(const struct config *cfg, struct policy **out, char *err, size_t
 		policy_set_lint_to(a->allow, p->lint);
 		for (size_t k = 0; k < ca->nallow; k++) {
 			policy_lint_file(p->lint, ca->allow_files[k]);
-			if ((rc = policy_set_load_file(a->allow, ca->allow_files[k], err, errlen)))
+			if ((rc =
+			         policy_set_load_file(a->allow, ca->allow_files[k], err, errlen))) {
+				listed_at(cfg, ca, k, rc, err, errlen);
 				goto fail;
+			}
 		}
 		policy_set_lint_to(a->allow, NULL);
 	}
@@ -54,6 +98,9 @@ int policy_load(const struct config *cfg, struct policy **out, char *err, size_t
 		goto fail_msg;
 	for (size_t k = 0; k < cfg->nranges; k++)
 		if ((rc = addrguard_load_file(p->guard, cfg->range_files[k], err, errlen)))
+			goto fail;
+	for (size_t i = 0; i < cfg->nagents; i++)
+		if ((rc = sinkhole_check(cfg, &cfg->agents[i], p->guard, err, errlen)))
 			goto fail;
 	*out = p;
 	return 0;

@@ -15,7 +15,4 @@
  * 1 when strict and there is at least one warning. */
 int check_report(const struct config *cfg, struct policy *p, bool strict, FILE *out, FILE *errs);
 
-/* A range as text ("10.0.0.0/24", "2001:db8::/64"; IPv4 ranges without their mapped prefix). */
-void check_cidr_text(const struct cidr *c, char *out, size_t cap);
-
 #endif

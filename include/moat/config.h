@@ -71,6 +71,20 @@ struct config_agent {
 	uint32_t sink_ttl;
 	bool strict_chain;
 	bool allow_private;
+	/* Where it was written (0: not from a file), for errors found after parsing. */
+	int line;
+	int *client_lines; /* owned: one per clients entry */
+	int *allow_lines;  /* owned: one per allow_files entry */
+	int sink_line;     /* of an explicit sinkhole: list; 0 when the defaults apply */
+};
+
+/* Lines of the top-level values checked after parsing (config_check.c). Each array belongs to
+ * the cfg array recorded beside it: flags that replace a list leave its lines unused. */
+struct config_where {
+	char *file;                            /* owned; NULL: no config file */
+	int *listen_lines, *upstream_lines;    /* owned */
+	const void *listen_for, *upstream_for; /* the arrays they describe */
+	int cache_min_ttl, user, log;
 };
 
 struct config {
@@ -102,6 +116,7 @@ struct config {
 	size_t nranges;
 	struct config_agent *agents; /* owned */
 	size_t nagents;
+	struct config_where where;
 };
 
 /* Fill cfg with defaults (no listeners, no upstreams, no agents, shipped zone files from
@@ -117,9 +132,18 @@ int config_load_file(struct config *cfg, const char *path, char *err, size_t err
 int config_load_string(struct config *cfg, const char *text, size_t len, const char *label,
                        char *err, size_t errlen);
 
-/* Check what parsing cannot: at least one agent, upstream and listener, unique agent names.
+/* Check what parsing cannot: at least one agent, upstream and listener, unique agent names,
+ * and the sanity checks of config_check.c (with the file:line they come from).
  * Returns 0 or MOAT_EINVAL with err set. */
 int config_validate(const struct config *cfg, char *err, size_t errlen);
+
+/* The sanity checks across values (config_check.c): identical agent ranges, a listen address
+ * twice, an upstream that is moatd itself, cache_min_ttl above cache_max_ttl, a user that does
+ * not exist, a log file in a missing directory. 0 or MOAT_EINVAL with "file:line: reason". */
+int config_check_sanity(const struct config *cfg, char *err, size_t errlen);
+
+/* "file:line" of a value for messages ("--listen" style text when line is 0). */
+void config_where_text(const struct config *cfg, int line, const char *flag, char *out, size_t cap);
 
 /* Release everything cfg owns; cfg is left as after config_init without defaults. */
 void config_free(struct config *cfg);
@@ -129,6 +153,9 @@ int config_parse_addrport(const char *s, uint16_t default_port, struct sockaddr_
 
 /* "10.0.0.0/8", "2001:db8::/32", "192.0.2.1" (host). Host bits must be zero. */
 int config_parse_cidr(const char *s, struct cidr *out);
+
+/* A range as text: "10.0.0.0/24", "2001:db8::/64" (IPv4 without its mapped prefix). */
+void config_cidr_text(const struct cidr *c, char *out, size_t cap);
 
 /* True if the address (AF_INET or AF_INET6 sockaddr) lies in the range. */
 bool config_cidr_contains(const struct cidr *c, const struct sockaddr *sa);
