@@ -17,6 +17,8 @@
 #include <string.h>
 
 #include "moat/err.h"
+#include "moat/idn.h"
+#include "moat/name.h"
 
 #ifndef MOAT_ZONES_DIR
 #error "MOAT_ZONES_DIR must be defined by the build"
@@ -344,11 +346,21 @@ static void config_agent_init(struct config_agent *a)
 	a->allow_private = false;
 }
 
+static void config_forwards_free(struct config_forward **v, size_t *n)
+{
+	for (size_t i = 0; i < *n; i++)
+		free((*v)[i].upstreams);
+	free(*v);
+	*v = NULL;
+	*n = 0;
+}
+
 static void config_agent_free(struct config_agent *a)
 {
 	free(a->client_lines);
 	free(a->allow_lines);
 	a->client_lines = a->allow_lines = NULL;
+	config_forwards_free(&a->forwards, &a->nforwards);
 	free(a->clients);
 	a->clients = NULL;
 	a->nclients = 0;
@@ -400,6 +412,11 @@ void config_free(struct config *cfg)
 	free(cfg->where.file);
 	free(cfg->where.listen_lines);
 	free(cfg->where.upstream_lines);
+	config_forwards_free(&cfg->forwards, &cfg->nforwards);
+	config_strv_free(&cfg->local_data, &cfg->nlocal);
+	free(cfg->local_lines);
+	free(cfg->hosts_lines);
+	config_strv_free(&cfg->hosts_files, &cfg->nhosts);
 	config_strv_free(&cfg->highrisk_files, &cfg->nhighrisk);
 	config_strv_free(&cfg->range_files, &cfg->nranges);
 	config_agents_free(cfg);
@@ -1030,6 +1047,140 @@ fail:
 	return rc;
 }
 
+/* --- forward zones and local answers ------------------------------------------------------ */
+
+static int config_forward_one(struct config_ctx *c, struct fy_node *m, int line,
+                              struct config_forward *f)
+{
+	struct fy_node_pair *pair;
+	void *it = NULL;
+	int fline = config_node_line(m, line), rc;
+	bool zoned = false;
+
+	if (config_is_alias(m) || m == NULL || fy_node_get_type(m) != FYNT_MAPPING)
+		return config_fail(c, fline, "forward: expected {zone: NAME, upstreams: [...]}");
+	if (config_dup_keys(c, m, fline) != 0)
+		return MOAT_EINVAL;
+	f->line = fline;
+	while ((pair = fy_node_mapping_iterate(m, &it)) != NULL) {
+		struct fy_node *k = fy_node_pair_key(pair), *v = fy_node_pair_value(pair);
+		int kline = config_node_line(k, fline);
+		const char *ks = NULL;
+		size_t klen = 0;
+		int *lines = NULL;
+
+		if ((rc = config_key(c, k, fline, &ks, &klen)) != 0)
+			return rc;
+		if (config_key_is(ks, klen, "zone")) {
+			char buf[IDN_MAXTEXT], conv[IDN_MAXTEXT], why[160], q[CONFIG_QUOTE_MAX + 8];
+			const char *t = buf;
+			if ((rc = config_scalar(c, v, kline, "zone", "a domain name", buf,
+			                        sizeof(buf))) != 0)
+				return rc;
+			int n =
+			    idn_from_user(buf, strlen(buf), conv, sizeof(conv), why, sizeof(why));
+			config_quote(q, sizeof(q), buf, strlen(buf));
+			if (n < 0)
+				return config_fail(c, config_node_line(v, kline), "zone: '%s': %s",
+				                   q, why);
+			if (n > 0)
+				t = conv;
+			if (name_from_text(t, strlen(t), f->zone) <= 1)
+				return config_fail(c, config_node_line(v, kline),
+				                   "zone: '%s' is not a domain name below the root",
+				                   q);
+			zoned = true;
+		} else if (config_key_is(ks, klen, "upstreams")) {
+			rc = config_addrports(c, v, kline, "forward.upstreams", &f->upstreams,
+			                      &f->nupstreams, &lines);
+			free(lines);
+		} else if (config_key_is(ks, klen, "timeout_ms")) {
+			rc = config_u32(c, v, kline, "timeout_ms", CONFIG_TIMEOUT_MIN,
+			                CONFIG_TIMEOUT_MAX, &f->timeout_ms);
+		} else if (config_key_is(ks, klen, "attempts")) {
+			rc = config_u32(c, v, kline, "attempts", CONFIG_ATTEMPTS_MIN,
+			                CONFIG_ATTEMPTS_MAX, &f->attempts);
+		} else if (config_key_is(ks, klen, "allow_private")) {
+			rc = config_bool(c, v, kline, "allow_private", &f->allow_private);
+		} else {
+			return config_unknown(c, kline, ks, klen);
+		}
+		if (rc != 0)
+			return rc;
+	}
+	if (!zoned)
+		return config_fail(c, fline, "forward: entry without a zone");
+	if (f->nupstreams == 0)
+		return config_fail(c, fline, "forward: zone without upstreams");
+	return 0;
+}
+
+/* forward: at the top level or in an agent. The same zone twice in one list is an error (which
+ * one would win is not obvious); the same zone in an agent and at the top is the agent's. */
+static int config_forwards(struct config_ctx *c, struct fy_node *v, int line,
+                           struct config_forward **outv, size_t *outn)
+{
+	struct fy_node *item;
+	void *it = NULL;
+	int rc = config_seq(c, v, line, "forward");
+	size_t count;
+
+	if (rc != 0)
+		return rc;
+	config_forwards_free(outv, outn);
+	count = (size_t)fy_node_sequence_item_count(v);
+	if (count == 0)
+		return 0;
+	if ((*outv = calloc(count, sizeof(**outv))) == NULL)
+		return config_fail(c, line, "out of memory");
+	while ((item = fy_node_sequence_iterate(v, &it)) != NULL && *outn < count) {
+		struct config_forward *f = &(*outv)[(*outn)++];
+		if ((rc = config_forward_one(c, item, line, f)) != 0)
+			return rc;
+		for (size_t i = 0; i + 1 < *outn; i++)
+			if (name_equal((*outv)[i].zone, f->zone))
+				return config_fail(c, f->line,
+				                   "forward: zone listed twice (first at "
+				                   "line %d)",
+				                   (*outv)[i].line);
+	}
+	return 0;
+}
+
+/* A list of strings with their lines (local_data lines, hosts files). */
+static int config_lines_list(struct config_ctx *c, struct fy_node *v, int line, const char *key,
+                             bool paths, char ***outv, int **outlines, size_t *outn)
+{
+	struct fy_node *item;
+	void *it = NULL;
+	int rc = config_seq(c, v, line, key);
+
+	if (rc != 0)
+		return rc;
+	while ((item = fy_node_sequence_iterate(v, &it)) != NULL) {
+		char buf[1024], *p = NULL;
+		int *nl = realloc(*outlines, (*outn + 1) * sizeof(**outlines));
+		if (nl == NULL)
+			return config_fail(c, line, "out of memory");
+		*outlines = nl;
+		if (paths)
+			rc = config_path(c, item, line, key, true, &p);
+		else if ((rc = config_scalar(c, item, line, key, "a record", buf, sizeof(buf))) ==
+		         0)
+			p = strdup(buf);
+		if (rc != 0)
+			return rc;
+		nl[*outn] = config_node_line(item, line);
+		size_t n = *outn;
+		rc = p ? config_strv_push(outv, &n, p) : MOAT_ENOMEM;
+		free(p);
+		if (rc != 0)
+			return config_fail(c, line, "out of memory");
+		*outn = n;
+	}
+	return 0;
+}
+
 static int config_agent(struct config_ctx *c, struct config_agent *a, size_t index,
                         struct fy_node *m, int line)
 {
@@ -1114,6 +1265,8 @@ static int config_agent(struct config_ctx *c, struct config_agent *a, size_t ind
 			rc = config_bool(c, v, kline, "strict_chain", &a->strict_chain);
 		} else if (config_key_is(ks, klen, "allow_private")) {
 			rc = config_bool(c, v, kline, "allow_private", &a->allow_private);
+		} else if (config_key_is(ks, klen, "forward")) {
+			rc = config_forwards(c, v, kline, &a->forwards, &a->nforwards);
 		} else {
 			return config_unknown(c, kline, ks, klen);
 		}
@@ -1292,6 +1445,14 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 			                  &cfg->nranges, true, NULL);
 		} else if (config_key_is(ks, klen, "agents")) {
 			rc = config_agents(c, v, line);
+		} else if (config_key_is(ks, klen, "forward")) {
+			rc = config_forwards(c, v, line, &cfg->forwards, &cfg->nforwards);
+		} else if (config_key_is(ks, klen, "local_data")) {
+			rc = config_lines_list(c, v, line, "local_data", false, &cfg->local_data,
+			                       &cfg->local_lines, &cfg->nlocal);
+		} else if (config_key_is(ks, klen, "hosts")) {
+			rc = config_lines_list(c, v, line, "hosts", true, &cfg->hosts_files,
+			                       &cfg->hosts_lines, &cfg->nhosts);
 		} else {
 			return config_unknown(c, line, ks, klen);
 		}

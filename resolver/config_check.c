@@ -112,6 +112,27 @@ static int check_listen(const struct config *cfg, char *err, size_t errlen)
 	return 0;
 }
 
+/* A forward zone's upstream that is moatd itself loops as surely as a global one. */
+static int check_forwards(const struct config *cfg, const struct config_forward *f, size_t n,
+                          char *err, size_t errlen)
+{
+	char where[300], a[80];
+	for (size_t k = 0; k < n; k++)
+		for (size_t u = 0; u < f[k].nupstreams; u++)
+			for (size_t i = 0; i < cfg->nlisten; i++)
+				if (sa_reaches(&f[k].upstreams[u], &cfg->listen[i])) {
+					sa_text(&f[k].upstreams[u], a, sizeof(a));
+					config_where_text(cfg, f[k].line, "forward", where,
+					                  sizeof(where));
+					snprintf(err, errlen,
+					         "%s: forward: upstream %s is moatd's own listen "
+					         "address: queries would loop back to moatd",
+					         where, a);
+					return MOAT_EINVAL;
+				}
+	return 0;
+}
+
 static int check_agents(const struct config *cfg, char *err, size_t errlen)
 {
 	char where[300], first[300], r[64];
@@ -175,8 +196,13 @@ int config_check_sanity(const struct config *cfg, char *err, size_t errlen)
 {
 	char where[300];
 	int rc;
-	if ((rc = check_listen(cfg, err, errlen)) || (rc = check_agents(cfg, err, errlen)))
+	if ((rc = check_listen(cfg, err, errlen)) || (rc = check_agents(cfg, err, errlen)) ||
+	    (rc = check_forwards(cfg, cfg->forwards, cfg->nforwards, err, errlen)))
 		return rc;
+	for (size_t i = 0; i < cfg->nagents; i++)
+		if ((rc = check_forwards(cfg, cfg->agents[i].forwards, cfg->agents[i].nforwards,
+		                         err, errlen)))
+			return rc;
 	if (cfg->cache_min_ttl > cfg->cache_max_ttl) {
 		config_where_text(cfg, cfg->where.cache_min_ttl, "cache_min_ttl", where,
 		                  sizeof(where));

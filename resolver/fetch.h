@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "moat/forward.h"
 #include "moat/wire.h"
 
 struct server;
@@ -39,11 +40,12 @@ typedef void (*fetch_cb)(void *ctx, int status, struct answer *ans);
 
 struct fetch_wait;
 
-/* Find or start the answer for (lname, qtype, qclass, DO). Returns FETCH_HIT, FETCH_WAIT (with
- * *wait for fetch_cancel) or a negative MOAT_* code (nothing will be called). */
-int fetch_answer(struct server *srv, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
-                 bool dnssec_ok, fetch_cb cb, void *ctx, struct answer **hit,
-                 struct fetch_wait **wait);
+/* Find or start the answer for (lname, qtype, qclass, DO) from upstream set (NULL: the global
+ * upstreams; a forward zone's set is only read during the call). Returns FETCH_HIT, FETCH_WAIT
+ * (with *wait for fetch_cancel) or a negative MOAT_* code (nothing will be called). */
+int fetch_answer(struct server *srv, const struct upstream_set *set, const uint8_t *lname,
+                 uint16_t qtype, uint16_t qclass, bool dnssec_ok, fetch_cb cb, void *ctx,
+                 struct answer **hit, struct fetch_wait **wait);
 
 /* Stop waiting: cb will not run. The upstream question goes on for the other waiters (or is
  * cancelled when none are left). */

@@ -513,9 +513,11 @@ void policy_unref(struct policy *p)
 	for (size_t i = 0; i < p->nagents; i++) {
 		free(p->agents[i].clients);
 		policy_set_free(p->agents[i].allow);
+		forward_table_free(&p->agents[i].fwd);
 	}
 	free(p->agents);
 	policy_lint_free(p->lint);
+	forward_table_free(&p->fwd);
 	policy_set_free(p->highrisk);
 	addrguard_free(p->guard);
 	free(p);

@@ -70,6 +70,10 @@ int policy_load(const struct config *cfg, struct policy **out, char *err, size_t
 		a->cfg.allow_files = NULL;
 		a->cfg.nallow = 0;
 		a->cfg.client_lines = a->cfg.allow_lines = NULL;
+		a->cfg.forwards = NULL;
+		a->cfg.nforwards = 0;
+		if (forward_table_build(&a->fwd, ca->forwards, ca->nforwards, cfg))
+			goto fail_msg;
 		if (!(a->clients = malloc((ca->nclients ? ca->nclients : 1) * sizeof(*a->clients))))
 			goto fail_msg;
 		memcpy(a->clients, ca->clients, ca->nclients * sizeof(*a->clients));
@@ -87,6 +91,8 @@ int policy_load(const struct config *cfg, struct policy **out, char *err, size_t
 		}
 		policy_set_lint_to(a->allow, NULL);
 	}
+	if (forward_table_build(&p->fwd, cfg->forwards, cfg->nforwards, cfg))
+		goto fail_msg;
 	if (!(p->highrisk = policy_set_new()))
 		goto fail_msg;
 	for (size_t k = 0; k < cfg->nhighrisk; k++)
@@ -105,6 +111,7 @@ int policy_load(const struct config *cfg, struct policy **out, char *err, size_t
 	*out = p;
 	return 0;
 fail_msg:
+	rc = MOAT_ENOMEM; /* every jump here is an allocation that failed */
 	snprintf(err, errlen, "policy: %s", moat_strerror(rc));
 fail:
 	if (p)

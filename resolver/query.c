@@ -22,6 +22,7 @@ struct query {
 	struct server *srv;
 	struct policy *policy; /* reference: a reload cannot pull rules from under us */
 	const struct policy_agent *agent;
+	const struct upstream_set *fwd; /* the forward zone asked (in policy), NULL: global */
 	struct reply_to to;
 	struct fetch_wait *wait; /* while the answer is on its way */
 	struct answer *ans;      /* reference, once it is here */
@@ -110,6 +111,7 @@ static void query_free(struct query *qr)
 struct addr_check {
 	const struct policy *policy;
 	const struct policy_agent *agent;
+	bool allow_private;
 	uint8_t bad[16];
 	size_t bad_len;
 };
@@ -119,7 +121,7 @@ static int on_answer_addr(void *ctx, const uint8_t *addr, size_t len, uint16_t r
 	struct addr_check *c = ctx;
 	(void)rrtype;
 	enum addr_class cls = addrguard_check(c->policy->guard, addr, len);
-	if (cls == ADDR_ALWAYS || (cls == ADDR_PRIVATE && !c->agent->cfg.allow_private)) {
+	if (cls == ADDR_ALWAYS || (cls == ADDR_PRIVATE && !c->allow_private)) {
 		memcpy(c->bad, addr, len);
 		c->bad_len = len;
 		return 1;
@@ -142,7 +144,11 @@ static bool answer_passes(struct query *qr, struct policy_decision *d)
 	for (unsigned i = 1; i < r->nchain; i++)
 		if (policy_check_chain(qr->policy, qr->agent, r->chain[i], d) != POLICY_ALLOW)
 			return false;
-	struct addr_check c = {.policy = qr->policy, .agent = qr->agent};
+	/* Private answers pass when the agent or the forward zone that answered allows them. */
+	struct addr_check c = {.policy = qr->policy,
+	                       .agent = qr->agent,
+	                       .allow_private = qr->agent->cfg.allow_private ||
+	                                        (qr->fwd && qr->fwd->allow_private)};
 	int rc = wire_resp_each_addr(a->pkt, a->len, r, on_answer_addr, &c);
 	if (rc == 0)
 		return true;
@@ -429,6 +435,7 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 	qr->srv = srv;
 	qr->policy = policy_ref(srv->policy);
 	qr->agent = agent;
+	qr->fwd = forward_pick(&agent->fwd, &srv->policy->fwd, q.lname);
 	qr->to = *to;
 	if (to->kind == REPLY_TCP)
 		tcp_conn_ref(to->conn);
@@ -439,8 +446,8 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 	qr->fw_token = 0;
 	dlist_add(&srv->live_queries, &qr->link);
 	struct answer *hit = NULL;
-	int rc = fetch_answer(srv, q.lname, q.qtype, q.qclass, q.edns_do, on_fetched, qr, &hit,
-	                      &qr->wait);
+	int rc = fetch_answer(srv, qr->fwd, q.lname, q.qtype, q.qclass, q.edns_do, on_fetched, qr,
+	                      &hit, &qr->wait);
 	if (rc == FETCH_HIT) {
 		qr->ans = hit;
 		on_answer(qr);

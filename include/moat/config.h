@@ -36,6 +36,15 @@
  *       sinkhole_ttl: 60
  *       strict_chain: false                   # every CNAME/DNAME target must be allowed too
  *       allow_private: false                  # private/shared answers allowed for this agent
+ *       forward: [...]                        # forward zones of this agent (as below)
+ *   forward:                                  # forward zones: the longest matching one wins
+ *     - zone: corp.internal                   # required; UTF-8 or A-labels
+ *       upstreams: ["10.1.0.53"]              # required
+ *       timeout_ms: 1000                      # default: upstream_timeout_ms
+ *       attempts: 3                           # default: upstream_attempts
+ *       allow_private: true                   # answers may hold private addresses
+ *   local_data: ["db.corp.internal A 10.1.2.3"]   # answered by moatd (A, AAAA, CNAME, TXT)
+ *   hosts: [/etc/moat/hosts]                  # hosts(5) files answered the same way
  */
 #ifndef MOAT_CONFIG_H
 #define MOAT_CONFIG_H
@@ -59,6 +68,17 @@ struct cidr {
 	uint8_t bits;
 };
 
+/* A forward zone: names at or below zone go to its own upstreams (after the policy allowed
+ * them: a zone allows nothing by itself), with their own timeouts and failover. */
+struct config_forward {
+	uint8_t zone[256];                  /* lower-cased wire name */
+	struct sockaddr_storage *upstreams; /* owned */
+	size_t nupstreams;
+	uint32_t timeout_ms, attempts; /* 0: the global upstream_timeout_ms / upstream_attempts */
+	bool allow_private;            /* private addresses may come back from this zone */
+	int line;
+};
+
 struct config_agent {
 	char name[CONFIG_NAME_MAX];
 	struct cidr *clients; /* owned */
@@ -76,6 +96,8 @@ struct config_agent {
 	int *client_lines; /* owned: one per clients entry */
 	int *allow_lines;  /* owned: one per allow_files entry */
 	int sink_line;     /* of an explicit sinkhole: list; 0 when the defaults apply */
+	struct config_forward *forwards; /* owned: this agent's forward zones */
+	size_t nforwards;
 };
 
 /* Lines of the top-level values checked after parsing (config_check.c). Each array belongs to
@@ -117,6 +139,16 @@ struct config {
 	struct config_agent *agents; /* owned */
 	size_t nagents;
 	struct config_where where;
+	struct config_forward *forwards; /* owned: forward zones of every agent */
+	size_t nforwards;
+	/* Local answers (local.c parses them at policy load): "name TYPE data" lines and
+	 * hosts(5) files, each with the config line it came from. */
+	char **local_data; /* owned */
+	int *local_lines;  /* owned */
+	size_t nlocal;
+	char **hosts_files; /* owned */
+	int *hosts_lines;   /* owned */
+	size_t nhosts;
 };
 
 /* Fill cfg with defaults (no listeners, no upstreams, no agents, shipped zone files from

@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 
 #include "moat/config.h"
+#include "moat/forward.h"
 
 struct policy_set;
 struct addrguard;
@@ -71,6 +72,7 @@ struct policy_agent {
 	struct cidr *clients;    /* owned copy */
 	size_t nclients;
 	struct policy_set *allow; /* owned */
+	struct forward_table fwd; /* owned: this agent's forward zones */
 };
 
 struct policy {
@@ -80,6 +82,7 @@ struct policy {
 	struct policy_set *highrisk; /* owned */
 	struct addrguard *guard;     /* owned */
 	struct policy_lint *lint;    /* owned: the warnings of this load (policy_lint.h) */
+	struct forward_table fwd;    /* owned: the global forward zones */
 };
 
 /* Build a snapshot from a validated config: reads every allowlist, high-risk and range file.

@@ -104,6 +104,10 @@ Test(config_check, upstream_is_own_listen_address)
 	cr_expect_not_null(strstr(err, "t.yaml:2: upstreams: 127.0.0.2:5353 is moatd's own"));
 	config_free(&cfg);
 	expect_ok("upstream_timeout_ms: 500\n"); /* 192.0.2.53:53 is not 127.0.0.1:5300 */
+	expect_error("forward:\n  - zone: corp.internal\n    upstreams: [127.0.0.1:5300]\n", false,
+	             7, "forward: upstream 127.0.0.1:5300 is moatd's own listen address");
+	expect_error("    forward: [{zone: a.internal, upstreams: [127.0.0.1:5300]}]\n", false, 6,
+	             "forward: upstream 127.0.0.1:5300 is moatd's own");
 }
 
 Test(config_check, cache_ttls)
