@@ -67,6 +67,7 @@ static struct answer *answer_new(struct server *srv)
 	a->refs = 1;
 	a->cached = false;
 	a->stale = false;
+	a->local = false; /* a spare may have been a local answer */
 	memset(&a->upstream, 0, sizeof(a->upstream));
 	a->up_us = -1;
 	a->len = 0;

@@ -20,6 +20,7 @@ struct answer {
 	struct server *srv; /* the worker it belongs to (freed answers go back to its spares) */
 	bool cached;        /* served from the cache */
 	bool stale;         /* served stale (RFC 8767): no upstream answered */
+	bool local;         /* built from local data (local_answer.c): no upstream asked */
 	struct sockaddr_storage upstream; /* who answered (zeros for a cache hit) */
 	int64_t up_us;                    /* upstream latency; -1 for a cache hit */
 	size_t len;

@@ -16,6 +16,7 @@
 #include "moat/err.h"
 #include "moat/idn.h"
 #include "moat/iplit.h"
+#include "moat/local.h"
 #include "moat/name.h"
 #include "moat/policy.h"
 #include "moat/policy_lint.h"
@@ -518,6 +519,7 @@ void policy_unref(struct policy *p)
 	free(p->agents);
 	policy_lint_free(p->lint);
 	forward_table_free(&p->fwd);
+	local_data_free(p->local);
 	policy_set_free(p->highrisk);
 	addrguard_free(p->guard);
 	free(p);

@@ -7,6 +7,7 @@
 
 #include "moat/addrguard.h"
 #include "moat/err.h"
+#include "moat/local.h"
 #include "moat/policy.h"
 #include "moat/policy_lint.h"
 
@@ -48,6 +49,36 @@ static int sinkhole_check(const struct config *cfg, const struct config_agent *c
 		return MOAT_EINVAL;
 	}
 	return 0;
+}
+
+/* local_data lines and hosts files, named by the config lines that list them. */
+static int local_load(const struct config *cfg, struct policy *p, char *err, size_t errlen)
+{
+	char where[300];
+	int rc;
+	if (!cfg->nlocal && !cfg->nhosts)
+		return 0;
+	if (!(p->local = local_data_new())) {
+		snprintf(err, errlen, "policy: out of memory");
+		return MOAT_ENOMEM;
+	}
+	for (size_t i = 0; i < cfg->nlocal; i++)
+		if ((rc = local_data_add(p->local, cfg->local_data[i],
+		                         cfg->where.file ? cfg->where.file : "local_data",
+		                         cfg->local_lines ? cfg->local_lines[i] : 0, err, errlen)))
+			return rc;
+	for (size_t i = 0; i < cfg->nhosts; i++)
+		if ((rc = local_data_load_hosts(p->local, cfg->hosts_files[i], err, errlen))) {
+			if (rc == MOAT_EIO) {
+				char msg[512];
+				config_where_text(cfg, cfg->hosts_lines ? cfg->hosts_lines[i] : 0,
+				                  "hosts", where, sizeof(where));
+				snprintf(msg, sizeof(msg), "%s: hosts: %s", where, err);
+				snprintf(err, errlen, "%s", msg);
+			}
+			return rc;
+		}
+	return local_data_finish(p->local, p->guard, p->lint);
 }
 
 int policy_load(const struct config *cfg, struct policy **out, char *err, size_t errlen)
@@ -108,6 +139,8 @@ int policy_load(const struct config *cfg, struct policy **out, char *err, size_t
 	for (size_t i = 0; i < cfg->nagents; i++)
 		if ((rc = sinkhole_check(cfg, &cfg->agents[i], p->guard, err, errlen)))
 			goto fail;
+	if ((rc = local_load(cfg, p, err, errlen)))
+		goto fail;
 	*out = p;
 	return 0;
 fail_msg:

@@ -15,6 +15,7 @@
 #include "moat/ratelimit.h"
 #include "fetch.h"
 #include "fwchan.h"
+#include "local_answer.h"
 #include "server.h"
 
 /* An allowed query: lives from the fetch until the reply. */
@@ -147,7 +148,7 @@ static bool answer_passes(struct query *qr, struct policy_decision *d)
 	/* Private answers pass when the agent or the forward zone that answered allows them. */
 	struct addr_check c = {.policy = qr->policy,
 	                       .agent = qr->agent,
-	                       .allow_private = qr->agent->cfg.allow_private ||
+	                       .allow_private = qr->agent->cfg.allow_private || a->local ||
 	                                        (qr->fwd && qr->fwd->allow_private)};
 	int rc = wire_resp_each_addr(a->pkt, a->len, r, on_answer_addr, &c);
 	if (rc == 0)
@@ -173,7 +174,8 @@ static void release(struct query *qr, uint32_t ttl_cap)
 {
 	struct server *srv = qr->srv;
 	const struct answer *a = qr->ans;
-	const struct sockaddr *from = a->cached ? NULL : (const struct sockaddr *)&a->upstream;
+	const struct sockaddr *from =
+	    a->cached || a->local ? NULL : (const struct sockaddr *)&a->upstream;
 	static _Thread_local uint8_t out[WIRE_MAXMSG]; /* one answer built at a time per loop */
 	size_t limit = reply_limit(&qr->to, &qr->q);
 	if (a->stale && ttl_cap > STALE_TTL)
@@ -197,6 +199,7 @@ static void release(struct query *qr, uint32_t ttl_cap)
 		log_it(srv, &qr->to, &qr->q, qr->agent->cfg.name,
 		       a->stale    ? "allow-stale"
 		       : a->cached ? "allow-cached"
+		       : a->local  ? "allow-local"
 		                   : "allow",
 		       qr->decision.reason, out[3] & 0xF, false, from, a->up_us);
 	}
@@ -286,7 +289,8 @@ static void on_answer(struct query *qr)
 	struct server *srv = qr->srv;
 	const char *agent = qr->agent->cfg.name;
 	const struct answer *a = qr->ans;
-	const struct sockaddr *from = a->cached ? NULL : (const struct sockaddr *)&a->upstream;
+	const struct sockaddr *from =
+	    a->cached || a->local ? NULL : (const struct sockaddr *)&a->upstream;
 
 	if (qr->to.kind == REPLY_TCP && tcp_conn_closed(qr->to.conn)) {
 		srv->stats.dropped++;
@@ -445,9 +449,11 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 	qr->ans = NULL;
 	qr->fw_token = 0;
 	dlist_add(&srv->live_queries, &qr->link);
-	struct answer *hit = NULL;
-	int rc = fetch_answer(srv, qr->fwd, q.lname, q.qtype, q.qclass, q.edns_do, on_fetched, qr,
-	                      &hit, &qr->wait);
+	/* Local answers (local_data:, hosts:) first: the operator's records, no upstream. */
+	struct answer *hit = local_answer(srv, srv->policy, &q);
+	int rc = hit ? FETCH_HIT
+	             : fetch_answer(srv, qr->fwd, q.lname, q.qtype, q.qclass, q.edns_do, on_fetched,
+	                            qr, &hit, &qr->wait);
 	if (rc == FETCH_HIT) {
 		qr->ans = hit;
 		on_answer(qr);

@@ -24,6 +24,7 @@
 
 struct policy_set;
 struct addrguard;
+struct local_data;
 
 /* Where a pattern came from, to explain a decision ("allow/example.txt:12"). */
 struct policy_rule {
@@ -83,6 +84,7 @@ struct policy {
 	struct addrguard *guard;     /* owned */
 	struct policy_lint *lint;    /* owned: the warnings of this load (policy_lint.h) */
 	struct forward_table fwd;    /* owned: the global forward zones */
+	struct local_data *local;    /* owned: local answers (moat/local.h); NULL: none */
 };
 
 /* Build a snapshot from a validated config: reads every allowlist, high-risk and range file.
