@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <string.h>
 
+#include "moat/local.h"
 #include "moat/policy_lint.h"
 
 /* True if range a lies inside range b (b is at most as specific). */
@@ -91,9 +92,13 @@ int check_report(const struct config *cfg, struct policy *p, bool strict, FILE *
 		fprintf(errs, "moatd: --strict: %zu warning(s), configuration refused\n", warnings);
 		return 1;
 	}
+	size_t zones = p->fwd.n;
+	for (size_t i = 0; i < p->nagents; i++)
+		zones += p->agents[i].fwd.n;
 	fprintf(out,
 	        "moatd: configuration OK: %zu agent(s), %zu allow pattern(s), %zu high-risk "
-	        "pattern(s), %zu warning(s)\n",
-	        p->nagents, n, policy_set_count(p->highrisk), warnings);
+	        "pattern(s), %zu forward zone(s), %zu local record(s), %zu warning(s)\n",
+	        p->nagents, n, policy_set_count(p->highrisk), zones, local_data_count(p->local),
+	        warnings);
 	return 0;
 }

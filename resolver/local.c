@@ -130,8 +130,12 @@ static int parse_rdata(uint16_t type, const char *rest, uint8_t *rd, size_t *rdl
 		n--;
 	if (type == T_A || type == T_AAAA) {
 		int fam = type == T_A ? AF_INET : AF_INET6;
-		if (n == 0 || n >= sizeof(buf) || (memcpy(buf, rest, n), buf[n] = 0, false) ||
-		    inet_pton(fam, buf, rd) != 1) {
+		bool fits = n > 0 && n < sizeof(buf);
+		if (fits) {
+			memcpy(buf, rest, n);
+			buf[n] = 0;
+		}
+		if (!fits || inet_pton(fam, buf, rd) != 1) {
 			snprintf(why, whylen, "expected an %s address",
 			         type == T_A ? "IPv4" : "IPv6");
 			return MOAT_EINVAL;
@@ -245,8 +249,11 @@ int local_data_load_hosts(struct local_data *ld, const char *path, char *err, si
 		if (!token(line, &pos, &tok, &len))
 			continue;
 		bool v6 = memchr(tok, ':', len) != NULL;
-		if (len >= sizeof(addr) || (memcpy(addr, tok, len), addr[len] = 0, false) ||
-		    inet_pton(v6 ? AF_INET6 : AF_INET, addr, rd) != 1) {
+		if (len < sizeof(addr)) {
+			memcpy(addr, tok, len);
+			addr[len] = 0;
+		}
+		if (len >= sizeof(addr) || inet_pton(v6 ? AF_INET6 : AF_INET, addr, rd) != 1) {
 			snprintf(err, errlen, "%s:%d: hosts: bad address '%.*s'", path, lineno,
 			         (int)(len > 64 ? 64 : len), tok);
 			rc = MOAT_EINVAL;

@@ -45,6 +45,7 @@ agents:
 Y
 out=$("$MOAT_BUILD/moatd" -c "$E2E_WORK/moatd.yaml" --check --strict 2>&1)
 e2e_assert_contains "$out" "configuration OK" "--check --strict accepts the forward config"
+e2e_assert_contains "$out" "3 forward zone(s), 0 local record(s), 0 warning(s)" "--check counts the zones"
 
 e2e_bg moatd "$MOAT_BUILD/moatd" -c "$E2E_WORK/moatd.yaml"
 e2e_wait_port udp 127.0.0.1 53

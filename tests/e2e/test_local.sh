@@ -46,6 +46,7 @@ agents:
 Y
 out=$("$MOAT_BUILD/moatd" -c "$E2E_WORK/moatd.yaml" --check 2>&1)
 e2e_assert_contains "$out" "moatd.yaml:11: warning: local address 169.254.169.254 is in the always-denied ranges" "--check warns about an always-denied local address"
+e2e_assert_contains "$out" "7 local record(s), 1 warning(s)" "--check counts the local records"
 e2e_bg moatd "$MOAT_BUILD/moatd" -c "$E2E_WORK/moatd.yaml"
 e2e_wait_port udp 192.0.2.53 53
 status_of() { sed -n 's/.*status: \([A-Z]*\),.*/\1/p' <<<"$1"; }
