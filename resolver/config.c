@@ -853,6 +853,12 @@ static int config_dup_keys(struct config_ctx *c, struct fy_node *m, int line)
 	struct fy_node_pair *a, *b;
 	void *ia = NULL;
 
+	/* Pairs are compared with each other: bound the work (no moatd mapping has 100 keys). */
+	if (fy_node_mapping_item_count(m) > 100)
+		return config_fail(c, config_node_line(m, line),
+		                   "a mapping of %d keys: not a moatd config",
+		                   fy_node_mapping_item_count(m));
+
 	while ((a = fy_node_mapping_iterate(m, &ia)) != NULL) {
 		struct fy_node *ka = fy_node_pair_key(a);
 		size_t la = 0, lb = 0;

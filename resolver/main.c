@@ -450,6 +450,20 @@ static struct options opts;
 static uv_signal_t sig_term, sig_int, sig_hup;
 static uv_timer_t stats_timer;
 
+/* The lint at start-up and reload: every pattern of lists up to this size (about 0.1 s); larger
+ * ones are linted by --check. */
+#define LINT_AT_START_MAX 100000
+
+static void lint_report(struct policy *p)
+{
+	policy_lint_print(p->lint, stderr, "moatd: ");
+	if (p->lint_skipped)
+		fprintf(stderr,
+		        "moatd: more than %d allow patterns: not linted at start-up; "
+		        "moatd --check lints them\n",
+		        LINT_AT_START_MAX);
+}
+
 /* Load the policy again (SIGHUP) and hand it to every worker; a bad file changes nothing. */
 static void reload(void)
 {
@@ -470,13 +484,14 @@ static void reload(void)
 			ncfg.agents[i].allow_private |= opts.allow_private;
 		}
 	}
+	ncfg.lint_max_patterns = cfg.lint_max_patterns;
 	int rc = policy_load(opts.config_path ? &ncfg : &cfg, &np, err, sizeof(err));
 	config_free(&ncfg);
 	if (rc < 0) {
 		fprintf(stderr, "moatd: reload failed, running policy kept: %s\n", err);
 		return;
 	}
-	policy_lint_print(np->lint, stderr, "moatd: ");
+	lint_report(np);
 	for (unsigned i = 0; i < nworkers; i++)
 		worker_post_policy(&workers[i], np);
 	fprintf(stderr, "moatd: policy reloaded (%zu agents)\n", np->nagents);
@@ -530,6 +545,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	options_free(&opts);
+	if (!opts.check)
+		cfg.lint_max_patterns = LINT_AT_START_MAX;
 	if (policy_load(&cfg, &policy, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moatd: %s\n", err);
 		return 1;
@@ -540,7 +557,7 @@ int main(int argc, char **argv)
 		config_free(&cfg);
 		return st;
 	}
-	policy_lint_print(policy->lint, stderr, "moatd: ");
+	lint_report(policy);
 
 	FILE *log = log_open(cfg.log_file);
 	if (!log) {

@@ -357,13 +357,14 @@ static int load_line(struct policy_set *s, struct load_batch *bt, const char *li
 	char conv[IDN_MAXTEXT], why[160], quoted[80];
 	const char *pat = line + b;
 	size_t plen = e - b;
-	idn_quote(pat, plen, quoted, sizeof(quoted));
 	if (user_pattern(&pat, &plen, conv, why, sizeof(why)) < 0) {
+		idn_quote(line + b, e - b, quoted, sizeof(quoted));
 		snprintf(err, errlen, "%s:%u: bad pattern '%s': %s", path, lineno, quoted, why);
 		return MOAT_EINVAL;
 	}
 	int wl = pattern_parse(pat, plen, q->wire, &q->wild);
 	if (wl < 0) {
+		idn_quote(line + b, e - b, quoted, sizeof(quoted));
 		snprintf(err, errlen,
 		         "%s:%u: bad pattern '%s' (expected name or *.name: labels of 1-63 "
 		         "bytes, 255 in all, '*' only as the whole first label)",

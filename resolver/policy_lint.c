@@ -184,43 +184,70 @@ static bool star_child(const uint8_t *lname, uint8_t *out)
 	return true;
 }
 
+/* A cheap first look: an IP literal's first label holds only digits, hex digits, 'x', ':' and
+ * brackets, which rules out nearly every name of an allowlist. */
+static bool maybe_literal(const uint8_t *lname)
+{
+	for (unsigned i = 1; i <= lname[0]; i++)
+		if (!strchr("0123456789abcdefx:[]", lname[i]))
+			return false;
+	return true;
+}
+
+/* The text of a name for a message, made once and only when something is said about it. */
+struct lazy_text {
+	const uint8_t *lname;
+	char txt[NAME_MAXTEXT];
+	bool done;
+};
+
+static const char *text_of(struct lazy_text *t)
+{
+	if (!t->done) {
+		name_text(t->lname, t->txt, sizeof(t->txt));
+		t->done = true;
+	}
+	return t->txt;
+}
+
 static void lint_one(struct lint_walk *w, const uint8_t *lname, const struct policy_rule *r)
 {
 	struct policy_lint *l = w->l;
-	char txt[NAME_MAXTEXT];
+	struct lazy_text t; /* txt left unset: this runs once per pattern of large lists */
+	t.lname = lname;
+	t.done = false;
 	uint8_t addr[16], probe[NAME_MAXWIRE];
 	size_t alen;
 	struct policy_rule o;
 	const char *star = r->wildcard ? "*." : "";
 
-	name_text(lname, txt, sizeof(txt));
 	if (!r->wildcard && !*lname)
 		policy_lint_add(l, r->file, r->line,
 		                "'.' is the root: it allows the root zone's own records only, "
 		                "no name below it");
-	if (iplit_is_literal(lname, addr, &alen))
+	if (maybe_literal(lname) && iplit_is_literal(lname, addr, &alen))
 		policy_lint_add(l, r->file, r->line,
 		                "'%s%s' is an IP literal: such queries are always denied, and an "
 		                "address needs no DNS",
-		                star, txt);
-	if (r->wildcard && is_public_suffix(l, *lname ? txt : "."))
+		                star, text_of(&t));
+	if (r->wildcard && *lname && is_public_suffix(l, text_of(&t)))
 		policy_lint_add(l, r->file, r->line,
 		                "wildcard on the public suffix '%s': anyone can register a name "
 		                "under it, so this allows names of strangers",
-		                txt);
+		                text_of(&t));
 	if (w->highrisk) {
 		const uint8_t *q = lname;
 		bool hit = r->wildcard ? star_child(lname, probe) && (q = probe, true) : true;
 		if (hit && policy_set_match(w->highrisk, q, &o))
 			policy_lint_add(l, r->file, r->line,
 			                "'%s%s' is on the high-risk list (%s:%u): it stays denied",
-			                star, txt, o.file, o.line);
+			                star, text_of(&t), o.file, o.line);
 	}
 	if (*lname && policy_set_match_below(w->allow, lname, &o))
 		policy_lint_add(l, r->file, r->line,
 		                "'%s%s' is already covered by a wildcard (%s:%u): the line adds "
 		                "nothing",
-		                star, txt, o.file, o.line);
+		                star, text_of(&t), o.file, o.line);
 }
 
 static void lint_slot(void *ctx, const uint8_t *lname, const struct policy_rule *exact,

@@ -129,8 +129,13 @@ int policy_load(const struct config *cfg, struct policy **out, char *err, size_t
 	for (size_t k = 0; k < cfg->nhighrisk; k++)
 		if ((rc = policy_set_load_file(p->highrisk, cfg->highrisk_files[k], err, errlen)))
 			goto fail;
+	size_t total = 0;
 	for (size_t i = 0; i < p->nagents; i++)
+		total += policy_set_count(p->agents[i].allow);
+	for (size_t i = 0;
+	     i < p->nagents && (!cfg->lint_max_patterns || total <= cfg->lint_max_patterns); i++)
 		policy_lint_agent(p->lint, p->agents[i].allow, p->highrisk);
+	p->lint_skipped = cfg->lint_max_patterns && total > cfg->lint_max_patterns;
 	if (!(p->guard = addrguard_new()))
 		goto fail_msg;
 	for (size_t k = 0; k < cfg->nranges; k++)

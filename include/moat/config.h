@@ -149,6 +149,10 @@ struct config {
 	char **hosts_files; /* owned */
 	int *hosts_lines;   /* owned */
 	size_t nhosts;
+	/* Lint the allowlists at load only up to this many patterns in all (0: always). The lint
+	 * costs about a microsecond a pattern; moatd sets a limit so a list of a million names
+	 * starts as fast as before, and --check always lints everything. */
+	size_t lint_max_patterns;
 };
 
 /* Fill cfg with defaults (no listeners, no upstreams, no agents, shipped zone files from

@@ -83,6 +83,7 @@ struct policy {
 	struct policy_set *highrisk; /* owned */
 	struct addrguard *guard;     /* owned */
 	struct policy_lint *lint;    /* owned: the warnings of this load (policy_lint.h) */
+	bool lint_skipped;           /* more patterns than cfg->lint_max_patterns: not linted */
 	struct forward_table fwd;    /* owned: the global forward zones */
 	struct local_data *local;    /* owned: local answers (moat/local.h); NULL: none */
 };

@@ -237,3 +237,18 @@ Test(lint, check_lists_overlaps_and_listen_networks)
 	free(out);
 	free(errs);
 }
+
+Test(lint, large_lists_skip_the_walk_at_start_up)
+{
+	agent("a", "10.0.0.0/24", "*.com\nexample.org\nexample.org\n");
+	cfg.lint_max_patterns = 1; /* what moatd sets (100000) outside --check, made small */
+	load();
+	cr_expect(pol->lint_skipped);
+	cr_assert_eq(policy_lint_count(pol->lint), 1, "duplicates are still found while loading");
+	expect_warning(0, paths[0], 3, "duplicate of");
+	policy_unref(pol);
+	cfg.lint_max_patterns = 2;
+	load();
+	cr_expect_not(pol->lint_skipped);
+	cr_expect_eq(policy_lint_count(pol->lint), 2);
+}
