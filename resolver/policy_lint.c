@@ -36,6 +36,9 @@ struct policy_lint {
 	bool sorted;
 	psl_ctx_t *psl; /* loaded at the first wildcard; NULL if no list could be read */
 	bool psl_tried;
+	/* Every name with a public suffix strictly below it ("amazonaws.com" for
+	 * "s3.amazonaws.com"), from the same list: a wildcard there covers other owners' names. */
+	struct policy_set *psl_parents;
 };
 
 struct policy_lint *policy_lint_new(void)
@@ -55,6 +58,7 @@ void policy_lint_free(struct policy_lint *l)
 	free(l->files);
 	if (l->psl && l->psl != psl_builtin())
 		psl_free(l->psl);
+	policy_set_free(l->psl_parents);
 	free(l);
 }
 
@@ -152,10 +156,37 @@ static void name_text(const uint8_t *wire, char *out, size_t cap)
 		out[n - 1] = 0;
 }
 
+/* The proper ancestors of every rule of the list (ASCII rules; the others are top-level IDNs,
+ * whose parents are the root). libpsl answers "is this a suffix" but cannot list what lies
+ * below a name, hence this small set. */
+static struct policy_set *load_parents(const char *path)
+{
+	struct policy_set *set = policy_set_new();
+	FILE *f = set ? fopen(path, "re") : NULL;
+	char line[512];
+	if (!f)
+		return set;
+	while (fgets(line, sizeof(line), f)) {
+		char *r = line;
+		r[strcspn(r, " \t\r\n")] = 0;
+		if (!*r || (r[0] == '/' && r[1] == '/'))
+			continue;
+		r += r[0] == '!' ? 1 : r[0] == '*' && r[1] == '.' ? 2 : 0;
+		bool ascii = true;
+		for (char *c = r; *c; c++)
+			ascii &= (unsigned char)*c < 0x80;
+		for (char *dot = ascii ? strchr(r, '.') : NULL; dot; dot = strchr(dot + 1, '.'))
+			policy_set_add(set, dot + 1, strlen(dot + 1), path, 1);
+	}
+	fclose(f);
+	return set;
+}
+
 static bool is_public_suffix(struct policy_lint *l, const char *text)
 {
 	if (!l->psl_tried) {
 		l->psl_tried = true;
+		l->psl_parents = load_parents(MOAT_PSL_FILE);
 		/* The file has the private section (github.io, herokuapp.com); libpsl's built-in
 		 * data is the fallback. */
 		l->psl = psl_load_file(MOAT_PSL_FILE);
@@ -234,6 +265,12 @@ static void lint_one(struct lint_walk *w, const uint8_t *lname, const struct pol
 		policy_lint_add(l, r->file, r->line,
 		                "wildcard on the public suffix '%s': anyone can register a name "
 		                "under it, so this allows names of strangers",
+		                text_of(&t));
+	else if (r->wildcard && *lname && l->psl_parents &&
+	         policy_set_match(l->psl_parents, lname, NULL))
+		policy_lint_add(l, r->file, r->line,
+		                "wildcard over '%s', which has public suffixes below it (shared "
+		                "hosting where anyone gets a name): this allows names of strangers",
 		                text_of(&t));
 	if (w->highrisk) {
 		const uint8_t *q = lname;

@@ -2,7 +2,8 @@
  * Each warning reads "file:line: warning: what: the risk", and moatd prints them at start-up,
  * on reload and for --check (--check --strict fails on any). The rules:
  *   - a wildcard on a public suffix ("*.com", "*.co.uk", and the private section of the list:
- *     "*.github.io", "*.herokuapp.com"): anyone can register a name below it;
+ *     "*.github.io", "*.herokuapp.com") or over one ("*.amazonaws.com", which covers
+ *     "s3.amazonaws.com"): anyone can register a name below it;
  *   - the root ".";
  *   - an IP literal (queries for those are always denied);
  *   - a line shadowed by the high-risk list (it stays denied);

@@ -110,6 +110,16 @@ Test(lint, public_suffix_wildcards)
 		cr_expect_not_null(strstr(policy_lint_get(pol->lint, i), ps));
 }
 
+Test(lint, wildcards_over_public_suffixes)
+{
+	/* amazonaws.com itself is no public suffix, but s3.amazonaws.com and others below it are */
+	agent("a", "10.0.0.0/24", "*.amazonaws.com\n*.api.example.com\n*.example.net\n");
+	load();
+	cr_assert_eq(policy_lint_count(pol->lint), 1, "%s", policy_lint_get(pol->lint, 1));
+	expect_warning(0, paths[0], 1,
+	               "wildcard over 'amazonaws.com', which has public suffixes below it");
+}
+
 Test(lint, root_and_ip_literals)
 {
 	agent("a", "10.0.0.0/24", "ok.example\n.\n192.0.2.1\n2852039166\n::1\n");
