@@ -343,6 +343,10 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		fprintf(stderr, "moatd: unexpected argument '%s'\n", argv[optind]);
 		return MOAT_EINVAL;
 	}
+	if (o->strict && !o->check) {
+		fprintf(stderr, "moatd: --strict goes with --check\n");
+		return MOAT_EINVAL;
+	}
 
 	config_init(cfg);
 	if (o->config_path) {

@@ -56,6 +56,11 @@ e2e_assert_eq 1 "$st" "--check --strict fails on *.co.uk"
 e2e_assert_contains "$out" "--strict: 1 warning(s), configuration refused" "strict says why"
 e2e_assert_not_contains "$out" "configuration OK" "strict does not say OK"
 
+st=0
+out=$("${run[@]}" --allow "$E2E_WORK/wide.txt" --strict 2>&1) || st=$?
+e2e_assert_eq 2 "$st" "--strict without --check is a usage error"
+e2e_assert_contains "$out" "--strict goes with --check" "and says so"
+
 # --- load prints the warnings too ---
 e2e_bg moatd2 "${run[@]}" --allow "$E2E_WORK/wide.txt" --log "$E2E_WORK/query2.jsonl"
 e2e_wait_port udp 127.0.0.1 53
