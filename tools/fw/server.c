@@ -14,6 +14,8 @@
 #include "privs.h"
 #include "moat/addrguard.h"
 #include "moat/err.h"
+#include "moat/sdnotify.h"
+#include "moat/zonesdir.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -496,6 +498,7 @@ static void fwsrv_signal_cb(uv_signal_t *h, int signum)
 {
 	struct fwsrv *srv = h->data;
 	fprintf(stderr, "moat-fw: signal %d: stopping; table inet moat stays in place\n", signum);
+	sdnotify_send("STOPPING=1");
 	uv_stop(&srv->loop);
 }
 
@@ -505,7 +508,9 @@ static int fwsrv_load_ranges(struct fwsrv *srv)
 {
 	char err[512];
 	const struct fwsrv_opts *o = srv->o;
-	const char *shipped = MOAT_ZONES_DIR "/blocked-ranges.txt";
+	char shipped[PATH_MAX];
+
+	snprintf(shipped, sizeof(shipped), "%s/blocked-ranges.txt", zonesdir_default());
 
 	srv->guard = addrguard_new();
 	if (!srv->guard)
@@ -684,6 +689,9 @@ int fwsrv_run(const struct fwsrv_opts *o)
 		goto out_free;
 	if (fwsrv_load_ranges(srv) < 0)
 		goto out;
+	/* Before setns: an abstract notification socket belongs to this network namespace. */
+	if (sdnotify_open() < 0)
+		fprintf(stderr, "moat-fw: NOTIFY_SOCKET: cannot reach the service manager\n");
 	srv->setup = (struct fwnft_setup){
 	    .placement = o->placement,
 	    .deny = srv->deny,
@@ -739,6 +747,7 @@ int fwsrv_run(const struct fwsrv_opts *o)
 	}
 	fprintf(stderr, "moat-fw: listening on %s (lifetimes %u..%u s)\n", o->socket_path,
 	        o->min_lifetime, o->max_lifetime);
+	sdnotify_send("READY=1\nSTATUS=table inet moat in place; listening");
 
 	uv_run(&srv->loop, UV_RUN_DEFAULT);
 	/* Grants read in the last turn are answered before stopping: they were asked for. */
@@ -756,6 +765,7 @@ out:
 		/* Only the path is removed; the rules stay (closed stays closed). */
 		unlink(o->socket_path);
 	}
+	sdnotify_close();
 	ledger_close(srv->ledger);
 	fwnft_close(srv->nft);
 	addrguard_free(srv->guard);
