@@ -88,6 +88,19 @@ to=$(grep -c . <<<"$(grep -o '"upstream_ms":[0-9]*' "$E2E_WORK/query.jsonl" | aw
 ((to >= 1)) || e2e_fail "no answer waited for the dead upstream's timeout (round robin never started there?)"
 e2e_assert_not_contains "$(e2e_upstream_queries 1)" "fail.internal" "failover stayed inside the zone"
 
+# --- SIGHUP: zones come and go with the policy; the zone's cached answer is not reused ---
+sed -i 's/zone: corp.internal/zone: other.internal/' "$E2E_WORK/moatd.yaml"
+e2e_upstream_reset
+kill -HUP "$(e2e_pid moatd)"
+for ((i = 0; i < 50; i++)); do
+	grep -q "policy reloaded" "$E2E_WORK/moatd.log" && break
+	sleep 0.1
+done
+e2e_assert_contains "$(cat "$E2E_WORK/moatd.log")" "policy reloaded" "reload with other zones"
+e2e_dig @127.0.0.1 db.corp.internal A >/dev/null || true
+e2e_assert_contains "$(e2e_upstream_queries 1)" "db.corp.internal. A UDP" "after the reload the global upstream is asked (no cache entry of the old zone)"
+e2e_assert_not_contains "$(e2e_upstream_queries 2)" "db.corp.internal" "the old zone's upstream is not"
+
 e2e_stop moatd
 e2e_assert_eq 0 "$E2E_LAST_STATUS" "clean stop"
 e2e_pass
