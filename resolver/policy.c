@@ -307,10 +307,11 @@ static int set_insert(struct policy_set *s, const uint8_t *wire, size_t wl, uint
 		/* listed twice: the first place explains it; the ports of both lines are merged */
 		uint32_t first = wild ? sl->wild : sl->exact;
 		if (s->lint)
-			policy_lint_add(s->lint, s->files[fidx - 1], line,
-			                pp ? "duplicate of %s:%u: its ports are added to that line's"
-			                   : "duplicate of %s:%u: the line adds nothing",
-			                s->files[RULE_FILE(first) - 1], RULE_LINE(first));
+			policy_lint_add(
+			    s->lint, s->files[fidx - 1], line,
+			    pp ? "duplicate of %s:%u: its ports are added to that line's"
+			       : "duplicate of %s:%u: the line adds nothing",
+			    s->files[RULE_FILE(first) - 1], RULE_LINE(first));
 		return ports_merge(s, first, pp);
 	}
 	uint32_t rule = RULE(fidx, line ? line : 1);
