@@ -21,37 +21,19 @@
 
 static char dir[] = "/tmp/moat-test-pfile-XXXXXX";
 static char err[1024];
+#include "tmpfiles.h"
 
 static void setup(void)
 {
-	cr_assert_not_null(mkdtemp(dir));
+	tmpdir_make();
 }
 
 static void teardown(void)
 {
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	cr_assert_eq(system(cmd), 0);
+	tmpdir_remove();
 }
 
 TestSuite(pfile, .init = setup, .fini = teardown);
-
-static const char *P(const char *name)
-{
-	static char bufs[4][512];
-	static int next;
-	char *b = bufs[next++ & 3];
-	snprintf(b, 512, "%s/%s", dir, name);
-	return b;
-}
-
-static void put(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-	cr_assert_not_null(f);
-	fputs(text, f);
-	fclose(f);
-}
 
 static const uint8_t *W(const char *text)
 {

@@ -15,28 +15,12 @@
 
 static char dir[] = "/tmp/moat-test-psig-XXXXXX";
 static char err[1024];
+#include "tmpfiles.h"
 static uint8_t pk[32], sk[64], pk2[32];
-
-static const char *P(const char *name)
-{
-	static char bufs[4][512];
-	static int next;
-	char *b = bufs[next++ & 3];
-	snprintf(b, 512, "%s/%s", dir, name);
-	return b;
-}
-
-static void put(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-	cr_assert_not_null(f);
-	fputs(text, f);
-	fclose(f);
-}
 
 static void setup(void)
 {
-	cr_assert_not_null(mkdtemp(dir));
+	tmpdir_make();
 	cr_assert_eq(policy_sig_keygen(P("k"), err, sizeof(err)), 0, "%s", err);
 	cr_assert_eq(policy_sig_keygen(P("other"), err, sizeof(err)), 0, "%s", err);
 	cr_assert_eq(policy_sig_read_key(P("k"), sk, 64, err, sizeof(err)), 0, "%s", err);
@@ -47,9 +31,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	cr_assert_eq(system(cmd), 0);
+	tmpdir_remove();
 }
 
 TestSuite(psig, .init = setup, .fini = teardown);
