@@ -12,8 +12,9 @@
 # policy_verify: full, compiled with policy_verify: quick -- interleaved, R rounds:
 #   start   exec to the first NOERROR answer for the last name of the list (a local_data record
 #           of it, answered only once the allowlist holds it), polled every ms
-#   memory  Rss and Pss (/proc/PID/smaps_rollup) at that answer and after --lookups random
-#           queries (a third listed, a third under the wildcard, a third absent)
+#   memory  Rss and Pss (/proc/PID/smaps_rollup) at that answer, after --lookups denied names
+#           (rss_deny) and after --lookups more random queries (rss: a third listed, a third
+#           under the wildcard, a third absent)
 #   deny    server CPU µs per query (utime+stime of moatd over --deny fresh denied names)
 # then, once for the largest size: a reload (SIGHUP after an atomic replace by moatctl compile)
 # under a steady query stream, counting queries lost, for the compiled form and for text; and
@@ -102,6 +103,9 @@ one() { # one N FORM: start, memory, lookups, memory, deny cost
 	start "$n" "$form"
 	read -r r p <<<"$(mem "$MPID")"
 	rec "$n" "$form" rss0 "$r"; rec "$n" "$form" pss0 "$p"
+	taskset -c 1 $LOAD run $PORT "$LOOKUPS" deny >/dev/null
+	read -r r p <<<"$(mem "$MPID")"
+	rec "$n" "$form" rss_deny "$r"; rec "$n" "$form" pss_deny "$p"
 	LIST_N=$n taskset -c 1 $LOAD run $PORT "$LOOKUPS" mix >/dev/null
 	read -r r p <<<"$(mem "$MPID")"
 	rec "$n" "$form" rss "$r"; rec "$n" "$form" pss "$p"
@@ -112,14 +116,19 @@ one() { # one N FORM: start, memory, lookups, memory, deny cost
 	stop
 }
 
+compile_rec() { # compile_rec N TXT MPOL: moatctl compile timed, file size recorded
+	local t0 t1
+	t0=$(date +%s%N)
+	"$BUILD/moatctl" compile -o "$3" "$2" >"$WORK/compile.out"
+	t1=$(date +%s%N)
+	rec "$1" compiled compile_s "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')"
+	rec "$1" compiled file_mb "$(stat -c %s "$3" | awk '{ printf "%.1f", $1 / 1048576 }')"
+	cat "$WORK/compile.out" >&2
+}
 for n in $SIZES; do
 	log "generating $n names"
 	gen "$n" "$WORK/allow-$n.txt"
-	t0=$(date +%s%N)
-	"$BUILD/moatctl" compile -o "$WORK/allow-$n.mpol" "$WORK/allow-$n.txt" >"$WORK/compile.out"
-	t1=$(date +%s%N)
-	rec "$n" compiled compile_s "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')"
-	rec "$n" compiled file_mb "$(stat -c %s "$WORK/allow-$n.mpol" | awk '{ printf "%.1f", $1 / 1048576 }')"
+	compile_rec "$n" "$WORK/allow-$n.txt" "$WORK/allow-$n.mpol"
 	for f in text full quick; do conf "$n" "$f"; done
 done
 forms=(text full quick)
@@ -171,12 +180,7 @@ for n in $SIZES; do rm -f "$WORK/allow-$n.txt" "$WORK/allow-$n.mpol"; done
 if [[ $BIG != 0 ]]; then
 	log "generating $BIG names"
 	gen "$BIG" "$WORK/big.txt"
-	t0=$(date +%s%N)
-	"$BUILD/moatctl" compile -o "$WORK/big.mpol" "$WORK/big.txt" >"$WORK/compile-big.out"
-	t1=$(date +%s%N)
-	rec "$BIG" compiled compile_s "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')"
-	rec "$BIG" compiled file_mb "$(stat -c %s "$WORK/big.mpol" | awk '{ printf "%.1f", $1 / 1048576 }')"
-	cat "$WORK/compile-big.out" >&2
+	compile_rec "$BIG" "$WORK/big.txt" "$WORK/big.mpol"
 	rm -f "$WORK/big.txt" "$WORK/big.mpol"
 fi
 
