@@ -56,6 +56,8 @@ struct pf_writer {
 
 static bool w_put(struct pf_writer *w, const void *p, size_t n)
 {
+	if (!n)
+		return true; /* p may be NULL (a set without port rules) */
 	crypto_generichash_update(&w->body, p, n);
 	w->off += n;
 	return fwrite(p, 1, n, w->f) == n;
