@@ -86,8 +86,10 @@ ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 
 start() { # start N FORM: moatd started, first answer timed; sets MPID, records start
 	local n=$1 form=$2 t0 t1
-	$LOAD first $PORT "$(printf 'n%08d' $((n - 1))).bench.test" 120 >"$WORK/first.out" &
-	local ppid=$!
+	rm -f "$WORK/first.ready"
+	$LOAD first $PORT "$(printf 'n%08d' $((n - 1))).bench.test" 120 "$WORK/first.ready" >"$WORK/first.out" &
+	local ppid=$! i
+	for ((i = 0; i < 500; i++)); do [[ -e $WORK/first.ready ]] && break; sleep 0.01; done
 	t0=$(date +%s%N)
 	taskset -c 0 "$BUILD/moatd" -c "$WORK/moatd-$n-$form.yaml" --no-seccomp 2>"$WORK/moatd.log" &
 	MPID=$!

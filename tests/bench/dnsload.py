@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """dnsload.py -- the small UDP client of tests/bench/compiled.sh (no dnsperf needed).
 
-  dnsload.py first PORT NAME TIMEOUT_S      poll 127.0.0.1:PORT for NAME A every ms until any
-                                            answer with rcode NOERROR; prints the CLOCK_REALTIME
-                                            nanoseconds of that answer
+  dnsload.py first PORT NAME TIMEOUT_S [READY]  poll 127.0.0.1:PORT for NAME A every ms until
+                                            an answer with rcode NOERROR; prints the CLOCK_REALTIME
+                                            nanoseconds of that answer; creates the file READY
+                                            once it polls (so its own start is not timed)
   dnsload.py run PORT N MIX [WINDOW]        N queries, at most WINDOW (default 64) outstanding;
                                             MIX: deny (fresh dNNN.x.bench.test), mix (a third
                                             listed, under *.w, absent; random over LIST_N names,
@@ -26,9 +27,11 @@ def query(qid, name):
     return struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0) + wire + struct.pack(">HH", 1, 1)
 
 
-def first(port, name, timeout):
+def first(port, name, timeout, ready):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.setblocking(False)
+    if ready:
+        open(ready, "w").close()
     end = time.time() + timeout
     qid = 0
     while time.time() < end:
@@ -104,7 +107,7 @@ def pump(port, gen, window, stop):
 
 def main(argv):
     if len(argv) >= 4 and argv[0] == "first":
-        return first(int(argv[1]), argv[2], float(argv[3]))
+        return first(int(argv[1]), argv[2], float(argv[3]), argv[4] if len(argv) > 4 else None)
     if len(argv) >= 4 and argv[0] == "run":
         window = int(argv[4]) if len(argv) > 4 else 64
         t0 = time.monotonic()
