@@ -4,9 +4,13 @@
 #include "moat/config.h"
 #include "moat/err.h"
 #include "nft.h"
+#include "remove.h"
 #include "server.h"
+#include "startck.h"
 
 #include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdbool.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -19,20 +23,36 @@ static void fw_usage(FILE *f)
 {
 	fprintf(
 	    f,
-	    "usage: moat-fw --socket PATH (--netns NAME | --forward --sandbox CIDR...)\n"
-	    "               [--state DIR] [--resolver ADDR[:PORT]]... [--ranges FILE]...\n"
+	    "usage: moat-fw --socket PATH (--netns NAME|PATH | --forward --sandbox CIDR...)\n"
+	    "               --resolver ADDR[:PORT]... [--state DIR] [--ranges FILE]...\n"
+	    "               [--inbound tcp/PORT|udp/PORT]... [--dhcp] [--allow-private]\n"
+	    "               [--moatd-user USER] [--socket-group GROUP] [--user USER]\n"
 	    "               [--min-lifetime S] [--max-lifetime S]\n"
+	    "       moat-fw --remove [--netns NAME|PATH]\n"
 	    "  --socket PATH       Unix SOCK_SEQPACKET socket moatd sends grants to (mode 0660)\n"
-	    "  --netns NAME        filter inside network namespace /run/netns/NAME (output hook)\n"
+	    "  --netns NAME|PATH   filter inside the sandbox's network namespace: a name under\n"
+	    "                      /run/netns, or a path such as /proc/PID/ns/net\n"
 	    "  --forward           filter on this host for sandboxes behind it (forward and "
 	    "input hooks)\n"
-	    "  --sandbox CIDR      a sandbox source range (forward placement; repeatable)\n"
-	    "  --state DIR         LMDB grant ledger directory (default " FWSRV_DEFAULT_STATE ")\n"
+	    "  --sandbox CIDR[@IFACE][,allow-private]\n"
+	    "                      a sandbox source range and the interface its traffic arrives\n"
+	    "                      on (from the routing table when not given); allow-private lets\n"
+	    "                      its grants name private and shared ranges (repeatable)\n"
 	    "  --resolver ADDR     the sandbox may send DNS (UDP and TCP, port 53 unless given)\n"
-	    "                      to ADDR and nowhere else (repeatable)\n"
+	    "                      to ADDR and nowhere else (required; repeatable)\n"
+	    "  --inbound P/PORT    new connections from outside may reach the sandbox on this\n"
+	    "                      port (tcp/8080, udp/5353; repeatable); nothing else may\n"
+	    "  --dhcp              let DHCP (v4 and v6) pass between the sandbox and its link\n"
+	    "  --allow-private     grants may name private and shared ranges (10/8, fc00::/7, ...)\n"
+	    "  --moatd-user USER   the only user whose processes may connect (default root)\n"
+	    "  --socket-group GRP  the socket's group (moatd's, when it runs unprivileged)\n"
+	    "  --user USER         run as USER after set-up, with only CAP_NET_ADMIN (default\n"
+	    "                      moat-fw, else nobody; root keeps uid 0)\n"
+	    "  --state DIR         LMDB grant ledger directory (default " FWSRV_DEFAULT_STATE ")\n"
 	    "  --ranges FILE       more always-deny ranges (the shipped list is always loaded)\n"
 	    "  --min-lifetime S    shortest grant in seconds (default %d)\n"
-	    "  --max-lifetime S    longest grant in seconds (default %d, at most %d)\n",
+	    "  --max-lifetime S    longest grant in seconds (default %d, at most %d)\n"
+	    "  --remove            delete table inet moat and say what it held, then exit\n",
 	    FWSRV_DEFAULT_MIN, FWSRV_DEFAULT_MAX, FWSRV_LIFETIME_CAP);
 }
 
@@ -72,6 +92,77 @@ static int fw_resolver(const char *s, struct fwnft_resolver *r)
 	return r->port ? 0 : MOAT_EINVAL;
 }
 
+/* "CIDR[@IFACE][,allow-private]" into r. */
+static int fw_sandbox(const char *s, struct fwnft_range *r)
+{
+	char buf[128];
+	bool priv = false;
+	if (strlen(s) >= sizeof(buf))
+		return MOAT_EINVAL;
+	memcpy(buf, s, strlen(s) + 1);
+	char *comma = strchr(buf, ',');
+	if (comma) {
+		*comma++ = '\0';
+		if (strcmp(comma, "allow-private") != 0)
+			return MOAT_EINVAL;
+		priv = true;
+	}
+	char *at = strchr(buf, '@');
+	if (at)
+		*at++ = '\0';
+	if (fwnft_range_parse(buf, r) != 0)
+		return MOAT_EINVAL;
+	if (at && (!*at || strlen(at) >= FWNFT_IFNAMSIZ || strchr(at, '"')))
+		return MOAT_EINVAL;
+	if (at)
+		memcpy(r->ifname, at, strlen(at) + 1);
+	r->allow_private = priv;
+	return 0;
+}
+
+/* A user by name or number: its uid and primary group. */
+static int fw_user(const char *s, uid_t *uid, gid_t *gid)
+{
+	struct passwd *pw = getpwnam(s);
+	char *end;
+	if (!pw && *s >= '0' && *s <= '9') {
+		unsigned long v = strtoul(s, &end, 10);
+		if (*end == '\0')
+			pw = getpwuid((uid_t)v);
+		if (!pw && *end == '\0') {
+			*uid = (uid_t)v;
+			*gid = (gid_t)v;
+			return 0;
+		}
+	}
+	if (!pw)
+		return MOAT_ENOENT;
+	*uid = pw->pw_uid;
+	*gid = pw->pw_gid;
+	return 0;
+}
+
+static int fw_group(const char *s, gid_t *gid)
+{
+	struct group *gr = getgrnam(s);
+	char *end;
+	if (gr) {
+		*gid = gr->gr_gid;
+		return 0;
+	}
+	unsigned long v = strtoul(s, &end, 10);
+	if (*s < '0' || *s > '9' || *end != '\0')
+		return MOAT_ENOENT;
+	*gid = (gid_t)v;
+	return 0;
+}
+
+/* --user's default: the moat-fw user where it exists, else nobody. */
+static const char *fw_default_user(void)
+{
+	return getpwnam("moat-fw") ? "moat-fw" : "nobody";
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -84,12 +175,22 @@ int main(int argc, char **argv)
 	    {"ranges", required_argument, NULL, 'R'},
 	    {"min-lifetime", required_argument, NULL, 'm'},
 	    {"max-lifetime", required_argument, NULL, 'M'},
+	    {"inbound", required_argument, NULL, 'i'},
+	    {"dhcp", no_argument, NULL, 'D'},
+	    {"allow-private", no_argument, NULL, 'p'},
+	    {"moatd-user", required_argument, NULL, 'u'},
+	    {"socket-group", required_argument, NULL, 'g'},
+	    {"user", required_argument, NULL, 'U'},
+	    {"remove", no_argument, NULL, 'X'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	static struct fwnft_range sandbox[FW_MAX_LIST];
 	static struct fwnft_resolver resolver[FW_MAX_LIST];
 	static const char *ranges[FW_MAX_LIST];
+	static struct fwnft_port inbound[FW_MAX_LIST];
+	const char *user = NULL;
+	bool remove = false;
 	struct fwsrv_opts o = {
 	    .state_dir = FWSRV_DEFAULT_STATE,
 	    .min_lifetime = FWSRV_DEFAULT_MIN,
@@ -97,6 +198,8 @@ int main(int argc, char **argv)
 	    .sandbox = sandbox,
 	    .resolver = resolver,
 	    .range_files = ranges,
+	    .inbound = inbound,
+	    .socket_group = (gid_t)-1,
 	};
 	bool forward = false;
 	int c;
@@ -114,9 +217,8 @@ int main(int argc, char **argv)
 			forward = true;
 			break;
 		case 'b':
-			if (o.nsandbox == FW_MAX_LIST ||
-			    fwnft_range_parse(optarg, &sandbox[o.nsandbox]) != 0)
-				bad = "--sandbox wants a CIDR with zero host bits";
+			if (o.nsandbox == FW_MAX_LIST || fw_sandbox(optarg, &sandbox[o.nsandbox]) != 0)
+				bad = "--sandbox wants CIDR[@IFACE][,allow-private], zero host bits";
 			else
 				o.nsandbox++;
 			break;
@@ -144,6 +246,35 @@ int main(int argc, char **argv)
 			if (fw_seconds(optarg, &o.max_lifetime) != 0)
 				bad = "--max-lifetime wants seconds";
 			break;
+		case 'i':
+			if (o.ninbound == FW_MAX_LIST ||
+			    fwnft_port_parse(optarg, &inbound[o.ninbound]) != 0)
+				bad = "--inbound wants tcp/PORT or udp/PORT";
+			else
+				o.ninbound++;
+			break;
+		case 'D':
+			o.dhcp = true;
+			break;
+		case 'p':
+			o.allow_private = true;
+			break;
+		case 'u': {
+			gid_t ignored;
+			if (fw_user(optarg, &o.moatd_uid, &ignored) != 0)
+				bad = "--moatd-user: no such user";
+			break;
+		}
+		case 'g':
+			if (fw_group(optarg, &o.socket_group) != 0)
+				bad = "--socket-group: no such group";
+			break;
+		case 'U':
+			user = optarg;
+			break;
+		case 'X':
+			remove = true;
+			break;
 		case 'h':
 			fw_usage(stdout);
 			return 0;
@@ -158,8 +289,16 @@ int main(int argc, char **argv)
 		}
 	}
 	const char *why = NULL;
+	if (remove && optind == argc && !o.socket_path && !forward && !o.nsandbox)
+		return fwremove_run(o.netns);
+	if (!user)
+		user = fw_default_user();
 	if (optind != argc)
 		why = "unexpected argument";
+	else if (remove)
+		why = "--remove takes only --netns";
+	else if (fw_user(user, &o.run_uid, &o.run_gid) != 0)
+		why = "--user: no such user";
 	else if (!o.socket_path)
 		why = "--socket is required";
 	else if (!o.netns == !forward)
@@ -176,5 +315,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	o.placement = forward ? FWNFT_FORWARD : FWNFT_NETNS;
+	char err[512];
+	if (forward && fwstart_ifaces(sandbox, o.nsandbox, err, sizeof(err)) < 0) {
+		fprintf(stderr, "moat-fw: refusing to start: %s\n", err);
+		return 1;
+	}
 	return fwsrv_run(&o);
 }
