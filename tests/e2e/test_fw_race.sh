@@ -18,8 +18,16 @@ N=${RACE_COUNT:-1000}
 e2e_addr 192.0.2.53/32 # NSD
 e2e_addr 192.0.2.2/32  # moatd
 e2e_nsd 192.0.2.53 53 "$E2E_WORK/race.test.zone"
-# Every address of 2001:db8:5::/64 is local (AnyIP), and one listener on [::]:80 accepts them all.
-e2e_run ip -6 route add local 2001:db8:5::/64 dev lo
+# The hosts live one veth away, in namespace "net" (the sandbox's own loopback is never
+# filtered): every address of 2001:db8:5::/64 is local there (AnyIP), and one listener on
+# [::]:80 accepts them all.
+e2e_peer net
+NET=$E2E_PEER
+e2e_veth "$E2E_NS" s0 "$NET" n0
+e2e_addr_dev "$E2E_NS" s0 2001:db8:ff::2/64
+e2e_addr_dev "$NET" n0 2001:db8:ff::1/64
+e2e_run ip -6 route add 2001:db8:5::/64 via 2001:db8:ff::1
+ip -n "$NET" -6 route add local 2001:db8:5::/64 dev lo
 cat >"$E2E_WORK/listen.py" <<'PY'
 import socket, sys, time
 s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
@@ -35,8 +43,8 @@ while time.time() < end:
     except socket.timeout:
         pass
 PY
-e2e_bg listen "$PY" "$E2E_WORK/listen.py" 280
-e2e_wait_port tcp '*' 80
+e2e_bg listen ip netns exec "$NET" "$PY" "$E2E_WORK/listen.py" 280
+E2E_NS=$NET e2e_wait_port tcp '*' 80
 printf '*.race.test\n' >"$E2E_WORK/allow.txt"
 
 start_fw() {
