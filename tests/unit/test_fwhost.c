@@ -21,8 +21,7 @@
 #include "privs.h"
 #include "startck.h"
 
-static struct fwnft_range R(const char *text)
-{
+static struct fwnft_range R(const char *text) {
 	struct fwnft_range r;
 	cr_assert_eq(fwnft_range_parse(text, &r), 0, "bad test range %s", text);
 	return r;

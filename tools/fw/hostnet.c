@@ -148,8 +148,7 @@ static int fwhost_push(struct fwnft_range **v, size_t *n, const struct fwnft_ran
 	return 0;
 }
 
-int fwhost_addrs(struct fwnft_range **own, size_t *nown, struct fwnft_range **link6,
-                 size_t *nlink6)
+int fwhost_addrs(struct fwnft_range **own, size_t *nown, struct fwnft_range **link6, size_t *nlink6)
 {
 	struct ifaddrs *ifa, *i;
 	int rc = 0;

@@ -43,7 +43,8 @@ static void fw_usage(FILE *f)
 	    "  --inbound P/PORT    new connections from outside may reach the sandbox on this\n"
 	    "                      port (tcp/8080, udp/5353; repeatable); nothing else may\n"
 	    "  --dhcp              let DHCP (v4 and v6) pass between the sandbox and its link\n"
-	    "  --allow-private     grants may name private and shared ranges (10/8, fc00::/7, ...)\n"
+	    "  --allow-private     grants may name private and shared ranges (10/8, fc00::/7, "
+	    "...)\n"
 	    "  --moatd-user USER   the only user whose processes may connect (default root)\n"
 	    "  --socket-group GRP  the socket's group (moatd's, when it runs unprivileged)\n"
 	    "  --user USER         run as USER after set-up, with only CAP_NET_ADMIN (default\n"
@@ -217,8 +218,10 @@ int main(int argc, char **argv)
 			forward = true;
 			break;
 		case 'b':
-			if (o.nsandbox == FW_MAX_LIST || fw_sandbox(optarg, &sandbox[o.nsandbox]) != 0)
-				bad = "--sandbox wants CIDR[@IFACE][,allow-private], zero host bits";
+			if (o.nsandbox == FW_MAX_LIST ||
+			    fw_sandbox(optarg, &sandbox[o.nsandbox]) != 0)
+				bad =
+				    "--sandbox wants CIDR[@IFACE][,allow-private], zero host bits";
 			else
 				o.nsandbox++;
 			break;

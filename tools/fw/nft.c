@@ -258,8 +258,8 @@ static int fwnft_range_list(struct fwnft_buf *b, const struct fwnft_range *v, si
 	return rc;
 }
 
-#define FWNFT_ND                                                                                 \
-	"icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit, "             \
+#define FWNFT_ND                                                                                   \
+	"icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit, "               \
 	"nd-router-advert } ip6 hoplimit 255"
 
 /* The allow sets. Kept apart so the set types can change without touching the chains. */
@@ -309,12 +309,14 @@ static int fwnft_dhcp_rules(const struct fwnft_setup *s, struct fwnft_buf *b, bo
 	/* From the netns the client may only broadcast (or multicast, v6): a unicast port 67 or
 	 * 547 to anywhere would be a way out. In the input hook the destination is the host. */
 	if (out && s->placement == FWNFT_NETNS)
-		return fwnft_printf(b, "\t\tip daddr 255.255.255.255 udp sport 68 udp dport 67 accept\n"
-		                       "\t\tip6 saddr fe80::/10 ip6 daddr ff02::1:2 udp sport 546 "
-		                       "udp dport 547 accept\n");
+		return fwnft_printf(
+		    b, "\t\tip daddr 255.255.255.255 udp sport 68 udp dport 67 accept\n"
+		       "\t\tip6 saddr fe80::/10 ip6 daddr ff02::1:2 udp sport 546 "
+		       "udp dport 547 accept\n");
 	if (out)
-		return fwnft_printf(b, "\t\tudp sport 68 udp dport 67 accept\n"
-		                       "\t\tip6 saddr fe80::/10 udp sport 546 udp dport 547 accept\n");
+		return fwnft_printf(b,
+		                    "\t\tudp sport 68 udp dport 67 accept\n"
+		                    "\t\tip6 saddr fe80::/10 udp sport 546 udp dport 547 accept\n");
 	return fwnft_printf(b, "\t\tudp sport 67 udp dport 68 accept\n"
 	                       "\t\tudp sport 547 udp dport 546 accept\n");
 }
@@ -486,7 +488,8 @@ static int fwnft_forward_chains(const struct fwnft_setup *s, struct fwnft_buf *b
 		rc = fwnft_printf(b,
 		                  "\t\t" FWNFT_ND " ip6 saddr { fe80::/10, :: } ip6 daddr { "
 		                  "fe80::/10, ff02::/16 } accept\n"
-		                  "\t\t" FWNFT_ND " ip6 saddr fe80::/10 fib daddr type local accept\n"
+		                  "\t\t" FWNFT_ND
+		                  " ip6 saddr fe80::/10 fib daddr type local accept\n"
 		                  "%s"
 		                  "\t\t" FWNFT_ND " ip6 daddr ff02::/16 accept\n"
 		                  "\t\t" FWNFT_ND " fib daddr type local accept\n"
@@ -682,8 +685,7 @@ int fwnft_run(struct fwnft *n, const char *cmds, char *err, size_t errlen)
 	return MOAT_EIO;
 }
 
-int fwnft_query(struct fwnft *n, const char *cmd, char *out, size_t cap, char *err,
-                size_t errlen)
+int fwnft_query(struct fwnft *n, const char *cmd, char *out, size_t cap, char *err, size_t errlen)
 {
 	if (out && cap)
 		out[0] = '\0';

@@ -138,7 +138,6 @@ void fwnft_close(struct fwnft *n);
 int fwnft_run(struct fwnft *n, const char *cmds, char *err, size_t errlen);
 
 /* Run one command and copy what nft printed into out (cut to cap). Returns as fwnft_run. */
-int fwnft_query(struct fwnft *n, const char *cmd, char *out, size_t cap, char *err,
-                size_t errlen);
+int fwnft_query(struct fwnft *n, const char *cmd, char *out, size_t cap, char *err, size_t errlen);
 
 #endif

@@ -58,7 +58,8 @@ int fwremove_run(const char *netns)
 	if (rc < 0)
 		fprintf(stderr, "moat-fw: cannot delete table inet " FWNFT_TABLE ": %s\n", err);
 	else
-		printf("moat-fw: removed table inet " FWNFT_TABLE " from %s: chains %s; sets %s; %zu "
+		printf("moat-fw: removed table inet " FWNFT_TABLE
+		       " from %s: chains %s; sets %s; %zu "
 		       "live grants\n",
 		       where, chains, sets, grants);
 	fwnft_close(n);

@@ -266,7 +266,8 @@ static bool fwsrv_peer_ok(struct fwsrv *srv, int fd, uid_t *uid)
 	for (struct fwsrv_conn *c = srv->conns; c; c = c->next)
 		same += c->uid == cr.uid;
 	if (srv->nconns >= FWSRV_MAX_CONNS || same >= FWSRV_MAX_PER_UID) {
-		fprintf(stderr, "moat-fw: uid %u already has %zu of %d connections; refusing another\n",
+		fprintf(stderr,
+		        "moat-fw: uid %u already has %zu of %d connections; refusing another\n",
 		        (unsigned)cr.uid, same, FWSRV_MAX_PER_UID);
 		return false;
 	}

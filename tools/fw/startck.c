@@ -30,21 +30,24 @@ int fwstart_ifaces(struct fwnft_range *sb, size_t n, char *err, size_t errlen)
 	for (size_t i = 0; i < n; i++) {
 		if (sb[i].ifname[0]) {
 			if (if_nametoindex(sb[i].ifname) == 0)
-				fprintf(stderr,
-				        "moat-fw: note: interface %s of --sandbox %s does not exist "
-				        "(yet); its rules apply once it does\n",
-				        sb[i].ifname, fwstart_text(&sb[i], t, sizeof(t)));
+				fprintf(
+				    stderr,
+				    "moat-fw: note: interface %s of --sandbox %s does not exist "
+				    "(yet); its rules apply once it does\n",
+				    sb[i].ifname, fwstart_text(&sb[i], t, sizeof(t)));
 			continue;
 		}
 		int rc = fwhost_route_iface(&sb[i], sb[i].ifname);
 		if (rc < 0) {
-			snprintf(err, errlen,
-			         "--sandbox %s: no route to it but the default one, so its interface "
-			         "is unknown; name it: --sandbox %s@IFACE",
-			         fwstart_text(&sb[i], t, sizeof(t)), t);
+			snprintf(
+			    err, errlen,
+			    "--sandbox %s: no route to it but the default one, so its interface "
+			    "is unknown; name it: --sandbox %s@IFACE",
+			    fwstart_text(&sb[i], t, sizeof(t)), t);
 			return MOAT_ENOENT;
 		}
-		fprintf(stderr, "moat-fw: --sandbox %s is on interface %s (from the routing table)\n",
+		fprintf(stderr,
+		        "moat-fw: --sandbox %s is on interface %s (from the routing table)\n",
 		        fwstart_text(&sb[i], t, sizeof(t)), sb[i].ifname);
 	}
 	return 0;
@@ -57,9 +60,8 @@ static bool fwstart_overlap(const struct fwnft_range *a, const struct fwnft_rang
 }
 
 static int fwstart_sandbox(const struct addrguard *guard, const struct fwnft_range *deny,
-                           size_t ndeny, const struct fwnft_range *r,
-                           const struct fwnft_range *own, size_t nown, char *err,
-                           size_t errlen)
+                           size_t ndeny, const struct fwnft_range *r, const struct fwnft_range *own,
+                           size_t nown, char *err, size_t errlen)
 {
 	char t[80], u[80];
 	fwstart_text(r, t, sizeof(t));
@@ -79,10 +81,11 @@ static int fwstart_sandbox(const struct addrguard *guard, const struct fwnft_ran
 		}
 	for (size_t i = 0; i < nown; i++)
 		if (fwnft_range_within(&own[i], r)) {
-			snprintf(err, errlen,
-			         "--sandbox %s covers %s, an address of this host (on %s): its rules "
-			         "would judge the host's own traffic",
-			         t, fwstart_text(&own[i], u, sizeof(u)), own[i].ifname);
+			snprintf(
+			    err, errlen,
+			    "--sandbox %s covers %s, an address of this host (on %s): its rules "
+			    "would judge the host's own traffic",
+			    t, fwstart_text(&own[i], u, sizeof(u)), own[i].ifname);
 			return MOAT_EINVAL;
 		}
 	return 0;
@@ -90,25 +93,26 @@ static int fwstart_sandbox(const struct addrguard *guard, const struct fwnft_ran
 
 int fwstart_check(const struct addrguard *guard, const struct fwnft_range *deny, size_t ndeny,
                   const struct fwnft_resolver *res, size_t nres, const struct fwnft_range *sb,
-                  size_t nsb, const struct fwnft_range *own, size_t nown, char *err,
-                  size_t errlen)
+                  size_t nsb, const struct fwnft_range *own, size_t nown, char *err, size_t errlen)
 {
 	char a[64];
 	if (nres == 0) {
-		snprintf(err, errlen,
-		         "no --resolver: the sandbox could send DNS nowhere, not even to moatd; give "
-		         "moatd's listen address: --resolver ADDR[:PORT]");
+		snprintf(
+		    err, errlen,
+		    "no --resolver: the sandbox could send DNS nowhere, not even to moatd; give "
+		    "moatd's listen address: --resolver ADDR[:PORT]");
 		return MOAT_EINVAL;
 	}
 	for (size_t i = 0; i < nres; i++)
 		if (addrguard_check(guard, res[i].addr, res[i].family == 4 ? 4 : 16) ==
 		    ADDR_ALWAYS) {
-			snprintf(err, errlen,
-			         "--resolver %s lies in the always-deny ranges (metadata, loopback, "
-			         "link-local, ...): moatd must listen on an address the sandbox may "
-			         "reach",
-			         addrguard_format(res[i].addr, res[i].family == 4 ? 4 : 16, a,
-			                          sizeof(a)));
+			snprintf(
+			    err, errlen,
+			    "--resolver %s lies in the always-deny ranges (metadata, loopback, "
+			    "link-local, ...): moatd must listen on an address the sandbox may "
+			    "reach",
+			    addrguard_format(res[i].addr, res[i].family == 4 ? 4 : 16, a,
+			                     sizeof(a)));
 			return MOAT_EINVAL;
 		}
 	for (size_t i = 0; i < nsb; i++) {

@@ -19,8 +19,7 @@ int fwstart_ifaces(struct fwnft_range *sb, size_t n, char *err, size_t errlen);
  *   covers one of the host's own addresses (own, nown). */
 int fwstart_check(const struct addrguard *guard, const struct fwnft_range *deny, size_t ndeny,
                   const struct fwnft_resolver *res, size_t nres, const struct fwnft_range *sb,
-                  size_t nsb, const struct fwnft_range *own, size_t nown, char *err,
-                  size_t errlen);
+                  size_t nsb, const struct fwnft_range *own, size_t nown, char *err, size_t errlen);
 
 /* Netns placement: warn on stderr that packet sockets bypass the output hook, naming the
  * processes already in the namespace at path that hold CAP_NET_RAW. Best effort, no result. */
