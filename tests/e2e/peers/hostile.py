@@ -96,8 +96,16 @@ def raw4(src, dst, port, token):
                      socket.inet_aton(src), socket.inet_aton(dst))
     s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
     s.setsockopt(socket.IPPROTO_IP, socket.IP_HDRINCL, 1)
-    s.sendto(ip + udp, (dst, 0))
-    print("sent", flush=True)
+    sendto(s, ip + udp, (dst, 0))
+
+
+def sendto(s, data, dest):
+    """A local firewall drop shows as EPERM: that is an answer, not a crash."""
+    try:
+        s.sendto(data, dest)
+        print("sent", flush=True)
+    except OSError as e:
+        print("not sent: %s" % e, flush=True)
 
 
 def ip6_packet(src, dst, nh, hops, payload):
@@ -107,8 +115,7 @@ def ip6_packet(src, dst, nh, hops, payload):
 
 def send6(dst, pkt, ifname):
     s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
-    s.sendto(pkt, (dst, 0, 0, scope(ifname)))
-    print("sent", flush=True)
+    sendto(s, pkt, (dst, 0, 0, scope(ifname)))
 
 
 def raw6(src, dst, port, token, ifname=None):
@@ -132,12 +139,7 @@ def udp(src, dst, port, token, ifname=None):
         s.bind((src, 0, 0, scope(ifname)) if ":" in src else (src, 0))
     if ifname:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, ifname.encode())
-    dest = (dst, port, 0, scope(ifname)) if ":" in dst else (dst, port)
-    try:
-        s.sendto(token.encode(), dest)
-        print("sent", flush=True)
-    except OSError as e:
-        print("not sent: %s" % e, flush=True)
+    sendto(s, token.encode(), (dst, port, 0, scope(ifname)) if ":" in dst else (dst, port))
 
 
 def connect(dst, port, src=None, ifname=None):
