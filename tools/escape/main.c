@@ -21,8 +21,8 @@ static void escape_usage(FILE *f)
 	fprintf(
 	    f,
 	    "usage: moat-escape --allowed NAME [options]\n"
-	    "Runs ten escape tests against the sandbox it runs in; every test must end\n"
-	    "\"blocked\", the control (10) \"works\". Exit 0: all held; 1: something escaped,\n"
+	    "Runs ten escape tests (twelve with --witness) against the sandbox it runs in; every\n"
+	    "test must end \"blocked\", the control (10) \"works\". Exit 0: all held; 1: something escaped,\n"
 	    "the control failed or a test did not run; 2: usage or config error.\n"
 	    "\n"
 	    "  --config FILE              key=value lines; keys are these options without --\n"
@@ -43,6 +43,11 @@ static void escape_usage(FILE *f)
 	    "  --grant-min S              the firewall's shortest grant (%d: moat-fw default)\n"
 	    "  --tunnel-domain NAME       a denied domain for test 9 (example.net)\n"
 	    "  --sinkhole ADDR            an address meaning \"denied\" (repeat; 0.0.0.0, ::)\n"
+	    "  --witness NAME[:PORT]      an allowed host outside running tools/escape/witness.py\n"
+	    "                             (port 7): tests 11 (forged sources) and 12 (inbound)\n"
+	    "  --spoof-source ADDR        a source test 11 forges (repeat; default: a neighbour of\n"
+	    "                             the sandbox's address and a far documentation address)\n"
+	    "  --inbound-port PORT        where test 12 listens for the witness (18080)\n"
 	    "  --timeout MS               per-probe timeout (%d)\n"
 	    "  --format table|tap|json    output (table)\n"
 	    "  --resolv-conf FILE         where the default resolver comes from\n"
@@ -78,6 +83,9 @@ int main(int argc, char **argv)
 	    {"expire-port", required_argument, NULL, 0},
 	    {"expire-wait", required_argument, NULL, 0},
 	    {"grant-min", required_argument, NULL, 0},
+	    {"witness", required_argument, NULL, 0},
+	    {"spoof-source", required_argument, NULL, 0},
+	    {"inbound-port", required_argument, NULL, 0},
 	    {"tunnel-domain", required_argument, NULL, 0},
 	    {"sinkhole", required_argument, NULL, 0},
 	    {"timeout", required_argument, NULL, 0},
