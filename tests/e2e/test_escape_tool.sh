@@ -190,23 +190,38 @@ e2e_assert_contains "$(cat "$E2E_WORK/escape.err")" "bad.conf:2: timeout: 'fast'
 run_escape --allowed www.example.test --format xml
 e2e_assert_eq 2 "$RC" "bad --format is exit 2"
 
-# --- with moat-fw filtering the namespace: all ten hold, exit 0 ---
-# moatd moves off loopback (moat-fw drops 127.0.0.0/8 whatever the port); only it and the
-# upstream are reachable resolvers; grants live at least 1 s, so test 8 waits 1 + 2 s.
+# --- with moat-fw filtering a sandbox namespace: all ten hold, exit 0 ---
+# moat-fw never filters a sandbox's own loopback, so moat-escape moves into a sandbox of its own,
+# one veth away from the hosts above (this namespace does not forward: nothing goes further).
+# moatd moves off loopback to 192.0.2.129 (the link; its network is the sandbox's), the only
+# resolver the sandbox may reach; grants live at least 1 s, so test 8 waits 1 + 2 s.
 e2e_stop moatd-empty
-e2e_addr 192.0.2.2/32
-e2e_bg fw "$MOAT_BUILD/moat-fw" --socket "$E2E_WORK/fw.sock" --netns "$E2E_NS" \
-	--state "$E2E_WORK/fwstate" --resolver 192.0.2.2 --resolver 192.0.2.53 --min-lifetime 1
+e2e_peer sbx
+SBX=$E2E_PEER
+e2e_veth "$SBX" s0 "$E2E_NS" h0
+e2e_addr_dev "$SBX" s0 192.0.2.130/25
+e2e_addr_dev "$SBX" s0 2001:db8:ff::2/64
+e2e_addr_dev "$E2E_NS" h0 192.0.2.129/25
+e2e_addr_dev "$E2E_NS" h0 2001:db8:ff::1/64
+ip -n "$SBX" route add default via 192.0.2.129
+ip -n "$SBX" -6 route add default via 2001:db8:ff::1
+e2e_assert_eq 0 "$(e2e_run sysctl -n net.ipv4.ip_forward)" "the hosts' namespace must not forward"
+# moat-fw starts inside the sandbox's namespace: started here, it would refuse grants of this
+# namespace's own addresses (the web servers live on its lo), as it must on a real moat host.
+e2e_bg fw ip netns exec "$SBX" "$MOAT_BUILD/moat-fw" --socket "$E2E_WORK/fw.sock" --netns "$SBX" \
+	--state "$E2E_WORK/fwstate" --resolver 192.0.2.129 --min-lifetime 1
 for ((i = 0; i < E2E_STARTUP_TRIES; i++)); do
 	grep -q 'listening on' "$E2E_WORK/fw.log" 2>/dev/null && break
 	e2e_alive fw || e2e_fail "moat-fw exited during start-up"
 	sleep 0.1
 done
 grep -q 'listening on' "$E2E_WORK/fw.log" || e2e_fail "moat-fw did not start"
-start_moatd moatd-fw "$E2E_WORK/allow.txt" 192.0.2.2 --firewall "$E2E_WORK/fw.sock"
-sed -e 's/^resolver = .*/resolver = 192.0.2.2/' -e 's/^grant-min 0/grant-min 1/' \
+start_moatd moatd-fw "$E2E_WORK/allow.txt" 192.0.2.129 --firewall "$E2E_WORK/fw.sock"
+sed -e 's/^resolver = .*/resolver = 192.0.2.129/' -e 's/^grant-min 0/grant-min 1/' \
 	"$E2E_WORK/escape.conf" >"$E2E_WORK/escape-fw.conf"
-run_escape --config "$E2E_WORK/escape-fw.conf"
+RC=0
+OUT=$(ip netns exec "$SBX" timeout 120 "$ESC" --config "$E2E_WORK/escape-fw.conf" \
+	2>"$E2E_WORK/escape.err") || RC=$?
 e2e_assert_eq "moat-escape: 10 of 10 held" "$(tail -n 1 <<<"$OUT")" "summary with moat-fw"
 e2e_assert_eq 0 "$RC" "exit status with moat-fw"
 e2e_assert_contains "$(row "$OUT" 8)" "first connection open; new connection 3 s later:" \
