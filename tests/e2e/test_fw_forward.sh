@@ -125,14 +125,20 @@ sbx_admin udp 192.0.2.6 203.0.113.80 9 added4 >/dev/null
 sbx_admin udp 2001:db8:1::6 2001:db8:3::80 9 added6 >/dev/null
 e2e_assert_contains "$(sbx_admin connect 203.0.113.80 80 192.0.2.6)" failed \
 	"a connection from an added address got through"
+# --- spoofed sources from a packet socket (AF_PACKET, below the sandbox's own inet hooks) -----
+HOST_MAC=$(ip -n "$HOST" -o link show h0 | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
+sbx packet s0 "$HOST_MAC" 192.0.2.2 203.0.113.80 9 pkt-real4 >/dev/null
+sbx packet s0 "$HOST_MAC" 192.0.2.7 203.0.113.80 9 pkt-spoof4 >/dev/null
+sbx packet s0 "$HOST_MAC" 2001:db8:1::7 2001:db8:3::80 9 pkt-spoof6 >/dev/null
 # The controls arrive, so the sender works and the log is current.
 for ((i = 0; i < 30; i++)); do
 	grep -q "got 2001:db8:1::2 real6" "$E2E_WORK/log.log" && grep -q "real4" "$E2E_WORK/log.log" && break
 	sleep 0.1
 done
 e2e_assert_contains "$(cat "$E2E_WORK/log.log")" "got 192.0.2.2 real4" "raw IPv4 control lost"
+e2e_assert_contains "$(cat "$E2E_WORK/log.log")" "got 192.0.2.2 pkt-real4" "packet-socket control lost"
 e2e_assert_contains "$(cat "$E2E_WORK/log.log")" "got 2001:db8:1::2 real6" "raw IPv6 control lost"
-for t in spoof4-link spoof4-far spoof6-link spoof6-far added4 added6; do
+for t in spoof4-link spoof4-far spoof6-link spoof6-far added4 added6 pkt-spoof4 pkt-spoof6; do
 	e2e_assert_not_contains "$(cat "$E2E_WORK/log.log")" "$t" "spoofed source arrived: $t"
 done
 e2e_run ip addr del 192.0.2.6/28 dev s0
@@ -193,8 +199,22 @@ e2e_assert_eq "seq=4 status=OK lifetime=300" \
 	"$(grant --seq 4 --lifetime 300 --client 192.0.2.2 203.0.113.80)" "moatd locked out"
 e2e_stop idle
 
-# --- stop and remove ------------------------------------------------------------------------
+# --- --allow-private for one sandbox only ----------------------------------------------------
 e2e_stop fw
+e2e_bg fw2 ip netns exec "$HOST" "$FW" --socket "$SOCK" --forward --state "$E2E_WORK/state" \
+	--sandbox 192.0.2.2/32,allow-private --sandbox 2001:db8:1::2/128@h0 --resolver 192.0.2.1 \
+	--user nobody
+for ((i = 0; i < E2E_STARTUP_TRIES; i++)); do
+	grep -q 'listening on' "$E2E_WORK/fw2.log" 2>/dev/null && break
+	sleep 0.1
+done
+e2e_assert_eq "seq=5 status=OK lifetime=60" "$(grant --seq 5 --client 192.0.2.2 10.0.0.5)" \
+	"allow-private for the IPv4 sandbox"
+e2e_assert_eq "seq=6 status=DENIED lifetime=0" "$(grant --seq 6 --client 2001:db8:1::2 fd12::1)" \
+	"allow-private leaked to the other sandbox"
+
+# --- stop and remove ------------------------------------------------------------------------
+e2e_stop fw2
 e2e_assert_contains "$(sbx connect 203.0.113.81 80)" failed "closed did not stay closed on stop"
 out=$(ip netns exec "$HOST" "$FW" --remove)
 e2e_assert_contains "$out" "removed table inet moat" "--remove did not say what it removed"

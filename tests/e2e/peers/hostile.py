@@ -12,6 +12,8 @@ usage: hostile.py CMD ARGS...
   connect DST PORT [SRC] [IF]    TCP connect, 2 s: prints "connected" or "failed: ..."
   idle PATH N SECONDS            hold N idle connections to a SEQPACKET socket; prints "held N"
   ping DST                       one ICMP(v6) echo, 1 s: prints "reply" or "no reply"
+  packet IF DSTMAC SRC DST PORT TOKEN   the UDP datagram in an Ethernet frame on a packet
+                                 socket (AF_PACKET: below every inet hook of the sender)
 Addresses are IPv4 or IPv6; IF gives the scope of link-local and multicast addresses."""
 import select
 import socket
@@ -190,6 +192,24 @@ def ping(dst):
     print("no reply")
 
 
+def packet(ifname, dstmac, src, dst, port, token):
+    v6 = ":" in dst
+    udp = udp_header(src, dst, port, token.encode(), v6)
+    if v6:
+        ip = ip6_packet(src, dst, 17, 64, udp)
+    else:
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 1, 0, 64, 17, 0,
+                         socket.inet_aton(src), socket.inet_aton(dst))
+        ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:] + udp
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    s.bind((ifname, 0))
+    mine = s.getsockname()[4]
+    frame = bytes.fromhex(dstmac.replace(":", "")) + mine + \
+        struct.pack("!H", 0x86DD if v6 else 0x0800) + ip
+    s.send(frame)
+    print("sent", flush=True)
+
+
 def main():
     cmd, a = sys.argv[1], sys.argv[2:]
     if cmd == "udp-log":
@@ -206,6 +226,8 @@ def main():
         udp(a[0], a[1], int(a[2]), a[3], *a[4:5])
     elif cmd == "connect":
         connect(a[0], int(a[1]), *a[2:4])
+    elif cmd == "packet":
+        packet(a[0], a[1], a[2], a[3], int(a[4]), a[5])
     elif cmd == "ping":
         ping(a[0])
     elif cmd == "idle":
