@@ -142,6 +142,7 @@ static const int fwprivs_allowed[] = {
     SCMP_SYS(sendmmsg),
     SCMP_SYS(shutdown),
     SCMP_SYS(getpeername),
+    SCMP_SYS(sigaltstack), /* ASan unpoisons the signal stack on noreturn calls */
 };
 
 static const int fwprivs_fatal[] = {
