@@ -278,6 +278,31 @@ e2e_addr_dev() {
 	esac
 }
 
+# e2e_uplink SBX SIF PEER PIF SBX4 PEER4 SBX6 PEER6: link namespace SBX to PEER with a veth
+# pair (SIF in SBX, PIF in PEER), address both ends (CIDRs) and route SBX's traffic via PEER
+# (default routes to PEER4's and PEER6's addresses).
+e2e_uplink() {
+	e2e_veth "$1" "$2" "$3" "$4"
+	e2e_addr_dev "$1" "$2" "$5"
+	e2e_addr_dev "$3" "$4" "$6"
+	e2e_addr_dev "$1" "$2" "$7"
+	e2e_addr_dev "$3" "$4" "$8"
+	ip -n "$1" route add default via "${6%/*}"
+	ip -n "$1" -6 route add default via "${8%/*}"
+}
+
+# e2e_wait_log NAME TEXT: wait until the e2e_bg process NAME has written TEXT to its log
+# (E2E_STARTUP_TRIES x 0.1 s); fails the test if NAME exits first or the time runs out.
+e2e_wait_log() {
+	local i
+	for ((i = 0; i < E2E_STARTUP_TRIES; i++)); do
+		grep -qF -- "$2" "$E2E_WORK/$1.log" 2>/dev/null && return 0
+		e2e_alive "$1" || e2e_fail "$1 exited: $(tail -n 5 "$E2E_WORK/$1.log")"
+		sleep 0.1
+	done
+	e2e_fail "$1 did not write '$2' in $((E2E_STARTUP_TRIES / 10)) s"
+}
+
 # e2e_run CMD...: run a command inside the namespace (foreground).
 e2e_run() {
 	ip netns exec "$E2E_NS" "$@"
@@ -581,6 +606,8 @@ e2e_upstream_queries() {
 # e2e_addr CIDR                 add loopback/documentation address to lo
 # e2e_peer NAME                 namespace moat-e2e-TEST-NAME-PID, deleted at cleanup
 # e2e_veth NS IF NS IF / e2e_addr_dev NS DEV CIDR   link namespaces, address a device
+# e2e_uplink SBX SIF PEER PIF SBX4 PEER4 SBX6 PEER6   veth, addresses, default routes via PEER
+# e2e_wait_log NAME TEXT        wait until NAME's log has TEXT (fails if NAME exits)
 # e2e_run CMD...                run CMD in the namespace
 # e2e_dig ARGS...               dig +time=2 +tries=1 ARGS in the namespace
 # e2e_bg NAME CMD...            background CMD in the namespace -> $E2E_WORK/NAME.log

@@ -198,13 +198,7 @@ e2e_assert_eq 2 "$RC" "bad --format is exit 2"
 e2e_stop moatd-empty
 e2e_peer sbx
 SBX=$E2E_PEER
-e2e_veth "$SBX" s0 "$E2E_NS" h0
-e2e_addr_dev "$SBX" s0 192.0.2.130/25
-e2e_addr_dev "$SBX" s0 2001:db8:ff::2/64
-e2e_addr_dev "$E2E_NS" h0 192.0.2.129/25
-e2e_addr_dev "$E2E_NS" h0 2001:db8:ff::1/64
-ip -n "$SBX" route add default via 192.0.2.129
-ip -n "$SBX" -6 route add default via 2001:db8:ff::1
+e2e_uplink "$SBX" s0 "$E2E_NS" h0 192.0.2.130/25 192.0.2.129/25 2001:db8:ff::2/64 2001:db8:ff::1/64
 e2e_assert_eq 0 "$(e2e_run sysctl -n net.ipv4.ip_forward)" "the hosts' namespace must not forward"
 # moat-fw starts inside the sandbox's namespace: started here, it would refuse grants of this
 # namespace's own addresses (the web servers live on its lo), as it must on a real moat host.

@@ -23,13 +23,7 @@ PY=python3
 # resolver.
 e2e_peer net
 NET=$E2E_PEER
-e2e_veth "$E2E_NS" s0 "$NET" n0
-e2e_addr_dev "$E2E_NS" s0 203.0.113.2/24
-e2e_addr_dev "$E2E_NS" s0 2001:db8:ff::2/64
-e2e_addr_dev "$NET" n0 203.0.113.1/24
-e2e_addr_dev "$NET" n0 2001:db8:ff::1/64
-e2e_run ip route add default via 203.0.113.1
-e2e_run ip -6 route add default via 2001:db8:ff::1
+e2e_uplink "$E2E_NS" s0 "$NET" n0 203.0.113.2/24 203.0.113.1/24 2001:db8:ff::2/64 2001:db8:ff::1/64
 for a in 192.0.2.80/32 192.0.2.81/32 192.0.2.82/32 192.0.2.53/32 198.51.100.53/32; do
 	e2e_addr_dev "$NET" lo "$a"
 done

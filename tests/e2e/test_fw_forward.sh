@@ -89,12 +89,7 @@ NOGROUP=$(id -gn nobody)
 e2e_bg fw ip netns exec "$HOST" "$FW" --socket "$SOCK" --forward --state "$E2E_WORK/state" \
 	--sandbox 192.0.2.2/32 --sandbox 2001:db8:1::2/128@h0 --resolver 192.0.2.1 \
 	--inbound tcp/8080 --socket-group "$NOGROUP" --user nobody --min-lifetime 60
-for ((i = 0; i < E2E_STARTUP_TRIES; i++)); do
-	grep -q 'listening on' "$E2E_WORK/fw.log" 2>/dev/null && break
-	e2e_alive fw || e2e_fail "moat-fw exited during start-up"
-	sleep 0.1
-done
-grep -q 'listening on' "$E2E_WORK/fw.log" || e2e_fail "moat-fw did not start"
+e2e_wait_log fw 'listening on'
 e2e_assert_contains "$(cat "$E2E_WORK/fw.log")" \
 	"--sandbox 192.0.2.2/32 is on interface h0 (from the routing table)" "interface not printed"
 grant() { "$PY" "$SOCKDIR/fw_client.py" --socket "$SOCK" "$@"; }
@@ -193,8 +188,7 @@ e2e_assert_contains "$(sbx connect 203.0.113.81 80)" failed "the unauthorised gr
 # 64 idle connections of that uid: moatd (root) still gets its grant through.
 e2e_bg idle setpriv --reuid nobody --regid "$NOGROUP" --clear-groups "$PY" "$SOCKDIR/hostile.py" \
 	idle "$SOCK" 64 60
-for ((i = 0; i < 50; i++)); do grep -q held "$E2E_WORK/idle.log" 2>/dev/null && break; sleep 0.1; done
-e2e_assert_contains "$(cat "$E2E_WORK/idle.log")" "held" "idle connections not made"
+e2e_wait_log idle 'held 64'
 e2e_assert_eq "seq=4 status=OK lifetime=300" \
 	"$(grant --seq 4 --lifetime 300 --client 192.0.2.2 203.0.113.80)" "moatd locked out"
 e2e_stop idle
@@ -204,10 +198,7 @@ e2e_stop fw
 e2e_bg fw2 ip netns exec "$HOST" "$FW" --socket "$SOCK" --forward --state "$E2E_WORK/state" \
 	--sandbox 192.0.2.2/32,allow-private --sandbox 2001:db8:1::2/128@h0 --resolver 192.0.2.1 \
 	--user nobody
-for ((i = 0; i < E2E_STARTUP_TRIES; i++)); do
-	grep -q 'listening on' "$E2E_WORK/fw2.log" 2>/dev/null && break
-	sleep 0.1
-done
+e2e_wait_log fw2 'listening on'
 e2e_assert_eq "seq=5 status=OK lifetime=60" "$(grant --seq 5 --client 192.0.2.2 10.0.0.5)" \
 	"allow-private for the IPv4 sandbox"
 e2e_assert_eq "seq=6 status=DENIED lifetime=0" "$(grant --seq 6 --client 2001:db8:1::2 fd12::1)" \

@@ -23,13 +23,7 @@ NET=$E2E_PEER
 for ns in "$E2E_NS" "$NET"; do
 	ip netns exec "$ns" sysctl -qw net.ipv6.conf.default.accept_dad=0 net.ipv6.conf.all.accept_dad=0
 done
-e2e_veth "$E2E_NS" s0 "$NET" n0
-e2e_addr_dev "$E2E_NS" s0 203.0.113.2/24
-e2e_addr_dev "$E2E_NS" s0 2001:db8:ff::2/64
-e2e_addr_dev "$NET" n0 203.0.113.1/24
-e2e_addr_dev "$NET" n0 2001:db8:ff::1/64
-e2e_run ip route add default via 203.0.113.1
-e2e_run ip -6 route add default via 2001:db8:ff::1
+e2e_uplink "$E2E_NS" s0 "$NET" n0 203.0.113.2/24 203.0.113.1/24 2001:db8:ff::2/64 2001:db8:ff::1/64
 for a in 192.0.2.80/32 192.0.2.53/32 2001:db8::80/128; do e2e_addr_dev "$NET" lo "$a"; done
 
 sbx() { e2e_run setpriv --bounding-set -net_admin "$PY" "$H" "$@"; }
@@ -56,12 +50,7 @@ e2e_assert_eq connected "$(net connect 203.0.113.2 8081)" "sandbox unreachable w
 SOCK="$E2E_WORK/fw.sock"
 e2e_bg fw "$FW" --socket "$SOCK" --netns "/proc/$(e2e_pid sbxsvc)/ns/net" --state "$E2E_WORK/st" \
 	--resolver 192.0.2.53 --inbound tcp/8080 --user nobody
-for ((i = 0; i < E2E_STARTUP_TRIES; i++)); do
-	grep -q 'listening on' "$E2E_WORK/fw.log" 2>/dev/null && break
-	e2e_alive fw || e2e_fail "moat-fw exited during start-up"
-	sleep 0.1
-done
-grep -q 'listening on' "$E2E_WORK/fw.log" || e2e_fail "moat-fw did not start"
+e2e_wait_log fw 'listening on'
 e2e_assert_contains "$(cat "$E2E_WORK/fw.log")" \
 	"WARNING: netns placement: packet sockets (AF_PACKET) bypass the output hook" \
 	"no warning about packet sockets"
@@ -106,10 +95,7 @@ done
 e2e_stop fw
 e2e_bg fw2 "$FW" --socket "$SOCK" --netns "/proc/$(e2e_pid sbxsvc)/ns/net" --state "$E2E_WORK/st" \
 	--resolver 192.0.2.53 --allow-private --user nobody
-for ((i = 0; i < E2E_STARTUP_TRIES; i++)); do
-	grep -q 'listening on' "$E2E_WORK/fw2.log" 2>/dev/null && break
-	sleep 0.1
-done
+e2e_wait_log fw2 'listening on'
 e2e_assert_eq "seq=3 status=OK lifetime=60" "$(grant --seq 3 10.0.0.5)" "--allow-private"
 e2e_stop fw2
 e2e_pass

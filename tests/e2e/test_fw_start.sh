@@ -42,18 +42,9 @@ refuse --forward --sandbox 203.0.113.0/24 --resolver 192.0.2.1 \
 refuse --netns "/run/netns/$E2E_PEER" "no --resolver"
 
 # A good start names the interface it found, and --netns takes a path.
-started() { # started NAME: wait for moat-fw NAME to listen
-	local i
-	for ((i = 0; i < E2E_STARTUP_TRIES; i++)); do
-		grep -q 'listening on' "$E2E_WORK/$1.log" 2>/dev/null && return 0
-		e2e_alive "$1" || e2e_fail "$1 exited: $(cat "$E2E_WORK/$1.log")"
-		sleep 0.1
-	done
-	e2e_fail "$1 did not start"
-}
 e2e_bg fw "$FW" --socket "$E2E_WORK/fw.sock" --state "$E2E_WORK/st" --user nobody \
 	--forward --sandbox 192.0.2.2/32 --sandbox 2001:db8:1::2/128 --resolver 192.0.2.1
-started fw
+e2e_wait_log fw "listening on"
 out=$(cat "$E2E_WORK/fw.log")
 e2e_assert_contains "$out" "--sandbox 192.0.2.2/32 is on interface h0 (from the routing table)" "v4 iface"
 e2e_assert_contains "$out" "--sandbox 2001:db8:1::2/128 is on interface h0" "v6 iface"
@@ -62,7 +53,7 @@ e2e_stop fw
 e2e_assert_contains "$(e2e_run "$FW" --remove)" "removed table inet moat from this namespace" "--remove"
 e2e_bg fw2 "$FW" --socket "$E2E_WORK/fw2.sock" --state "$E2E_WORK/st2" --user nobody \
 	--netns "/run/netns/$E2E_PEER" --resolver 192.0.2.1
-started fw2
+e2e_wait_log fw2 "listening on"
 e2e_assert_contains "$(cat "$E2E_WORK/fw2.log")" "table inet moat created (netns placement" "--netns PATH"
 e2e_assert_contains "$(ip netns exec "$E2E_PEER" nft list tables)" "table inet moat" "no table in the netns"
 e2e_stop fw2

@@ -44,15 +44,22 @@ def fam(addr):
     return socket.AF_INET6 if ":" in addr else socket.AF_INET
 
 
-def udp_log(seconds, specs):
+def bind_all(specs, kind):
     socks = []
     for spec in specs:
         host, port = split(spec)
-        s = socket.socket(fam(host), socket.SOCK_DGRAM)
+        s = socket.socket(fam(host), kind)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind((host, port))
+        if kind == socket.SOCK_STREAM:
+            s.listen(64)
         socks.append(s)
     print("ready", flush=True)
+    return socks
+
+
+def udp_log(seconds, specs):
+    socks = bind_all(specs, socket.SOCK_DGRAM)
     end = time.time() + seconds
     while time.time() < end:
         r, _, _ = select.select(socks, [], [], 0.2)
@@ -62,15 +69,7 @@ def udp_log(seconds, specs):
 
 
 def tcp_listen(seconds, specs):
-    socks = []
-    for spec in specs:
-        host, port = split(spec)
-        s = socket.socket(fam(host), socket.SOCK_STREAM)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind((host, port))
-        s.listen(64)
-        socks.append(s)
-    print("ready", flush=True)
+    socks = bind_all(specs, socket.SOCK_STREAM)
     end = time.time() + seconds
     while time.time() < end:
         r, _, _ = select.select(socks, [], [], 0.2)
