@@ -164,6 +164,107 @@ static const char *fw_default_user(void)
 	return getpwnam("moat-fw") ? "moat-fw" : "nobody";
 }
 
+/* Everything the command line fills in; the arrays back the pointers in o. */
+struct fw_cli {
+	struct fwsrv_opts o;
+	struct fwnft_range sandbox[FW_MAX_LIST];
+	struct fwnft_resolver resolver[FW_MAX_LIST];
+	const char *ranges[FW_MAX_LIST];
+	struct fwnft_port inbound[FW_MAX_LIST];
+	const char *user;
+	bool forward, remove;
+};
+
+/* Apply one parsed option (getopt's c and optarg): NULL, or what is wrong with arg. */
+static const char *fw_option(struct fw_cli *cli, int c, const char *arg)
+{
+	struct fwsrv_opts *o = &cli->o;
+	gid_t ignored;
+	switch (c) {
+	case 's':
+		o->socket_path = arg;
+		return NULL;
+	case 'n':
+		o->netns = arg;
+		return NULL;
+	case 'f':
+		cli->forward = true;
+		return NULL;
+	case 'b':
+		if (o->nsandbox == FW_MAX_LIST || fw_sandbox(arg, &cli->sandbox[o->nsandbox]) != 0)
+			return "--sandbox wants CIDR[@IFACE][,allow-private], zero host bits";
+		o->nsandbox++;
+		return NULL;
+	case 'd':
+		o->state_dir = arg;
+		return NULL;
+	case 'r':
+		if (o->nresolver == FW_MAX_LIST ||
+		    fw_resolver(arg, &cli->resolver[o->nresolver]) != 0)
+			return "--resolver wants ADDR or ADDR:PORT";
+		o->nresolver++;
+		return NULL;
+	case 'R':
+		if (o->nrange_files == FW_MAX_LIST)
+			return "too many --ranges";
+		cli->ranges[o->nrange_files++] = arg;
+		return NULL;
+	case 'm':
+		return fw_seconds(arg, &o->min_lifetime) != 0 ? "--min-lifetime wants seconds"
+		                                              : NULL;
+	case 'M':
+		return fw_seconds(arg, &o->max_lifetime) != 0 ? "--max-lifetime wants seconds"
+		                                              : NULL;
+	case 'i':
+		if (o->ninbound == FW_MAX_LIST ||
+		    fwnft_port_parse(arg, &cli->inbound[o->ninbound]) != 0)
+			return "--inbound wants tcp/PORT or udp/PORT";
+		o->ninbound++;
+		return NULL;
+	case 'D':
+		o->dhcp = true;
+		return NULL;
+	case 'p':
+		o->allow_private = true;
+		return NULL;
+	case 'u':
+		return fw_user(arg, &o->moatd_uid, &ignored) != 0 ? "--moatd-user: no such user"
+		                                                  : NULL;
+	case 'g':
+		return fw_group(arg, &o->socket_group) != 0 ? "--socket-group: no such group"
+		                                            : NULL;
+	case 'U':
+		cli->user = arg;
+		return NULL;
+	default: /* 'X' */
+		cli->remove = true;
+		return NULL;
+	}
+}
+
+/* After the options: NULL, or why they do not make a run. */
+static const char *fw_why(struct fw_cli *cli, bool extra)
+{
+	struct fwsrv_opts *o = &cli->o;
+	if (extra)
+		return "unexpected argument";
+	if (cli->remove)
+		return "--remove takes only --netns";
+	if (fw_user(cli->user ? cli->user : fw_default_user(), &o->run_uid, &o->run_gid) != 0)
+		return "--user: no such user";
+	if (!o->socket_path)
+		return "--socket is required";
+	if (!o->netns == !cli->forward)
+		return "give exactly one of --netns NAME and --forward";
+	if (cli->forward && o->nsandbox == 0)
+		return "--forward needs at least one --sandbox CIDR";
+	if (!cli->forward && o->nsandbox)
+		return "--sandbox belongs to --forward";
+	if (o->min_lifetime > o->max_lifetime)
+		return "--min-lifetime is above --max-lifetime";
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -186,142 +287,47 @@ int main(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	static struct fwnft_range sandbox[FW_MAX_LIST];
-	static struct fwnft_resolver resolver[FW_MAX_LIST];
-	static const char *ranges[FW_MAX_LIST];
-	static struct fwnft_port inbound[FW_MAX_LIST];
-	const char *user = NULL;
-	bool remove = false;
-	struct fwsrv_opts o = {
-	    .state_dir = FWSRV_DEFAULT_STATE,
-	    .min_lifetime = FWSRV_DEFAULT_MIN,
-	    .max_lifetime = FWSRV_DEFAULT_MAX,
-	    .sandbox = sandbox,
-	    .resolver = resolver,
-	    .range_files = ranges,
-	    .inbound = inbound,
-	    .socket_group = (gid_t)-1,
+	static struct fw_cli cli = {
+	    .o =
+	        {
+	            .state_dir = FWSRV_DEFAULT_STATE,
+	            .min_lifetime = FWSRV_DEFAULT_MIN,
+	            .max_lifetime = FWSRV_DEFAULT_MAX,
+	            .socket_group = (gid_t)-1,
+	        },
 	};
-	bool forward = false;
+	struct fwsrv_opts *o = &cli.o;
 	int c;
 
+	o->sandbox = cli.sandbox;
+	o->resolver = cli.resolver;
+	o->range_files = cli.ranges;
+	o->inbound = cli.inbound;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		const char *bad = NULL;
-		switch (c) {
-		case 's':
-			o.socket_path = optarg;
-			break;
-		case 'n':
-			o.netns = optarg;
-			break;
-		case 'f':
-			forward = true;
-			break;
-		case 'b':
-			if (o.nsandbox == FW_MAX_LIST ||
-			    fw_sandbox(optarg, &sandbox[o.nsandbox]) != 0)
-				bad =
-				    "--sandbox wants CIDR[@IFACE][,allow-private], zero host bits";
-			else
-				o.nsandbox++;
-			break;
-		case 'd':
-			o.state_dir = optarg;
-			break;
-		case 'r':
-			if (o.nresolver == FW_MAX_LIST ||
-			    fw_resolver(optarg, &resolver[o.nresolver]) != 0)
-				bad = "--resolver wants ADDR or ADDR:PORT";
-			else
-				o.nresolver++;
-			break;
-		case 'R':
-			if (o.nrange_files == FW_MAX_LIST)
-				bad = "too many --ranges";
-			else
-				ranges[o.nrange_files++] = optarg;
-			break;
-		case 'm':
-			if (fw_seconds(optarg, &o.min_lifetime) != 0)
-				bad = "--min-lifetime wants seconds";
-			break;
-		case 'M':
-			if (fw_seconds(optarg, &o.max_lifetime) != 0)
-				bad = "--max-lifetime wants seconds";
-			break;
-		case 'i':
-			if (o.ninbound == FW_MAX_LIST ||
-			    fwnft_port_parse(optarg, &inbound[o.ninbound]) != 0)
-				bad = "--inbound wants tcp/PORT or udp/PORT";
-			else
-				o.ninbound++;
-			break;
-		case 'D':
-			o.dhcp = true;
-			break;
-		case 'p':
-			o.allow_private = true;
-			break;
-		case 'u': {
-			gid_t ignored;
-			if (fw_user(optarg, &o.moatd_uid, &ignored) != 0)
-				bad = "--moatd-user: no such user";
-			break;
+		if (c == 'h' || c == '?' || c == ':') {
+			fw_usage(c == 'h' ? stdout : stderr);
+			return c == 'h' ? 0 : 2;
 		}
-		case 'g':
-			if (fw_group(optarg, &o.socket_group) != 0)
-				bad = "--socket-group: no such group";
-			break;
-		case 'U':
-			user = optarg;
-			break;
-		case 'X':
-			remove = true;
-			break;
-		case 'h':
-			fw_usage(stdout);
-			return 0;
-		default:
-			fw_usage(stderr);
-			return 2;
-		}
+		const char *bad = fw_option(&cli, c, optarg);
 		if (bad) {
 			fprintf(stderr, "moat-fw: %s (got '%s'; at most %d seconds, %d items)\n",
 			        bad, optarg, FWSRV_LIFETIME_CAP, FW_MAX_LIST);
 			return 2;
 		}
 	}
-	const char *why = NULL;
-	if (remove && optind == argc && !o.socket_path && !forward && !o.nsandbox)
-		return fwremove_run(o.netns);
-	if (!user)
-		user = fw_default_user();
-	if (optind != argc)
-		why = "unexpected argument";
-	else if (remove)
-		why = "--remove takes only --netns";
-	else if (fw_user(user, &o.run_uid, &o.run_gid) != 0)
-		why = "--user: no such user";
-	else if (!o.socket_path)
-		why = "--socket is required";
-	else if (!o.netns == !forward)
-		why = "give exactly one of --netns NAME and --forward";
-	else if (forward && o.nsandbox == 0)
-		why = "--forward needs at least one --sandbox CIDR";
-	else if (!forward && o.nsandbox)
-		why = "--sandbox belongs to --forward";
-	else if (o.min_lifetime > o.max_lifetime)
-		why = "--min-lifetime is above --max-lifetime";
+	if (cli.remove && optind == argc && !o->socket_path && !cli.forward && !o->nsandbox)
+		return fwremove_run(o->netns);
+	const char *why = fw_why(&cli, optind != argc);
 	if (why) {
 		fprintf(stderr, "moat-fw: %s\n", why);
 		fw_usage(stderr);
 		return 2;
 	}
-	o.placement = forward ? FWNFT_FORWARD : FWNFT_NETNS;
+	o->placement = cli.forward ? FWNFT_FORWARD : FWNFT_NETNS;
 	char err[512];
-	if (forward && fwstart_ifaces(sandbox, o.nsandbox, err, sizeof(err)) < 0) {
+	if (cli.forward && fwstart_ifaces(cli.sandbox, o->nsandbox, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moat-fw: refusing to start: %s\n", err);
 		return 1;
 	}
-	return fwsrv_run(&o);
+	return fwsrv_run(o);
 }

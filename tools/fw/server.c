@@ -763,6 +763,29 @@ static void fwsrv_close_walk(uv_handle_t *h, void *arg)
 		uv_close(h, NULL);
 }
 
+/* The listening socket, the end-of-turn batch, the timers and the signals. */
+static void fwsrv_handles_start(struct fwsrv *srv)
+{
+	uv_poll_init(&srv->loop, &srv->listen_poll, srv->listen_fd);
+	srv->listen_poll.data = srv;
+	uv_poll_start(&srv->listen_poll, UV_READABLE, fwsrv_accept_cb);
+	uv_check_init(&srv->loop, &srv->check);
+	srv->check.data = srv;
+	uv_check_start(&srv->check, fwsrv_check_cb);
+	uv_timer_init(&srv->loop, &srv->purge);
+	srv->purge.data = srv;
+	uv_timer_start(&srv->purge, fwsrv_purge_cb, FWSRV_PURGE_MS, FWSRV_PURGE_MS);
+	uv_timer_init(&srv->loop, &srv->sync);
+	srv->sync.data = srv;
+	uv_timer_start(&srv->sync, fwsrv_sync_cb, 1000, 1000);
+	uv_signal_init(&srv->loop, &srv->sigterm);
+	srv->sigterm.data = srv;
+	uv_signal_start(&srv->sigterm, fwsrv_signal_cb, SIGTERM);
+	uv_signal_init(&srv->loop, &srv->sigint);
+	srv->sigint.data = srv;
+	uv_signal_start(&srv->sigint, fwsrv_signal_cb, SIGINT);
+}
+
 int fwsrv_run(const struct fwsrv_opts *o)
 {
 	struct fwsrv *srv = calloc(1, sizeof(*srv));
@@ -811,24 +834,7 @@ int fwsrv_run(const struct fwsrv_opts *o)
 	if (fwsrv_rebuild(srv) < 0)
 		goto out;
 
-	uv_poll_init(&srv->loop, &srv->listen_poll, srv->listen_fd);
-	srv->listen_poll.data = srv;
-	uv_poll_start(&srv->listen_poll, UV_READABLE, fwsrv_accept_cb);
-	uv_check_init(&srv->loop, &srv->check);
-	srv->check.data = srv;
-	uv_check_start(&srv->check, fwsrv_check_cb);
-	uv_timer_init(&srv->loop, &srv->purge);
-	srv->purge.data = srv;
-	uv_timer_start(&srv->purge, fwsrv_purge_cb, FWSRV_PURGE_MS, FWSRV_PURGE_MS);
-	uv_timer_init(&srv->loop, &srv->sync);
-	srv->sync.data = srv;
-	uv_timer_start(&srv->sync, fwsrv_sync_cb, 1000, 1000);
-	uv_signal_init(&srv->loop, &srv->sigterm);
-	srv->sigterm.data = srv;
-	uv_signal_start(&srv->sigterm, fwsrv_signal_cb, SIGTERM);
-	uv_signal_init(&srv->loop, &srv->sigint);
-	srv->sigint.data = srv;
-	uv_signal_start(&srv->sigint, fwsrv_signal_cb, SIGINT);
+	fwsrv_handles_start(srv);
 	{
 		/* Set up: from here on only CAP_NET_ADMIN, and no network sockets. */
 		char perr[256];
