@@ -4,7 +4,7 @@
 # rogue resolver answers, 6: an unresolved address accepts, 7: an IPv6 host accepts, 8: an
 # address stays reachable after its TTL), the control works, and the run exits 1 with a summary
 # naming what escaped. With an empty allowlist the control fails. With moat-fw filtering the
-# namespace, all ten hold and the run exits 0. Also: the table, TAP and JSON formats, usage errors
+# namespace, all twelve hold (11 and 12 with a witness) and the run exits 0. Also: the table, TAP and JSON formats, usage errors
 # (exit 2), and proof from NSD's query log that denied names never left.
 # Everything runs inside the test's own namespace, which has only lo: nothing leaves it.
 source "$(dirname "$0")/lib.sh"
@@ -200,6 +200,10 @@ e2e_peer sbx
 SBX=$E2E_PEER
 e2e_uplink "$SBX" s0 "$E2E_NS" h0 192.0.2.130/25 192.0.2.129/25 2001:db8:ff::2/64 2001:db8:ff::1/64
 e2e_assert_eq 0 "$(e2e_run sysctl -n net.ipv4.ip_forward)" "the hosts' namespace must not forward"
+# The witness for tests 11 and 12 runs on www.example.test (192.0.2.10, 2001:db8::10).
+e2e_addr 2001:db8::10/128
+e2e_bg witness python3 "$MOAT_SRC/tools/escape/witness.py" 240 192.0.2.10:7 "[2001:db8::10]:7"
+e2e_wait_port tcp 192.0.2.10 7
 # moat-fw starts inside the sandbox's namespace: started here, it would refuse grants of this
 # namespace's own addresses (the web servers live on its lo), as it must on a real moat host.
 e2e_bg fw ip netns exec "$SBX" "$MOAT_BUILD/moat-fw" --socket "$E2E_WORK/fw.sock" --netns "$SBX" \
@@ -213,10 +217,13 @@ grep -q 'listening on' "$E2E_WORK/fw.log" || e2e_fail "moat-fw did not start"
 start_moatd moatd-fw "$E2E_WORK/allow.txt" 192.0.2.129 --firewall "$E2E_WORK/fw.sock"
 sed -e 's/^resolver = .*/resolver = 192.0.2.129/' -e 's/^grant-min 0/grant-min 1/' \
 	"$E2E_WORK/escape.conf" >"$E2E_WORK/escape-fw.conf"
+echo "witness = www.example.test:7" >>"$E2E_WORK/escape-fw.conf"
 RC=0
 OUT=$(ip netns exec "$SBX" timeout 120 "$ESC" --config "$E2E_WORK/escape-fw.conf" \
 	2>"$E2E_WORK/escape.err") || RC=$?
-e2e_assert_eq "moat-escape: 10 of 10 held" "$(tail -n 1 <<<"$OUT")" "summary with moat-fw"
+e2e_assert_eq "moat-escape: 12 of 12 held" "$(tail -n 1 <<<"$OUT")" "summary with moat-fw"
+e2e_assert_contains "$(row "$OUT" 11)" "from 192.0.2.131: not seen" "test 11 forged a neighbour"
+e2e_assert_contains "$(row "$OUT" 12)" "192.0.2.10 connecting to port 18080: no connection" "test 12"
 e2e_assert_eq 0 "$RC" "exit status with moat-fw"
 e2e_assert_contains "$(row "$OUT" 8)" "first connection open; new connection 3 s later:" \
 	"test 8 really ran"
