@@ -12,11 +12,13 @@ fail() { echo "FAIL: demo: $*" >&2; exit 1; }
 run_demo() { # run_demo OUTFILE ARGS...: the demo's exit status
 	local out=$1
 	shift
-	local st=0
-	"$MOAT_SRC/tools/demo" --build-dir "$MOAT_BUILD" --no-deps "$@" >"$out" 2>&1 || st=$?
-	# nothing of the demo may be left behind
-	if ip netns list | grep -q "moat-demo-"; then fail "namespaces left: $(ip netns list | grep moat-demo-)"; fi
-	ls -d /etc/netns/moat-demo-* 2>/dev/null && fail "/etc/netns entries left"
+	local st=0 pid
+	"$MOAT_SRC/tools/demo" --build-dir "$MOAT_BUILD" --no-deps "$@" >"$out" 2>&1 &
+	pid=$!
+	wait "$pid" || st=$?
+	# nothing of this demo (its names end in its PID) may be left behind; other demos may run
+	if ip netns list | grep -q "moat-demo-.*-$pid\b"; then fail "namespaces left: $(ip netns list | grep "moat-demo-.*-$pid")"; fi
+	ls -d /etc/netns/moat-demo-*-"$pid" 2>/dev/null && fail "/etc/netns entries left"
 	return $st
 }
 summary() { grep '^moat-escape:' "$1" | tail -n 1; }
@@ -60,7 +62,7 @@ for ((i = 0; i < 100; i++)); do kill -0 "$demo" 2>/dev/null || break; sleep 0.1;
 kill -0 "$demo" 2>/dev/null && { kill -9 "$demo"; fail "the demo did not stop within 10 s of TERM"; }
 wait "$demo" || st=$?
 [[ $st == 143 ]] || fail "the demo exited $st on TERM"
-if ip netns list | grep -q "moat-demo-"; then fail "namespaces left after TERM"; fi
-ls -d /etc/netns/moat-demo-* 2>/dev/null && fail "/etc/netns entries left after TERM"
+if ip netns list | grep -q "moat-demo-.*-$demo\b"; then fail "namespaces left after TERM"; fi
+ls -d /etc/netns/moat-demo-*-"$demo" 2>/dev/null && fail "/etc/netns entries left after TERM"
 echo "stopped with TERM: cleaned up"
 echo "PASS: demo"

@@ -58,7 +58,7 @@ HOST_LL=$(ip -n "$HOST" -6 -o addr show dev h0 scope link | awk '{print $4}' | c
 # The sandbox: root, CAP_NET_RAW, no CAP_NET_ADMIN; sbx_admin keeps CAP_NET_ADMIN.
 sbx() { e2e_run setpriv --bounding-set -net_admin "$PY" "$H" "$@"; }
 sbx_admin() { e2e_run "$PY" "$H" "$@"; }
-e2e_run setpriv --bounding-set -net_admin ip link add dummy9 type dummy 2>/dev/null &&
+e2e_run setpriv --bounding-set -net_admin ip link add v9 type veth peer name v10 2>/dev/null &&
 	e2e_fail "the sandbox still has CAP_NET_ADMIN"
 net() { ip netns exec "$NET" "$PY" "$H" "$@"; }
 

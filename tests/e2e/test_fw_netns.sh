@@ -27,6 +27,8 @@ e2e_uplink "$E2E_NS" s0 "$NET" n0 203.0.113.2/24 203.0.113.1/24 2001:db8:ff::2/6
 for a in 192.0.2.80/32 192.0.2.53/32 2001:db8::80/128; do e2e_addr_dev "$NET" lo "$a"; done
 
 sbx() { e2e_run setpriv --bounding-set -net_admin "$PY" "$H" "$@"; }
+e2e_run setpriv --bounding-set -net_admin ip link add v9 type veth peer name v10 2>/dev/null &&
+	e2e_fail "the sandbox still has CAP_NET_ADMIN"
 net() { ip netns exec "$NET" "$PY" "$H" "$@"; }
 # The receiver's own count of ND packets to the remote address (a capture in "net").
 ip netns exec "$NET" nft -f - <<'NFT'
