@@ -616,7 +616,8 @@ Test(escape, witness_tests_count_when_set)
 	cr_expect(!escape_all_held(r, ESCAPE_NTESTS));
 	escape_cfg_init(&c);
 	cr_expect_eq(escape_ntests(&c), 10);
-	cr_expect_eq(escape_cfg_set(&c, "witness", "www.demo.test", err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(escape_cfg_set(&c, "witness", "www.demo.test", err, sizeof(err)), 0, "%s",
+	             err);
 	cr_expect_eq(c.witness_port, 7);
 	cr_expect_eq(escape_ntests(&c), 12);
 	cr_expect_eq(escape_cfg_set(&c, "witness", "[2001:db8::1]:9", err, sizeof(err)), 0);

@@ -102,8 +102,8 @@ static int escape_set_addr(struct sockaddr_storage *dst, const char *value, int 
 /* HOST[:PORT] where HOST is a name, an IPv4 address or [IPv6]; a bare IPv6 address has no port. */
 /* "HOST[:PORT]" (a name, an IPv4 address or a bracketed IPv6 one) into out_host (ESCAPE_NAMELEN)
  * and *out_port (defport when not given). */
-static int escape_set_hostport(const char *value, const char *key, uint32_t defport,
-                               char *out_host, uint16_t *out_port, char *err, size_t errlen)
+static int escape_set_hostport(const char *value, const char *key, uint32_t defport, char *out_host,
+                               uint16_t *out_port, char *err, size_t errlen)
 {
 	char host[ESCAPE_NAMELEN];
 	const char *colon = strrchr(value, ':');

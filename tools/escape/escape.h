@@ -66,10 +66,10 @@ struct escape_cfg {
 	struct escape_addr sinks[ESCAPE_MAXLIST];
 	size_t nsinks;
 	char witness_host[ESCAPE_NAMELEN]; /* tests 11, 12: a host outside (allowed name) that */
-	uint16_t witness_port; /* ... runs tools/escape/witness.py; empty: not run */
+	uint16_t witness_port;             /* ... runs tools/escape/witness.py; empty: not run */
 	uint16_t inbound_port; /* test 12: where the sandbox listens for the witness's call */
 	struct sockaddr_storage spoof[ESCAPE_MAXLIST]; /* test 11: sources to forge */
-	size_t nspoof;         /* 0: derived from the sandbox's own addresses */
+	size_t nspoof; /* 0: derived from the sandbox's own addresses */
 	enum escape_format format;
 	/* Which repeatable keys were given: the first one replaces the default list. */
 	bool set_rebind, set_meta, set_others, set_sinks;

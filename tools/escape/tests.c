@@ -541,8 +541,8 @@ static bool escape_same_name(const char *x, const char *y)
 	       name_equal(a, b);
 }
 
-size_t escape_resolve2(const struct escape_cfg *c, const char *name,
-                              struct escape_addr out[2], char *txt, size_t cap)
+size_t escape_resolve2(const struct escape_cfg *c, const char *name, struct escape_addr out[2],
+                       char *txt, size_t cap)
 {
 	static const uint16_t qts[] = {WIRE_A, WIRE_AAAA};
 	struct escape_answer a;
@@ -620,9 +620,9 @@ void escape_run(const struct escape_cfg *c, struct escape_result res[ESCAPE_NTES
 {
 	static void (*const run[ESCAPE_NTESTS])(const struct escape_cfg *,
 	                                        struct escape_result *) = {
-	    escape_test1, escape_test2, escape_test3, escape_test4, escape_test5,
-	    escape_test6, escape_test7, escape_test8, escape_test9, escape_test10,
-	    escape_test_spoof, escape_test_inbound,
+	    escape_test1, escape_test2,  escape_test3,      escape_test4,
+	    escape_test5, escape_test6,  escape_test7,      escape_test8,
+	    escape_test9, escape_test10, escape_test_spoof, escape_test_inbound,
 	};
 
 	for (int i = 0; i < ESCAPE_NTESTS; i++) {
