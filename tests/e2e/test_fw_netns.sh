@@ -100,4 +100,12 @@ e2e_bg fw2 "$FW" --socket "$SOCK" --netns "/proc/$(e2e_pid sbxsvc)/ns/net" --sta
 e2e_wait_log fw2 'listening on'
 e2e_assert_eq "seq=3 status=OK lifetime=60" "$(grant --seq 3 10.0.0.5)" "--allow-private"
 e2e_stop fw2
+# Restarted without --allow-private, the ledger's private grant stays out of the kernel.
+e2e_bg fw3 "$FW" --socket "$SOCK" --netns "/proc/$(e2e_pid sbxsvc)/ns/net" --state "$E2E_WORK/st" \
+	--resolver 192.0.2.53 --user nobody
+e2e_wait_log fw3 'listening on'
+e2e_assert_contains "$(cat "$E2E_WORK/fw3.log")" "2 grants restored, 1 skipped" "restore count"
+e2e_assert_not_contains "$(e2e_run nft list set inet moat allow4)" "10.0.0.5" \
+	"a private grant came back without --allow-private"
+e2e_stop fw3
 e2e_pass
