@@ -26,13 +26,16 @@ e2e_peer host
 HOST=$E2E_PEER
 e2e_peer net
 NET=$E2E_PEER
+e2e_peer sbxb # a second sandbox, on its own link h2 (192.0.2.18)
+SBXB=$E2E_PEER
 # No duplicate-address detection: link-local addresses are usable at once (no tentative window
 # in which neighbour discovery waits).
-for ns in "$SBX" "$HOST" "$NET"; do
+for ns in "$SBX" "$HOST" "$NET" "$SBXB"; do
 	ip netns exec "$ns" sysctl -qw net.ipv6.conf.default.accept_dad=0 net.ipv6.conf.all.accept_dad=0
 done
 e2e_veth "$SBX" s0 "$HOST" h0
 e2e_veth "$HOST" h1 "$NET" n0
+e2e_uplink "$SBXB" s0 "$HOST" h2 192.0.2.18/28 192.0.2.17/28 2001:db8:4::2/64 2001:db8:4::1/64
 e2e_addr_dev "$SBX" s0 192.0.2.2/28
 e2e_addr_dev "$SBX" s0 2001:db8:1::2/64
 e2e_addr_dev "$HOST" h0 192.0.2.1/28
@@ -47,7 +50,7 @@ e2e_run ip route add default via 192.0.2.1
 e2e_run ip -6 route add default via 2001:db8:1::1
 ip -n "$HOST" route add 203.0.113.0/24 via 198.51.100.2
 ip -n "$HOST" -6 route add 2001:db8:3::/64 via 2001:db8:2::2
-ip -n "$NET" route add 192.0.2.0/28 via 198.51.100.1
+ip -n "$NET" route add 192.0.2.0/27 via 198.51.100.1
 ip -n "$NET" -6 route add 2001:db8:1::/64 via 2001:db8:2::1
 ip netns exec "$HOST" sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
 links=$(ip -n "$SBX" -o link show | awk -F': ' '{print $2}' | sed 's/@.*//' | sort | tr '\n' ' ')
@@ -69,6 +72,7 @@ e2e_bg log ip netns exec "$NET" "$PY" "$H" udp-log 240 203.0.113.80:9 "[2001:db8
 e2e_bg hostsvc ip netns exec "$HOST" "$PY" "$H" tcp-listen 240 "[::]:8082" 192.0.2.1:53
 e2e_bg hostudp ip netns exec "$HOST" "$PY" "$H" udp-log 240 "[::]:8083" 0.0.0.0:8083
 e2e_bg sbxsvc "$PY" "$H" tcp-listen 240 "[::]:8080" "[::]:8081"
+e2e_bg sbxbsvc ip netns exec "$SBXB" "$PY" "$H" tcp-listen 240 "[::]:8081"
 E2E_NS=$NET e2e_wait_port tcp 203.0.113.80 80
 E2E_NS=$NET e2e_wait_port udp 203.0.113.80 9
 E2E_NS=$HOST e2e_wait_port tcp 192.0.2.1 53
@@ -87,8 +91,8 @@ chmod 0644 "$SOCKDIR"/*.py
 SOCK="$SOCKDIR/fw.sock"
 NOGROUP=$(id -gn nobody)
 e2e_bg fw ip netns exec "$HOST" "$FW" --socket "$SOCK" --forward --state "$E2E_WORK/state" \
-	--sandbox 192.0.2.2/32 --sandbox 2001:db8:1::2/128@h0 --resolver 192.0.2.1 \
-	--inbound tcp/8080 --socket-group "$NOGROUP" --user nobody --min-lifetime 60
+	--sandbox 192.0.2.2/32 --sandbox 2001:db8:1::2/128@h0 --sandbox 192.0.2.18/32 \
+	--resolver 192.0.2.1 --resolver 192.0.2.17 --inbound tcp/8080 --socket-group "$NOGROUP" --user nobody --min-lifetime 60
 e2e_wait_log fw 'listening on'
 e2e_assert_contains "$(cat "$E2E_WORK/fw.log")" \
 	"--sandbox 192.0.2.2/32 is on interface h0 (from the routing table)" "interface not printed"
@@ -139,6 +143,16 @@ done
 e2e_run ip addr del 192.0.2.6/28 dev s0
 e2e_run ip addr del 2001:db8:1::6/64 dev s0
 
+# --- the other sandbox: its source, its grants and its ports stay its own ---------------------
+e2e_assert_eq "seq=7 status=OK lifetime=300" \
+	"$(grant --seq 7 --lifetime 300 --client 192.0.2.18 203.0.113.80)" "grant for sandbox B"
+e2e_assert_eq "seq=8 status=OK lifetime=300" \
+	"$(grant --seq 8 --lifetime 300 --client 192.0.2.2 192.0.2.18)" "grant of B's address for A"
+sbx raw4 192.0.2.18 203.0.113.80 9 spoof4-other-sandbox >/dev/null
+e2e_assert_contains "$(sbx connect 192.0.2.18 8081)" failed "A opened a connection into B"
+e2e_assert_eq connected "$(ip netns exec "$SBXB" "$PY" "$H" connect 203.0.113.80 80)" \
+	"sandbox B's own grant blocked"
+
 # --- the moat host: link-local, multicast and its other services ------------------------------
 e2e_assert_contains "$(sbx connect "$HOST_LL" 8082 - s0)" failed "host service over link-local"
 e2e_assert_contains "$(sbx connect 2001:db8:1::1 8082)" failed "host service over IPv6"
@@ -157,6 +171,8 @@ e2e_assert_eq "no reply" "$(sbx ping 198.51.100.2)" "echo to an ungranted addres
 sbx udp 2001:db8:1::2 2001:db8:3::80 9 barrier >/dev/null
 for ((i = 0; i < 30; i++)); do grep -q barrier "$E2E_WORK/log.log" && break; sleep 0.1; done
 e2e_assert_contains "$(cat "$E2E_WORK/log.log")" barrier "granted UDP lost"
+e2e_assert_not_contains "$(cat "$E2E_WORK/log.log")" spoof4-other-sandbox \
+	"A used B's source and B's grant"
 for t in mcast6-ll mcast6-global mcast4 unicast6-ll unicast4; do
 	e2e_assert_not_contains "$(cat "$E2E_WORK/hostudp.log")" "$t" "reached the host: $t"
 done

@@ -317,27 +317,24 @@ static int fwnft_dhcp_rules(const struct fwnft_setup *s, struct fwnft_buf *b, bo
 		return fwnft_printf(b,
 		                    "\t\tudp sport 68 udp dport 67 accept\n"
 		                    "\t\tip6 saddr fe80::/10 udp sport 546 udp dport 547 accept\n");
-	return fwnft_printf(b, "\t\tudp sport 67 udp dport 68 accept\n"
-	                       "\t\tudp sport 547 udp dport 546 accept\n");
-}
-
-/* --inbound ports: new connections from outside toward the sandbox, and the rest of them. */
-static int fwnft_inbound_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
-{
-	int rc = 0;
-	for (size_t i = 0; i < s->ninbound && rc == 0; i++)
-		rc = fwnft_printf(b, "\t\tct direction original %s dport %u accept\n",
-		                  s->inbound[i].proto == 6 ? "tcp" : "udp", s->inbound[i].port);
-	return rc;
+	return fwnft_printf(
+	    b, "\t\tudp sport 67 udp dport 68 %s\n\t\tudp sport 547 udp dport 546 %s\n",
+	    s->placement == FWNFT_NETNS ? "accept" : "return",
+	    s->placement == FWNFT_NETNS ? "accept" : "return");
 }
 
 /* Toward the sandbox (forward: chain to_sandbox; netns: chain input, after loopback and ND):
- * replies to what the sandbox started, the --inbound ports, nothing else. */
+ * replies to what the sandbox started, new connections and the rest of them to the --inbound
+ * ports, nothing else. In the forward placement what passes returns to chain forward, so a
+ * packet that also comes from a sandbox is judged by chain sandbox as well: one sandbox's grant
+ * never opens another sandbox's ports. */
 static int fwnft_toward_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
 {
-	int rc = fwnft_printf(b, "\t\tct state established,related ct direction reply accept\n");
-	if (rc == 0)
-		rc = fwnft_inbound_rules(s, b);
+	const char *v = s->placement == FWNFT_NETNS ? "accept" : "return";
+	int rc = fwnft_printf(b, "\t\tct state established,related ct direction reply %s\n", v);
+	for (size_t i = 0; i < s->ninbound && rc == 0; i++)
+		rc = fwnft_printf(b, "\t\tct direction original %s dport %u %s\n",
+		                  s->inbound[i].proto == 6 ? "tcp" : "udp", s->inbound[i].port, v);
 	if (rc == 0)
 		rc = fwnft_dhcp_rules(s, b, false);
 	if (rc == 0)
@@ -459,15 +456,15 @@ static int fwnft_forward_chains(const struct fwnft_setup *s, struct fwnft_buf *b
 	if (rc == 0)
 		rc = fwnft_printf(b, "\tchain forward {\n"
 		                     "\t\ttype filter hook forward priority 0; policy accept;\n"
-		                     "\t\tiifname ");
+		                     "\t\toifname ");
 	if (rc == 0)
 		rc = fwnft_ifname_list(s, b);
 	if (rc == 0)
-		rc = fwnft_printf(b, " jump sandbox\n\t\toifname ");
+		rc = fwnft_printf(b, " jump to_sandbox\n\t\tiifname ");
 	if (rc == 0)
 		rc = fwnft_ifname_list(s, b);
 	if (rc == 0)
-		rc = fwnft_printf(b, " jump to_sandbox\n\t}\n"
+		rc = fwnft_printf(b, " jump sandbox\n\t}\n"
 		                     "\tchain input {\n"
 		                     "\t\ttype filter hook input priority 0; policy accept;\n"
 		                     "\t\tiifname ");
