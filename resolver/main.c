@@ -18,13 +18,14 @@
 #include "moat/log.h"
 #include "moat/policy.h"
 #include "moat/ratelimit.h"
+#include "moat/sdnotify.h"
+#include "moat/version.h"
+#include "moat/zonesdir.h"
 #include "fetch.h"
 #include "fwchan.h"
 #include "privdrop.h"
 #include "server.h"
 #include "worker.h"
-
-#define MOAT_VERSION "0.1.0"
 
 static void usage(FILE *f)
 {
@@ -32,7 +33,7 @@ static void usage(FILE *f)
 	    "usage: moatd --listen ADDR:PORT --upstream ADDR:PORT [--upstream-source ADDR]\n"
 	    "             --allow FILE [--allow FILE...] [--deny nxdomain|refused|sinkhole]\n"
 	    "             [--strict-chain] [--allow-private] [--log FILE] [--firewall PATH]\n"
-	    "             [--check]\n"
+	    "             [--zones-dir DIR] [--check]\n"
 	    "       moatd -c CONFIG [--check]\n"
 	    "\n"
 	    "  --listen ADDR:PORT     answer on UDP and TCP there (repeatable; IPv4 or [IPv6])\n"
@@ -54,6 +55,9 @@ static void usage(FILE *f)
 	    "  --firewall PATH        grant answers' addresses through moat-fw at PATH first\n"
 	    "  -c CONFIG              YAML config with agents (see zones/moatd.example.yaml)\n"
 	    "  --check                validate config and policy, print the result, exit\n"
+	    "  --zones-dir DIR        where the shipped lists are (highrisk.txt,\n"
+	    "                         blocked-ranges.txt); default: the install's share/moat\n"
+	    "  --version              print the version and exit\n"
 	    "Without -c, one agent named 'default' serves loopback clients and the networks of\n"
 	    "the listen addresses.\n",
 	    f);
@@ -135,6 +139,7 @@ struct options {
 	long cache_mb;  /* -1: not given */
 	long ratelimit; /* -1: not given */
 	const char *user;
+	const char *zones_dir;
 	bool no_seccomp;
 	char **allow; /* owned until handed to the flag-mode agent */
 	size_t nallow;
@@ -206,6 +211,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		O_NOSECCOMP,
 		O_WORKERS,
 		O_STALE,
+		O_ZONES,
 	};
 	static const struct option longopts[] = {
 	    {"listen", required_argument, 0, O_LISTEN},
@@ -225,6 +231,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 	    {"no-seccomp", no_argument, 0, O_NOSECCOMP},
 	    {"workers", required_argument, 0, O_WORKERS},
 	    {"serve-stale", required_argument, 0, O_STALE},
+	    {"zones-dir", required_argument, 0, O_ZONES},
 	    {"config", required_argument, 0, 'c'},
 	    {"help", no_argument, 0, 'h'},
 	    {"version", no_argument, 0, O_VERSION},
@@ -301,6 +308,9 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		case O_NOSECCOMP:
 			o->no_seccomp = true;
 			break;
+		case O_ZONES:
+			o->zones_dir = optarg;
+			break;
 		case O_RATELIMIT:
 			if (opt_number(optarg, 0, 10000000, "--ratelimit",
 			               "0 to 10000000 (queries/s)", &o->ratelimit) < 0)
@@ -324,7 +334,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 			usage(stdout);
 			exit(0);
 		case O_VERSION:
-			printf("moatd %s\n", MOAT_VERSION);
+			printf("moatd %s\n", MOAT_VERSION_FULL);
 			exit(0);
 		default:
 			usage(stderr);
@@ -378,6 +388,8 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 	}
 	if (o->no_seccomp)
 		cfg->seccomp = false;
+	if (o->zones_dir && zonesdir_apply(cfg, o->zones_dir) < 0)
+		return MOAT_ENOMEM;
 	if (o->ratelimit >= 0)
 		cfg->rl_qps = (uint32_t)o->ratelimit;
 	if (o->workers > 0)
@@ -452,6 +464,7 @@ static void reload(void)
 	config_init(&ncfg);
 	if (opts.config_path) {
 		if (config_load_file(&ncfg, opts.config_path, err, sizeof(err)) < 0 ||
+		    (opts.zones_dir && zonesdir_apply(&ncfg, opts.zones_dir) < 0) ||
 		    config_validate(&ncfg, err, sizeof(err)) < 0) {
 			fprintf(stderr, "moatd: reload failed, running policy kept: %s\n", err);
 			config_free(&ncfg);
@@ -471,6 +484,7 @@ static void reload(void)
 	for (unsigned i = 0; i < nworkers; i++)
 		worker_post_policy(&workers[i], np);
 	fprintf(stderr, "moatd: policy reloaded (%zu agents)\n", np->nagents);
+	sdnotify_send("STATUS=serving; policy reloaded");
 	policy_unref(np);
 }
 
@@ -496,6 +510,7 @@ static void on_signal(uv_signal_t *s, int signum)
 	}
 	if (workers[0].stopping)
 		return;
+	sdnotify_send("STOPPING=1");
 	for (unsigned i = 1; i < nworkers; i++)
 		worker_post_stop(&workers[i]);
 	worker_stop(&workers[0]);
@@ -576,6 +591,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "moatd: cannot start worker threads\n");
 		return 1;
 	}
+	/* The service manager's socket is opened while socket() and connect() of any kind are
+	 * still allowed; READY=1 goes out on it once every worker serves. */
+	if (sdnotify_open() < 0)
+		fprintf(stderr, "moatd: NOTIFY_SOCKET: cannot reach the service manager\n");
 	/* Everything privileged is done: sockets bound, files open. */
 	if (privdrop_apply(cfg.user, cfg.seccomp, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moatd: %s\n", err);
@@ -587,6 +606,7 @@ int main(int argc, char **argv)
 	        "worker(s); ready in %.1f ms\n",
 	        MOAT_VERSION, workers[0].policy->nagents, cfg.nlisten, cfg.nupstreams, nworkers,
 	        (double)(uv_hrtime() - t0) / 1e6);
+	sdnotify_send("READY=1\nSTATUS=serving");
 	uv_run(loop, UV_RUN_DEFAULT);
 	worker_join(workers, nworkers);
 
@@ -619,6 +639,7 @@ int main(int argc, char **argv)
 			        (unsigned long long)workers[i].stats.queries);
 	for (unsigned i = 0; i < nworkers; i++)
 		worker_deinit(&workers[i]);
+	sdnotify_close();
 	free(workers);
 	ratelimit_free(limiter);
 	log_close(log);

@@ -14,9 +14,9 @@
 
 #include "moat/name.h"
 
-#define ESCAPE_NTESTS 12
-#define ESCAPE_CONTROL 10 /* the control: the allowed name works */
-#define ESCAPE_NCORE 10   /* tests 1-10 always run; 11 and 12 need a witness */
+#define ESCAPE_NTESTS 13
+#define ESCAPE_CONTROL 10 /* the test that must work */
+#define ESCAPE_NCORE 11   /* tests 1-11 always run; 12 and 13 need a witness */
 #define ESCAPE_DEFAULT_WITNESS_PORT 7
 #define ESCAPE_DEFAULT_INBOUND_PORT 18080
 #define ESCAPE_MAXLIST 16  /* entries per repeatable key */
@@ -62,13 +62,16 @@ struct escape_cfg {
 	char expire_name[ESCAPE_NAMELEN]; /* empty: the allowed name */
 	uint16_t expire_port;             /* 0: the allowed target's port */
 	char tunnel_domain[ESCAPE_NAMELEN];
+	char scoped_name[ESCAPE_NAMELEN]; /* test 11: a name allowed for some ports only */
+	uint16_t scoped_open;             /* a TCP port its allowlist line names */
+	uint16_t scoped_closed;           /* a TCP port it does not name (0: 443, or 80) */
 	uint32_t timeout_ms;
 	struct escape_addr sinks[ESCAPE_MAXLIST];
 	size_t nsinks;
-	char witness_host[ESCAPE_NAMELEN]; /* tests 11, 12: a host outside (allowed name) that */
+	char witness_host[ESCAPE_NAMELEN]; /* tests 12, 13: a host outside (allowed name) that */
 	uint16_t witness_port;             /* ... runs tools/escape/witness.py; empty: not run */
-	uint16_t inbound_port; /* test 12: where the sandbox listens for the witness's call */
-	struct sockaddr_storage spoof[ESCAPE_MAXLIST]; /* test 11: sources to forge */
+	uint16_t inbound_port; /* test 13: where the sandbox listens for the witness's call */
+	struct sockaddr_storage spoof[ESCAPE_MAXLIST]; /* test 12: sources to forge */
 	size_t nspoof; /* 0: derived from the sandbox's own addresses */
 	enum escape_format format;
 	/* Which repeatable keys were given: the first one replaces the default list. */
@@ -201,7 +204,7 @@ enum escape_outcome {
 	ESCAPE_WORKS,    /* the control worked */
 	ESCAPE_FAILED,   /* the control failed: a false deny */
 	ESCAPE_NOTRUN,   /* could not be run (skipped); the run cannot claim it held */
-	ESCAPE_UNSET,    /* not configured (11, 12 without a witness): not shown, not counted */
+	ESCAPE_UNSET,    /* not configured (12, 13 without a witness): not shown, not counted */
 };
 
 struct escape_result {
@@ -227,12 +230,12 @@ size_t escape_resolve2(const struct escape_cfg *c, const char *name, struct esca
 /* Put addr and port into a sockaddr. */
 void escape_to_sa(const struct escape_addr *a, uint16_t port, struct sockaddr_storage *ss);
 
-/* ---- tests 11 and 12, judged by the witness outside (hostile.c) ---- */
+/* ---- tests 12 and 13, judged by the witness outside (hostile.c) ---- */
 
-/* 11: UDP datagrams with forged sources (raw socket) to the witness; any it saw escaped. */
+/* 12: UDP datagrams with forged sources (raw socket) to the witness; any it saw escaped. */
 void escape_test_spoof(const struct escape_cfg *c, struct escape_result *r);
 
-/* 12: the witness connects back to the sandbox's inbound-port; an open connection escaped. */
+/* 13: the witness connects back to the sandbox's inbound-port; an open connection escaped. */
 void escape_test_inbound(const struct escape_cfg *c, struct escape_result *r);
 
 /* Run the tests in order. res[i] is test i+1. */
@@ -242,8 +245,8 @@ void escape_run(const struct escape_cfg *c, struct escape_result res[ESCAPE_NTES
 /* Upper bound of a run in milliseconds: every probe at its timeout plus test 8's wait. */
 uint64_t escape_worst_case_ms(const struct escape_cfg *c);
 
-/* Fill id, name and expect for test number id (1..10), outcome HELD (WORKS for the control),
- * empty texts. */
+/* Fill id, name and expect for test number id (1..ESCAPE_NTESTS), outcome HELD (WORKS for the
+ * control), empty texts. */
 void escape_result_init(struct escape_result *r, int id);
 
 /* ---- the report (report.c) ---- */

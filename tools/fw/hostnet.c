@@ -107,7 +107,8 @@ int fwhost_route_pick(const struct fwnft_range *r, const char *text, char *ifnam
 
 int fwhost_route_iface(const struct fwnft_range *r, char *ifname)
 {
-	const char *path = r->family == 4 ? "/proc/net/route" : "/proc/net/ipv6_route";
+	/* Through self: a unit's ProcSubset=pid hides /proc/net. */
+	const char *path = r->family == 4 ? "/proc/self/net/route" : "/proc/self/net/ipv6_route";
 	FILE *f = fopen(path, "r");
 	if (!f)
 		return MOAT_EIO;

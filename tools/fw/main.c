@@ -3,6 +3,7 @@
  * usage error. */
 #include "moat/config.h"
 #include "moat/err.h"
+#include "moat/version.h"
 #include "nft.h"
 #include "remove.h"
 #include "server.h"
@@ -53,7 +54,8 @@ static void fw_usage(FILE *f)
 	    "  --ranges FILE       more always-deny ranges (the shipped list is always loaded)\n"
 	    "  --min-lifetime S    shortest grant in seconds (default %d)\n"
 	    "  --max-lifetime S    longest grant in seconds (default %d, at most %d)\n"
-	    "  --remove            delete table inet moat and say what it held, then exit\n",
+	    "  --remove            delete table inet moat and say what it held, then exit\n"
+	    "  --version           print the version and exit\n",
 	    FWSRV_DEFAULT_MIN, FWSRV_DEFAULT_MAX, FWSRV_LIFETIME_CAP);
 }
 
@@ -285,6 +287,7 @@ int main(int argc, char **argv)
 	    {"user", required_argument, NULL, 'U'},
 	    {"remove", no_argument, NULL, 'X'},
 	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
 	};
 	static struct fw_cli cli = {
@@ -304,6 +307,10 @@ int main(int argc, char **argv)
 	o->range_files = cli.ranges;
 	o->inbound = cli.inbound;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		if (c == 'V') {
+			printf("moat-fw %s\n", MOAT_VERSION_FULL);
+			return 0;
+		}
 		if (c == 'h' || c == '?' || c == ':') {
 			fw_usage(c == 'h' ? stdout : stderr);
 			return c == 'h' ? 0 : 2;

@@ -3,20 +3,23 @@
  *
  * moat-fw owns exactly one table, `inet moat`, and never names any other. Layout:
  *   set deny4 / deny6   interval sets of the always-deny ranges (from the ranges files)
- *   set allow4 / allow6 timeout sets of granted destinations; in the forward placement their
- *                       elements are `sandbox source . destination` concatenations
+ *   set allow4 / allow6 timeout sets of granted destinations (any port); in the forward
+ *                       placement their elements are `sandbox source . destination`
+ *   set port4 / port6   the same with `. proto . port`: grants whose rule names ports
+ *   set echo4 / echo6   every granted destination, for ICMP echo (layout in nft_batch.h)
  *   netns placement:    chain output (policy drop): the sandbox's loopback, then sources that
- *                       are not the namespace's own dropped, then chain egress's rules; chain
- *                       input (policy drop): loopback, replies, ND, --inbound ports
+ *                       are not the namespace's own dropped, then the filtering rules; chain
+ *                       input (policy drop): loopback, ND, replies, --inbound ports
  *   forward placement:  sets sbx4 / sbx6 (`interface . source range`); chains forward and
  *                       input (policy accept) send everything that arrives on a sandbox
  *                       interface to chain sandbox (routed) or chain host (to the moat host),
- *                       and everything leaving on one to chain to_sandbox; each ends in a
- *                       counted drop, so nothing from a sandbox interface falls through
+ *                       and everything leaving on one to chain to_sandbox first; each ends in
+ *                       a counted drop, so nothing from a sandbox interface falls through
  * Rule order for traffic the sandbox sends (chain sandbox / output): source check (counted
  * drop), the sandbox's own flows, IPv6 neighbour discovery (netns), the deny sets (counted
  * drop), DNS to each resolver, ICMP other than echo (counted drop), the allow sets, counted
- * drop. Toward the sandbox only replies and --inbound ports pass. */
+ * drop. Toward the sandbox only replies and --inbound ports pass. The start-up ruleset goes
+ * through libnftables (text); grants go straight to netlink (nft_batch.c). */
 #ifndef MOAT_FW_NFT_H
 #define MOAT_FW_NFT_H
 
@@ -74,15 +77,6 @@ struct fwnft_setup {
 	bool dhcp; /* DHCP (v4 67/68, v6 546/547) between the sandbox and its link */
 };
 
-/* One allow-set element to write. src is ignored in the netns placement. */
-struct fwnft_elem {
-	uint8_t family; /* 4 or 6 */
-	uint8_t src[16];
-	uint8_t dst[16];
-	uint64_t timeout; /* seconds, >= 1 */
-	bool refresh;     /* the new timeout is later than what the set may hold: re-create it */
-};
-
 /* A growable text buffer. Zero-initialise; fwnft_buf_free releases it. */
 struct fwnft_buf {
 	char *p;
@@ -118,14 +112,6 @@ size_t fwnft_ranges_reduce(struct fwnft_range *v, size_t n);
 /* Append the start-up batch: `add table` + `delete table` (so the table is new whatever was left
  * behind) and the whole table with its sets and chains. Returns 0 or MOAT_ENOMEM/MOAT_EINVAL. */
 int fwnft_build_ruleset(const struct fwnft_setup *s, struct fwnft_buf *b);
-
-/* Append the commands that put elements into allow4/allow6: one `add element` per set with every
- * element, then for the refreshed ones `delete element` and `add element` again with the new
- * timeout (re-adding an existing element does not reliably reset its timeout on every kernel; the
- * first add makes the delete safe when the element has already expired). Elements must be unique
- * per (family, src, dst). Returns 0 or MOAT_ENOMEM/MOAT_EINVAL. */
-int fwnft_build_elems(const struct fwnft_setup *s, const struct fwnft_elem *e, size_t n,
-                      struct fwnft_buf *b);
 
 /* The libnftables context. Create it after entering the target network namespace: libnftables
  * talks netlink in the namespace current at creation. */

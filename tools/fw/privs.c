@@ -26,7 +26,9 @@ static int drop_bounding(char *err, size_t errlen)
 {
 	/* The bounding set first: nothing but CAP_NET_ADMIN can ever come back. */
 	for (int cap = 0; cap <= 63; cap++) {
-		if (cap == CAP_NET_ADMIN)
+		/* Already gone (a unit's CapabilityBoundingSet=): dropping it again would need
+		 * CAP_SETPCAP, which may be gone too. */
+		if (cap == CAP_NET_ADMIN || prctl(PR_CAPBSET_READ, cap, 0, 0, 0) <= 0)
 			continue;
 		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL) {
 			snprintf(err, errlen, "cannot drop capability %d from the bounding set: %m",
