@@ -13,10 +13,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "moat/check.h"
 #include "moat/config.h"
 #include "moat/err.h"
 #include "moat/log.h"
 #include "moat/policy.h"
+#include "moat/policy_lint.h"
 #include "moat/ratelimit.h"
 #include "moat/sdnotify.h"
 #include "moat/version.h"
@@ -33,8 +35,8 @@ static void usage(FILE *f)
 	    "usage: moatd --listen ADDR:PORT --upstream ADDR:PORT [--upstream-source ADDR]\n"
 	    "             --allow FILE [--allow FILE...] [--deny nxdomain|refused|sinkhole]\n"
 	    "             [--strict-chain] [--allow-private] [--log FILE] [--firewall PATH]\n"
-	    "             [--zones-dir DIR] [--check]\n"
-	    "       moatd -c CONFIG [--check]\n"
+	    "             [--zones-dir DIR] [--check [--strict]]\n"
+	    "       moatd -c CONFIG [--check [--strict]]\n"
 	    "\n"
 	    "  --listen ADDR:PORT     answer on UDP and TCP there (repeatable; IPv4 or [IPv6])\n"
 	    "  --upstream ADDR:PORT   forward allowed names there (repeatable)\n"
@@ -55,6 +57,7 @@ static void usage(FILE *f)
 	    "  --firewall PATH        grant answers' addresses through moat-fw at PATH first\n"
 	    "  -c CONFIG              YAML config with agents (see zones/moatd.example.yaml)\n"
 	    "  --check                validate config and policy, print the result, exit\n"
+	    "  --strict               with --check: lint warnings are errors (exit 1)\n"
 	    "  --zones-dir DIR        where the shipped lists are (highrisk.txt,\n"
 	    "                         blocked-ranges.txt); default: the install's share/moat\n"
 	    "  --version              print the version and exit\n"
@@ -131,7 +134,7 @@ static int flag_mode_clients(struct config_agent *a, const struct config *cfg)
 
 struct options {
 	const char *config_path;
-	bool check;
+	bool check, strict;
 	bool strict_chain, allow_private;
 	const char *deny;
 	const char *log;
@@ -199,6 +202,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		O_ALLOW,
 		O_DENY,
 		O_CHECK,
+		O_STRICT_CHECK,
 		O_STRICT,
 		O_PRIVATE,
 		O_LOG,
@@ -221,6 +225,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 	    {"allow", required_argument, 0, O_ALLOW},
 	    {"deny", required_argument, 0, O_DENY},
 	    {"check", no_argument, 0, O_CHECK},
+	    {"strict", no_argument, 0, O_STRICT_CHECK},
 	    {"strict-chain", no_argument, 0, O_STRICT},
 	    {"allow-private", no_argument, 0, O_PRIVATE},
 	    {"log", required_argument, 0, O_LOG},
@@ -290,6 +295,9 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		case O_CHECK:
 			o->check = true;
 			break;
+		case O_STRICT_CHECK:
+			o->strict = true;
+			break;
 		case O_STRICT:
 			o->strict_chain = true;
 			break;
@@ -343,6 +351,10 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 	}
 	if (optind < argc) {
 		fprintf(stderr, "moatd: unexpected argument '%s'\n", argv[optind]);
+		return MOAT_EINVAL;
+	}
+	if (o->strict && !o->check) {
+		fprintf(stderr, "moatd: --strict goes with --check\n");
 		return MOAT_EINVAL;
 	}
 
@@ -454,6 +466,20 @@ static struct options opts;
 static uv_signal_t sig_term, sig_int, sig_hup;
 static uv_timer_t stats_timer;
 
+/* The lint at start-up and reload: every pattern of lists up to this size (about 0.1 s); larger
+ * ones are linted by --check. */
+#define LINT_AT_START_MAX 100000
+
+static void lint_report(struct policy *p)
+{
+	policy_lint_print(p->lint, stderr, "moatd: ");
+	if (p->lint_skipped)
+		fprintf(stderr,
+		        "moatd: more than %d allow patterns: not linted at start-up; "
+		        "moatd --check lints them\n",
+		        LINT_AT_START_MAX);
+}
+
 /* Load the policy again (SIGHUP) and hand it to every worker; a bad file changes nothing. */
 static void reload(void)
 {
@@ -475,12 +501,14 @@ static void reload(void)
 			ncfg.agents[i].allow_private |= opts.allow_private;
 		}
 	}
+	ncfg.lint_max_patterns = cfg.lint_max_patterns;
 	int rc = policy_load(opts.config_path ? &ncfg : &cfg, &np, err, sizeof(err));
 	config_free(&ncfg);
 	if (rc < 0) {
 		fprintf(stderr, "moatd: reload failed, running policy kept: %s\n", err);
 		return;
 	}
+	lint_report(np);
 	for (unsigned i = 0; i < nworkers; i++)
 		worker_post_policy(&workers[i], np);
 	fprintf(stderr, "moatd: policy reloaded (%zu agents)\n", np->nagents);
@@ -536,21 +564,19 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	options_free(&opts);
+	if (!opts.check)
+		cfg.lint_max_patterns = LINT_AT_START_MAX;
 	if (policy_load(&cfg, &policy, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moatd: %s\n", err);
 		return 1;
 	}
 	if (opts.check) {
-		size_t n = 0;
-		for (size_t i = 0; i < policy->nagents; i++)
-			n += policy_set_count(policy->agents[i].allow);
-		printf("moatd: configuration OK: %zu agent(s), %zu allow pattern(s), %zu high-risk "
-		       "pattern(s)\n",
-		       policy->nagents, n, policy_set_count(policy->highrisk));
+		int st = check_report(&cfg, policy, opts.strict, stdout, stderr);
 		policy_unref(policy);
 		config_free(&cfg);
-		return 0;
+		return st;
 	}
+	lint_report(policy);
 
 	FILE *log = log_open(cfg.log_file);
 	if (!log) {

@@ -16,9 +16,12 @@
 
 #include "moat/addrguard.h"
 #include "moat/err.h"
+#include "moat/idn.h"
 #include "moat/iplit.h"
+#include "moat/local.h"
 #include "moat/name.h"
 #include "moat/policy.h"
+#include "moat/policy_lint.h"
 
 /* 16 bytes a name. The tag (32 bits of the name's SipHash) picks the home slot and is compared
  * before the name itself, so a probe rarely touches the name arena (a cache miss each), and the
@@ -39,6 +42,7 @@ struct pslot {
 #define RULE_LINE(r) ((r)&RULE_LINE_MAX)
 
 struct policy_set {
+	struct policy_lint *lint; /* borrowed; NULL: duplicates pass silently */
 	uint8_t key[crypto_shorthash_KEYBYTES];
 	uint8_t *arena; /* owned: the wire names, back to back */
 	size_t arena_len, arena_cap;
@@ -299,8 +303,17 @@ static int set_insert(struct policy_set *s, const uint8_t *wire, size_t wl, uint
 		s->arena_len += wl;
 		s->used++;
 	}
-	if (wild ? sl->wild : sl->exact) /* listed twice: the first place explains it */
-		return ports_merge(s, wild ? sl->wild : sl->exact, pp);
+	if (wild ? sl->wild : sl->exact) {
+		/* listed twice: the first place explains it; the ports of both lines are merged */
+		uint32_t first = wild ? sl->wild : sl->exact;
+		if (s->lint)
+			policy_lint_add(
+			    s->lint, s->files[fidx - 1], line,
+			    pp ? "duplicate of %s:%u: its ports are added to that line's"
+			       : "duplicate of %s:%u: the line adds nothing",
+			    s->files[RULE_FILE(first) - 1], RULE_LINE(first));
+		return ports_merge(s, first, pp);
+	}
 	uint32_t rule = RULE(fidx, line ? line : 1);
 	if (pp && (rc = ports_add(s, rule, pp)))
 		return rc;
@@ -312,11 +325,26 @@ static int set_insert(struct policy_set *s, const uint8_t *wire, size_t wl, uint
 	return 0;
 }
 
+/* A pattern as the user wrote it (UTF-8, A-labels) made ready for pattern_parse: *p and *len
+ * then point at buf[IDN_MAXTEXT] when it had to be converted. */
+static int user_pattern(const char **p, size_t *len, char *buf, char *why, size_t whylen)
+{
+	int n = idn_from_user(*p, *len, buf, IDN_MAXTEXT, why, whylen);
+	if (n > 0) {
+		*p = buf;
+		*len = (size_t)n;
+	}
+	return n < 0 ? n : 0;
+}
+
 int policy_set_add(struct policy_set *s, const char *pattern, size_t len, const char *file,
                    uint32_t line)
 {
 	uint8_t wire[NAME_MAXWIRE];
+	char conv[IDN_MAXTEXT], why[160];
 	bool wild;
+	if (user_pattern(&pattern, &len, conv, why, sizeof(why)) < 0)
+		return MOAT_EINVAL;
 	int wl = pattern_parse(pattern, len, wire, &wild);
 	if (wl < 0)
 		return wl;
@@ -426,12 +454,21 @@ static int load_line(struct policy_set *s, struct load_batch *bt, const char *li
 	int rc = load_ports(s, q, line + pe, e - pe, path, lineno, err, errlen);
 	if (rc)
 		return rc;
-	int wl = pattern_parse(line + b, pe - b, q->wire, &q->wild);
+	char conv[IDN_MAXTEXT], why[160], quoted[80];
+	const char *pat = line + b;
+	size_t plen = pe - b;
+	if (user_pattern(&pat, &plen, conv, why, sizeof(why)) < 0) {
+		idn_quote(line + b, pe - b, quoted, sizeof(quoted));
+		snprintf(err, errlen, "%s:%u: bad pattern '%s': %s", path, lineno, quoted, why);
+		return MOAT_EINVAL;
+	}
+	int wl = pattern_parse(pat, plen, q->wire, &q->wild);
 	if (wl < 0) {
+		idn_quote(line + b, pe - b, quoted, sizeof(quoted));
 		snprintf(err, errlen,
-		         "%s:%u: bad pattern '%.*s' (expected name or *.name: labels of 1-63 "
+		         "%s:%u: bad pattern '%s' (expected name or *.name: labels of 1-63 "
 		         "bytes, 255 in all, '*' only as the whole first label)",
-		         path, lineno, (int)(pe - b), line + b);
+		         path, lineno, quoted);
 		return wl;
 	}
 	q->wl = (uint8_t)wl;
@@ -489,7 +526,9 @@ int policy_set_load_file(struct policy_set *s, const char *path, char *err, size
 	while (!rc && (n = getline(&line, &cap, f)) >= 0) {
 		if (n > 0 && line[n - 1] == '\n')
 			n--;
-		rc = load_line(s, &bt, line, (size_t)n, path, ++lineno, err, errlen);
+		/* A byte-order mark (editors on some systems write one) is not part of the name. */
+		size_t bom = lineno == 0 && n >= 3 && !memcmp(line, "\xef\xbb\xbf", 3) ? 3 : 0;
+		rc = load_line(s, &bt, line + bom, (size_t)n - bom, path, ++lineno, err, errlen);
 	}
 	if (!rc && (rc = batch_flush(s, &bt)))
 		snprintf(err, errlen, "%s:%u: %s", path, lineno, moat_strerror(rc));
@@ -500,6 +539,30 @@ int policy_set_load_file(struct policy_set *s, const char *path, char *err, size
 	free(line);
 	fclose(f);
 	return rc;
+}
+
+void policy_set_lint_to(struct policy_set *s, struct policy_lint *lint)
+{
+	s->lint = lint;
+}
+
+void policy_set_each(const struct policy_set *s, policy_set_each_cb cb, void *ctx)
+{
+	for (size_t i = 0; i < s->cap; i++) {
+		const struct pslot *sl = &s->slots[i];
+		if (sl->name_off == SLOT_EMPTY)
+			continue;
+		struct policy_rule ex = {0}, wi = {0};
+		if (sl->exact)
+			ex = (struct policy_rule){s->files[RULE_FILE(sl->exact) - 1],
+			                          RULE_LINE(sl->exact), false,
+			                          s->nports ? ports_find(s, sl->exact) : NULL};
+		if (sl->wild)
+			wi = (struct policy_rule){s->files[RULE_FILE(sl->wild) - 1],
+			                          RULE_LINE(sl->wild), true,
+			                          s->nports ? ports_find(s, sl->wild) : NULL};
+		cb(ctx, SLOT_NAME(s, sl), sl->exact ? &ex : NULL, sl->wild ? &wi : NULL);
+	}
 }
 
 static const struct pslot *set_lookup(const struct policy_set *s, const uint8_t *name)
@@ -519,6 +582,13 @@ bool policy_set_match(const struct policy_set *s, const uint8_t *lname, struct p
 			                             s->nports ? ports_find(s, sl->exact) : NULL};
 		return true;
 	}
+	return policy_set_match_below(s, lname, rule);
+}
+
+bool policy_set_match_below(const struct policy_set *s, const uint8_t *lname,
+                            struct policy_rule *rule)
+{
+	const struct pslot *sl;
 	for (const uint8_t *p = lname; *p;) {
 		p = name_parent(p);
 		sl = set_lookup(s, p);
@@ -549,8 +619,12 @@ void policy_unref(struct policy *p)
 	for (size_t i = 0; i < p->nagents; i++) {
 		free(p->agents[i].clients);
 		policy_set_free(p->agents[i].allow);
+		forward_table_free(&p->agents[i].fwd);
 	}
 	free(p->agents);
+	policy_lint_free(p->lint);
+	forward_table_free(&p->fwd);
+	local_data_free(p->local);
 	policy_set_free(p->highrisk);
 	addrguard_free(p->guard);
 	free(p);

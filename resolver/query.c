@@ -15,6 +15,7 @@
 #include "moat/ratelimit.h"
 #include "fetch.h"
 #include "fwchan.h"
+#include "local_answer.h"
 #include "server.h"
 
 /* An allowed query: lives from the fetch until the reply. */
@@ -22,6 +23,7 @@ struct query {
 	struct server *srv;
 	struct policy *policy; /* reference: a reload cannot pull rules from under us */
 	const struct policy_agent *agent;
+	const struct upstream_set *fwd; /* the forward zone asked (in policy), NULL: global */
 	struct reply_to to;
 	struct fetch_wait *wait; /* while the answer is on its way */
 	struct answer *ans;      /* reference, once it is here */
@@ -110,6 +112,7 @@ static void query_free(struct query *qr)
 struct addr_check {
 	const struct policy *policy;
 	const struct policy_agent *agent;
+	bool allow_private;
 	uint8_t bad[16];
 	size_t bad_len;
 };
@@ -119,7 +122,7 @@ static int on_answer_addr(void *ctx, const uint8_t *addr, size_t len, uint16_t r
 	struct addr_check *c = ctx;
 	(void)rrtype;
 	enum addr_class cls = addrguard_check(c->policy->guard, addr, len);
-	if (cls == ADDR_ALWAYS || (cls == ADDR_PRIVATE && !c->agent->cfg.allow_private)) {
+	if (cls == ADDR_ALWAYS || (cls == ADDR_PRIVATE && !c->allow_private)) {
 		memcpy(c->bad, addr, len);
 		c->bad_len = len;
 		return 1;
@@ -142,7 +145,11 @@ static bool answer_passes(struct query *qr, struct policy_decision *d)
 	for (unsigned i = 1; i < r->nchain; i++)
 		if (policy_check_chain(qr->policy, qr->agent, r->chain[i], d) != POLICY_ALLOW)
 			return false;
-	struct addr_check c = {.policy = qr->policy, .agent = qr->agent};
+	/* Private answers pass when the agent or the forward zone that answered allows them. */
+	struct addr_check c = {.policy = qr->policy,
+	                       .agent = qr->agent,
+	                       .allow_private = qr->agent->cfg.allow_private || a->local ||
+	                                        (qr->fwd && qr->fwd->allow_private)};
 	int rc = wire_resp_each_addr(a->pkt, a->len, r, on_answer_addr, &c);
 	if (rc == 0)
 		return true;
@@ -167,7 +174,8 @@ static void release(struct query *qr, uint32_t ttl_cap)
 {
 	struct server *srv = qr->srv;
 	const struct answer *a = qr->ans;
-	const struct sockaddr *from = a->cached ? NULL : (const struct sockaddr *)&a->upstream;
+	const struct sockaddr *from =
+	    a->cached || a->local ? NULL : (const struct sockaddr *)&a->upstream;
 	static _Thread_local uint8_t out[WIRE_MAXMSG]; /* one answer built at a time per loop */
 	size_t limit = reply_limit(&qr->to, &qr->q);
 	if (a->stale && ttl_cap > STALE_TTL)
@@ -191,6 +199,7 @@ static void release(struct query *qr, uint32_t ttl_cap)
 		log_it(srv, &qr->to, &qr->q, qr->agent->cfg.name,
 		       a->stale    ? "allow-stale"
 		       : a->cached ? "allow-cached"
+		       : a->local  ? "allow-local"
 		                   : "allow",
 		       qr->decision.reason, out[3] & 0xF, false, from, a->up_us);
 	}
@@ -285,7 +294,8 @@ static void on_answer(struct query *qr)
 	struct server *srv = qr->srv;
 	const char *agent = qr->agent->cfg.name;
 	const struct answer *a = qr->ans;
-	const struct sockaddr *from = a->cached ? NULL : (const struct sockaddr *)&a->upstream;
+	const struct sockaddr *from =
+	    a->cached || a->local ? NULL : (const struct sockaddr *)&a->upstream;
 
 	if (qr->to.kind == REPLY_TCP && tcp_conn_closed(qr->to.conn)) {
 		srv->stats.dropped++;
@@ -434,6 +444,7 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 	qr->srv = srv;
 	qr->policy = policy_ref(srv->policy);
 	qr->agent = agent;
+	qr->fwd = forward_pick(&agent->fwd, &srv->policy->fwd, q.lname);
 	qr->to = *to;
 	if (to->kind == REPLY_TCP)
 		tcp_conn_ref(to->conn);
@@ -443,9 +454,11 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 	qr->ans = NULL;
 	qr->fw_token = 0;
 	dlist_add(&srv->live_queries, &qr->link);
-	struct answer *hit = NULL;
-	int rc = fetch_answer(srv, q.lname, q.qtype, q.qclass, q.edns_do, on_fetched, qr, &hit,
-	                      &qr->wait);
+	/* Local answers (local_data:, hosts:) first: the operator's records, no upstream. */
+	struct answer *hit = local_answer(srv, srv->policy, &q);
+	int rc = hit ? FETCH_HIT
+	             : fetch_answer(srv, qr->fwd, q.lname, q.qtype, q.qclass, q.edns_do, on_fetched,
+	                            qr, &hit, &qr->wait);
 	if (rc == FETCH_HIT) {
 		qr->ans = hit;
 		on_answer(qr);

@@ -24,9 +24,11 @@
 #include <sys/socket.h>
 
 #include "moat/config.h"
+#include "moat/forward.h"
 
 struct policy_set;
 struct addrguard;
+struct local_data;
 
 #define POLICY_PORTS_MAX 16 /* (protocol, port) pairs per pattern */
 #define POLICY_PROTO_TCP 6
@@ -85,14 +87,30 @@ void policy_set_forbid_ports(struct policy_set *set);
  * An exact pattern wins over a wildcard; the nearest wildcard wins over farther ones. */
 bool policy_set_match(const struct policy_set *set, const uint8_t *lname, struct policy_rule *rule);
 
+/* The nearest wildcard on a proper ancestor of lname ("*.b.c" for "a.b.c" or for "*.a.b.c"),
+ * ignoring an exact pattern for lname itself. */
+bool policy_set_match_below(const struct policy_set *set, const uint8_t *lname,
+                            struct policy_rule *rule);
+
 /* Number of patterns. */
 size_t policy_set_count(const struct policy_set *set);
+
+/* Every distinct name of the set, in no particular order, with its exact and wildcard rules
+ * (NULL where that form is not listed). For the lint; not for the query path. */
+typedef void (*policy_set_each_cb)(void *ctx, const uint8_t *lname, const struct policy_rule *exact,
+                                   const struct policy_rule *wild);
+void policy_set_each(const struct policy_set *set, policy_set_each_cb cb, void *ctx);
+
+/* Report lines listed twice to lint (borrowed; NULL stops it) as they are added. */
+struct policy_lint;
+void policy_set_lint_to(struct policy_set *set, struct policy_lint *lint);
 
 struct policy_agent {
 	struct config_agent cfg; /* copied scalars; pointer members borrowed from nothing (NULL) */
 	struct cidr *clients;    /* owned copy */
 	size_t nclients;
 	struct policy_set *allow; /* owned */
+	struct forward_table fwd; /* owned: this agent's forward zones */
 };
 
 struct policy {
@@ -101,6 +119,10 @@ struct policy {
 	size_t nagents;
 	struct policy_set *highrisk; /* owned */
 	struct addrguard *guard;     /* owned */
+	struct policy_lint *lint;    /* owned: the warnings of this load (policy_lint.h) */
+	bool lint_skipped;           /* more patterns than cfg->lint_max_patterns: not linted */
+	struct forward_table fwd;    /* owned: the global forward zones */
+	struct local_data *local;    /* owned: local answers (moat/local.h); NULL: none */
 };
 
 /* Build a snapshot from a validated config: reads every allowlist, high-risk and range file.
