@@ -307,3 +307,20 @@ void cache_get_stats(const struct cache *c, struct cache_stats *out)
 {
 	*out = c->st;
 }
+
+size_t cache_flush(struct cache *c, const uint8_t *lname)
+{
+	size_t n = 0;
+	int nl = lname ? name_wire_len(lname, NAME_MAXWIRE) : 0;
+	if (nl < 0)
+		return 0;
+	for (struct cache_entry *e = c->newest, *next; e; e = next) {
+		next = e->older;
+		/* The key starts with the name, lower-cased like lname. */
+		if (!lname || (e->keylen == (size_t)nl + 5 && !memcmp(e->data, lname, (size_t)nl))) {
+			cache_remove(c, e);
+			n++;
+		}
+	}
+	return n;
+}
