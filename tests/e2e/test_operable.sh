@@ -228,6 +228,29 @@ for ((t = 0; t < 50; t++)); do grep -q after.rotate "$E2E_WORK/queries.jsonl" &&
 grep -q after.rotate "$E2E_WORK/queries.jsonl" || e2e_fail "new lines not in the reopened log"
 grep -q after.rotate "$E2E_WORK/queries.jsonl.1" && e2e_fail "new lines went to the rotated file"
 
+# --- two workers: stats sum both, flush reaches both ---
+printf '*.example.test\n' >"$E2E_WORK/allow2.txt"
+e2e_bg moatd2 "$MOAT_BUILD/moatd" --listen 127.0.0.3:53 --upstream 127.0.0.1:5300 --workers 2 \
+	--allow "$E2E_WORK/allow2.txt" --log /dev/null --control "$E2E_WORK/ctl2.sock" \
+	--metrics 127.0.0.3:9153
+e2e_wait_port udp 127.0.0.3 53
+e2e_wait_port tcp 127.0.0.3 9153
+# each name asked 6 times from random source ports: cached in both workers' shares
+for i in $(seq 1 10); do for k in 1 2 3 4 5 6; do echo "w$i.wild.example.test A"; done; done \
+	>"$E2E_WORK/names2.txt"
+e2e_run dig +time=2 +tries=1 @127.0.0.3 -f "$E2E_WORK/names2.txt" >/dev/null
+out=$(e2e_run "$CTL" -s "$E2E_WORK/ctl2.sock" --json stats)
+total=$(e2e_run "$PY" -c 'import json,sys; d=json.loads(sys.argv[1]); print(sum(q["count"] for q in d["queries"]), d["workers"])' "$out")
+e2e_assert_eq "60 2" "$total" "stats sum every worker's queries"
+e2e_upstream_reset
+out=$(e2e_run "$CTL" -s "$E2E_WORK/ctl2.sock" --json flush)
+e2e_assert_contains "$out" '"workers":2' "flush answered after both workers"
+for i in $(seq 1 10); do echo "w$i.wild.example.test A"; done >"$E2E_WORK/names3.txt"
+e2e_run dig +time=2 +tries=1 @127.0.0.3 -f "$E2E_WORK/names3.txt" >/dev/null
+n=$(e2e_upstream_queries | grep -c '^w[0-9]*\.wild\.example\.test\. A UDP$' || true)
+e2e_assert_eq 10 "$n" "after flush every name goes upstream, whichever worker answers"
+e2e_stop moatd2
+
 # --- moatd's dnstap file ---
 e2e_stop moatd
 e2e_assert_eq 0 "$E2E_LAST_STATUS" "moatd stopped cleanly"
