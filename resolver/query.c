@@ -157,7 +157,7 @@ static void log_query_done(struct query *qr, const char *decision, const char *r
 	    .nanswer = al.n,
 	    .has_answer = released,
 	    .grant = qr->grant ? qr->grant : "none",
-	    .has_grant_life = qr->grant && !strcmp(qr->grant, "ok"),
+	    .has_grant_life = qr->grant && !strcmp(qr->grant, "OK"),
 	    .grant_life = qr->grant_life,
 	};
 	log_emit(qr->srv, &qr->to, &e);
@@ -273,7 +273,7 @@ static void on_granted(void *ctx, uint16_t status, uint32_t lifetime)
 	metrics_observe(&srv->metrics->grant, server_now_us() - qr->grant_t0);
 	metrics_inc(status == FWPROTO_OK ? &srv->metrics->grants_acked
 	                                 : &srv->metrics->grants_failed);
-	qr->grant = status == FWPROTO_OK ? "ok" : fwproto_status_str(status);
+	qr->grant = fwproto_status_str(status);
 	qr->grant_life = lifetime;
 	if (qr->to.kind == REPLY_TCP && tcp_conn_closed(qr->to.conn)) {
 		srv->stats.dropped++;

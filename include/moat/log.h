@@ -4,15 +4,16 @@
  *    "qname":"example.com.","qtype":"A","qclass":1,"decision":"allow","reason":"allowed by ...",
  *    "rcode":"NOERROR","upstream":"192.0.2.53:53","upstream_ms":1.234,"alert":false,
  *    "v":2,"rule":"allow/ci.txt:12","answer":["192.0.2.10","2001:db8::10"],
- *    "grant":"ok","grant_lifetime":300}
+ *    "grant":"OK","grant_lifetime":300}
  * "agent", "upstream" and "upstream_ms" are null when they do not apply. Version 2 added the
  * last five keys (version 1 lines have none of them and no "v"):
  *   v               the format version
  *   rule            "file:line" of the pattern that allowed or denied the name, or null
  *   answer          the addresses passed to the client (A/AAAA and SVCB/HTTPS hints), [] when
  *                   none, null when no upstream answer was released
- *   grant           moat-fw's verdict: "ok", "failed", "denied", "badmsg"..., "none" (no
- *                   firewall or nothing to grant), or null (no answer reached that step)
+ *   grant           moat-fw's verdict (fwproto_status_str: "OK", "DENIED", "FAILED" (also
+ *                   timeouts and a lost channel), "BADMSG"), "none" (no firewall, or no
+ *                   address to grant), or null (the query never got that far)
  *   grant_lifetime  seconds granted (the client's TTLs are capped at it), or null
  * decision is one of: allow, allow-cached (answered from the cache), allow-stale (expired
  * answer served because no upstream answered, RFC 8767), deny-not-allowed, deny-high-risk,

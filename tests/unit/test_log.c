@@ -362,7 +362,7 @@ Test(log, v2_fields)
 	    .alen = lens,
 	    .nanswer = 2,
 	    .has_answer = true,
-	    .grant = "ok",
+	    .grant = "OK",
 	    .has_grant_life = true,
 	    .grant_life = 300,
 	};
@@ -371,7 +371,7 @@ Test(log, v2_fields)
 	EXPECT_KIND(&o, "v", 'n', "2");
 	EXPECT_STR(&o, "rule", "allow/ci \"x\".txt:12");
 	EXPECT_KIND(&o, "answer", 'a', "192.0.2.10|2001:db8::10");
-	EXPECT_STR(&o, "grant", "ok");
+	EXPECT_STR(&o, "grant", "OK");
 	EXPECT_KIND(&o, "grant_lifetime", 'n', "300");
 	/* released with no address: an empty list, not null */
 	e.nanswer = 0;
