@@ -118,14 +118,6 @@ static void reply_ok(struct ctl_conn *c, enum ctl_cmd cmd, const char *body)
 	reply(c, t, (size_t)n);
 }
 
-static size_t policy_patterns(const struct policy *p)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < p->nagents; i++)
-		n += policy_set_count(p->agents[i].allow);
-	return n;
-}
-
 static void cmd_status(struct ctl_conn *c)
 {
 	char body[2048], cfgq[600];
@@ -137,7 +129,7 @@ static void cmd_status(struct ctl_conn *c)
 	         "\"control_protocol\":%d",
 	         ops.version, (long)getpid(),
 	         (unsigned long long)((uint64_t)time(NULL) - metrics_global.start_unix), ops.n,
-	         p->nagents, policy_patterns(p), cfgq,
+	         p->nagents, policy_allow_count(p), cfgq,
 	         (unsigned long long)metrics_get(&metrics_global.last_reload_unix),
 	         metrics_get(&metrics_global.last_reload_ok) ? "true" : "false", CTLPROTO_VERSION);
 	reply_ok(c, CTL_STATUS, body);
@@ -171,7 +163,7 @@ static void cmd_reload(struct ctl_conn *c)
 	}
 	char body[128];
 	snprintf(body, sizeof(body), "\"agents\":%zu,\"patterns\":%zu", ops.ws[0].policy->nagents,
-	         policy_patterns(ops.ws[0].policy));
+	         policy_allow_count(ops.ws[0].policy));
 	reply_ok(c, CTL_RELOAD, body);
 }
 

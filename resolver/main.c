@@ -475,11 +475,8 @@ static uv_timer_t stats_timer;
 /* The running policy's size, for the metrics. */
 static void policy_measured(const struct policy *p, bool ok)
 {
-	size_t n = 0;
-	for (size_t i = 0; i < p->nagents; i++)
-		n += policy_set_count(p->agents[i].allow);
 	metrics_set(&metrics_global.policy_agents, p->nagents);
-	metrics_set(&metrics_global.policy_patterns, n);
+	metrics_set(&metrics_global.policy_patterns, policy_allow_count(p));
 	metrics_set(&metrics_global.last_reload_unix, (uint64_t)time(NULL));
 	metrics_set(&metrics_global.last_reload_ok, ok);
 }
@@ -623,9 +620,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (opts.check) {
-		size_t n = 0;
-		for (size_t i = 0; i < policy->nagents; i++)
-			n += policy_set_count(policy->agents[i].allow);
+		size_t n = policy_allow_count(policy);
 		printf("moatd: configuration OK: %zu agent(s), %zu allow pattern(s), %zu high-risk "
 		       "pattern(s)\n",
 		       policy->nagents, n, policy_set_count(policy->highrisk));

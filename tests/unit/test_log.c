@@ -344,6 +344,16 @@ Test(log, null_fields)
 	EXPECT_KIND(&o, "alert", 'b', "true");
 }
 
+/* An allowed UDP query with nothing else set. */
+static struct log_query plain_allow(const struct sockaddr_in *c)
+{
+	return (struct log_query){.client = (const struct sockaddr *)c,
+	                          .transport = "udp",
+	                          .decision = "allow",
+	                          .rcode = 0,
+	                          .upstream_us = -1};
+}
+
 Test(log, v2_fields)
 {
 	struct sockaddr_in c = v4("10.1.2.3", 40000);
@@ -406,11 +416,7 @@ Test(log, reopen_after_rename)
 	FILE *f = log_open(path);
 	cr_assert_not_null(f);
 	struct sockaddr_in c = v4("10.0.0.1", 1);
-	struct log_query e = {.client = (struct sockaddr *)&c,
-	                      .transport = "udp",
-	                      .decision = "allow",
-	                      .rcode = 0,
-	                      .upstream_us = -1};
+	struct log_query e = plain_allow(&c);
 	log_write_query(f, &e);
 	cr_assert_eq(rename(path, moved), 0);
 	cr_assert_eq(log_reopen(f, path), 0); /* flushes the buffered line into the old file */
@@ -556,11 +562,7 @@ Test(log, open_append_close)
 	FILE *f = log_open(path);
 	cr_assert_not_null(f);
 	struct sockaddr_in c = v4("10.0.0.1", 1);
-	struct log_query e = {.client = (struct sockaddr *)&c,
-	                      .transport = "udp",
-	                      .decision = "allow",
-	                      .rcode = 0,
-	                      .upstream_us = -1};
+	struct log_query e = plain_allow(&c);
 	log_write_query(f, &e);
 	log_write_query(f, &e);
 	log_close(f);

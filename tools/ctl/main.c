@@ -180,10 +180,8 @@ static int cmd_check(const char *path)
 		printf("%s\n", err);
 		return 1;
 	}
-	size_t n = 0;
-	for (size_t i = 0; i < p->nagents; i++)
-		n += policy_set_count(p->agents[i].allow);
-	printf("moatctl: configuration OK: %zu agent(s), %zu allow pattern(s)\n", p->nagents, n);
+	printf("moatctl: configuration OK: %zu agent(s), %zu allow pattern(s)\n", p->nagents,
+	       policy_allow_count(p));
 	policy_unref(p);
 	return 0;
 }
