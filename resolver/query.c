@@ -131,11 +131,11 @@ static int on_log_addr(void *ctx, const uint8_t *addr, size_t len, uint16_t rrty
 static void log_query_done(struct query *qr, const char *decision, const char *reason, int rcode,
                            bool alert, bool released)
 {
-	const struct answer *a = qr->ans;
+	const struct answer *a = qr->ans; /* NULL: no upstream answered */
 	struct addr_list al;
 	al.n = 0;
 	al.used = 0;
-	if (released)
+	if (released && a)
 		wire_resp_each_passed_addr(a->pkt, a->len, &a->resp, on_log_addr, &al);
 	struct log_query e = {
 	    .client = (const struct sockaddr *)&qr->to.client,
@@ -147,8 +147,8 @@ static void log_query_done(struct query *qr, const char *decision, const char *r
 	    .decision = decision,
 	    .reason = reason,
 	    .rcode = rcode,
-	    .upstream = a->cached ? NULL : (const struct sockaddr *)&a->upstream,
-	    .upstream_us = a->up_us,
+	    .upstream = !a || a->cached ? NULL : (const struct sockaddr *)&a->upstream,
+	    .upstream_us = a ? a->up_us : -1,
 	    .alert = alert,
 	    .rule_file = qr->decision.rule.file,
 	    .rule_line = qr->decision.rule.line,
@@ -156,7 +156,7 @@ static void log_query_done(struct query *qr, const char *decision, const char *r
 	    .alen = al.len,
 	    .nanswer = al.n,
 	    .has_answer = released,
-	    .grant = qr->grant ? qr->grant : "none",
+	    .grant = qr->grant,
 	    .has_grant_life = qr->grant && !strcmp(qr->grant, "OK"),
 	    .grant_life = qr->grant_life,
 	};
@@ -240,6 +240,8 @@ static void release(struct query *qr, uint32_t ttl_cap)
 	size_t limit = reply_limit(&qr->to, &qr->q);
 	if (a->stale && ttl_cap > STALE_TTL)
 		ttl_cap = STALE_TTL;
+	if (!qr->grant)
+		qr->grant = "none"; /* no firewall, or nothing to grant */
 	int n = wire_resp_build(a->pkt, a->len, &a->resp, &qr->q, ttl_cap, limit, out, sizeof(out));
 	if (n > 0 && a->stale && qr->q.edns) {
 		/* EDE 3, Stale Answer; left out (not the answer) if it would not fit. */
@@ -393,8 +395,7 @@ static void on_fetched(void *ctx, int status, struct answer *ans)
 		if (qr->to.kind == REPLY_UDP || !tcp_conn_closed(qr->to.conn))
 			answer_local(srv, &qr->to, &qr->q, qr->agent, false, WIRE_SERVFAIL,
 			             WIRE_EDE_NO_REACHABLE_AUTHORITY, why);
-		log_it(srv, &qr->to, &qr->q, qr->agent->cfg.name, "allow", why, WIRE_SERVFAIL,
-		       false, NULL, -1);
+		log_query_done(qr, "allow", why, WIRE_SERVFAIL, false, false);
 		query_free(qr);
 		return;
 	}

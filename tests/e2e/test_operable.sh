@@ -265,4 +265,24 @@ grep -q ' FQ .*"evil.test."' <<<"$tap" && e2e_fail "dnstap: a denied name was fo
 full=$(dnstap-ldns -y -r "$E2E_WORK/moatd.dnstap")
 e2e_assert_contains "$full" 'identity: "moatd"' "dnstap: identity"
 e2e_assert_contains "$full" 'version: "moatd ' "dnstap: version"
+
+# --- dnstap to a Frame Streams socket (fstrm_capture as the collector) ---
+e2e_bg capture fstrm_capture -t protobuf:dnstap.Dnstap -u "$E2E_WORK/tap.sock" \
+	-w "$E2E_WORK/captured.dnstap"
+for ((t = 0; t < 50; t++)); do [[ -S "$E2E_WORK/tap.sock" ]] && break; sleep 0.1; done
+sed -e "s|dnstap: {file: .*}|dnstap: {socket: $E2E_WORK/tap.sock}|" \
+	-e "s|control: .*|control: $E2E_WORK/ctl3.sock|" -e "s|^metrics: .*||" \
+	"$E2E_WORK/moatd.yaml" >"$E2E_WORK/moatd3.yaml"
+e2e_bg moatd3 "$MOAT_BUILD/moatd" -c "$E2E_WORK/moatd3.yaml"
+e2e_wait_port udp 127.0.0.1 53
+for ((t = 0; t < 50; t++)); do
+	e2e_dig @127.0.0.1 tap.evil.test A >/dev/null
+	dnstap-ldns -q -r "$E2E_WORK/captured.dnstap" 2>/dev/null | grep -q '"tap.evil.test."' && break
+	sleep 0.2
+done
+e2e_stop moatd3
+e2e_stop capture
+tap=$(dnstap-ldns -q -r "$E2E_WORK/captured.dnstap")
+e2e_assert_contains "$tap" 'CQ 127.0.0.1 UDP' "dnstap socket: client query"
+e2e_assert_contains "$tap" 'CR 127.0.0.1 UDP' "dnstap socket: client response"
 e2e_pass
