@@ -23,6 +23,7 @@
 #include "worker.h"
 
 #define REPLY_MAX (512u << 10)
+#define CONNS_MAX 16 /* local operators only: a few at a time is plenty */
 
 struct ctl_conn {
 	uv_pipe_t pipe;
@@ -42,6 +43,7 @@ static struct control_ops ops;
 static uv_pipe_t server;
 static bool started;
 static struct dlist conns;
+static unsigned nconns;
 
 /* The one flush in flight. */
 static struct {
@@ -64,6 +66,7 @@ static void conn_close(struct ctl_conn *c)
 	if (fl.conn == c)
 		fl.conn = NULL;
 	dlist_del(&c->link);
+	nconns--;
 	uv_close((uv_handle_t *)&c->pipe, on_closed);
 }
 
@@ -396,7 +399,8 @@ static void on_connection(uv_stream_t *s, int status)
 	uv_pipe_init(s->loop, &c->pipe, 0);
 	c->pipe.data = c;
 	dlist_add(&conns, &c->link);
-	if (uv_accept(s, (uv_stream_t *)&c->pipe) < 0) {
+	nconns++;
+	if (uv_accept(s, (uv_stream_t *)&c->pipe) < 0 || nconns > CONNS_MAX) {
 		conn_close(c);
 		return;
 	}
