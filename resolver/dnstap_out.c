@@ -3,8 +3,9 @@
  * encodes its message (moat/dnstap.h) into a frame and hands it to its queue; the I/O thread
  * writes it, so the query path never waits on the file or the collector. A full queue drops the
  * frame (dnstap is an observation, never a reason to hold an answer). The I/O thread is created
- * at start-up, before privileges drop and the system-call filter is loaded; it needs only
- * write/writev, futex, clock and (socket mode) AF_UNIX socket/connect, which the filter allows. */
+ * at start-up, before privileges drop and the system-call filter is loaded, and the writer is
+ * opened before it; afterwards the thread needs only write/writev, futex, clock and (socket
+ * mode, to reconnect) AF_UNIX socket/connect, which the filter allows. */
 #include <fstrm.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +40,12 @@ int dnstap_out_start(const struct config *cfg, unsigned nworkers, const char *id
 		fstrm_file_options_destroy(&fopt);
 	}
 	fstrm_writer_options_destroy(&wopt);
-	if (!w) {
+	/* Opened here, before the filter, not by the I/O thread: the file is created (or the
+	 * collector reached) with the rights moatd starts with. A collector that is not up yet is
+	 * retried by the I/O thread (an AF_UNIX socket and connect, which the filter allows). */
+	if (!w || (fstrm_writer_open(w) != fstrm_res_success && !cfg->dnstap_socket)) {
+		if (w)
+			fstrm_writer_destroy(&w);
 		snprintf(err, errlen, "dnstap: cannot open %s", cfg->dnstap_path);
 		return MOAT_EIO;
 	}

@@ -46,10 +46,16 @@ static int on_entry(const struct ledger_entry *e, void *ctx)
 	/* Agent names are [A-Za-z0-9_.-] (moat-fw checks them), so need no escaping. */
 	g->n += (size_t)snprintf(g->buf + g->n, g->cap - g->n,
 	                         "%s{\"agent\":\"%s\",\"family\":%u,\"sandbox\":%s%s%s,"
-	                         "\"destination\":\"%s\",\"expires\":%llu,\"remaining_s\":%llu}",
+	                         "\"destination\":\"%s\",\"expires\":%llu,\"remaining_s\":%llu",
 	                         g->count ? "," : "", e->agent, e->key.family, has_src ? "\"" : "",
 	                         has_src ? src : "null", has_src ? "\"" : "", dst,
 	                         (unsigned long long)e->expiry, (unsigned long long)e->remaining);
+#if defined(LEDGER_VERSION) && LEDGER_VERSION >= 2
+	/* Ledger version 2 binds a grant to a protocol and port (0: every port). */
+	g->n += (size_t)snprintf(g->buf + g->n, g->cap - g->n, ",\"proto\":%u,\"port\":%u",
+	                         e->key.proto, e->key.port);
+#endif
+	g->n += (size_t)snprintf(g->buf + g->n, g->cap - g->n, "}");
 	g->count++;
 	return 0;
 }
