@@ -223,6 +223,35 @@ static int build_request(int argc, char **argv, const char *client, const char *
 	return ctlproto_format(&r, line, cap) < 0 ? MOAT_EINVAL : 0;
 }
 
+struct ctl_opts {
+	const char *sock, *state, *client, *type;
+	bool raw;
+};
+
+/* The words after the options; options may also follow the command (explain NAME --client
+ * ADDR). Returns their count, or -1 when there are too many. */
+static int collect_words(int argc, char **argv, char **words, int max, struct ctl_opts *o)
+{
+	int n = 0;
+	for (int i = optind; i < argc; i++) {
+		const char *a = argv[i];
+		bool has_val = i + 1 < argc;
+		if (!strcmp(a, "--client") && has_val)
+			o->client = argv[++i];
+		else if (!strcmp(a, "--type") && has_val)
+			o->type = argv[++i];
+		else if (!strcmp(a, "--state") && has_val)
+			o->state = argv[++i];
+		else if (!strcmp(a, "--json"))
+			o->raw = true;
+		else if (n < max)
+			words[n++] = argv[i];
+		else
+			return -1;
+	}
+	return n;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -234,25 +263,24 @@ int main(int argc, char **argv)
 	    {"help", no_argument, 0, 'h'},
 	    {0, 0, 0, 0},
 	};
-	const char *sock = DEFAULT_SOCKET, *state = DEFAULT_STATE, *client = NULL, *type = NULL;
-	bool raw = false;
+	struct ctl_opts o = {DEFAULT_SOCKET, DEFAULT_STATE, NULL, NULL, false};
 	int ch;
 	while ((ch = getopt_long(argc, argv, "+s:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 's':
-			sock = optarg;
+			o.sock = optarg;
 			break;
 		case 'j':
-			raw = true;
+			o.raw = true;
 			break;
 		case 'C':
-			client = optarg;
+			o.client = optarg;
 			break;
 		case 'T':
-			type = optarg;
+			o.type = optarg;
 			break;
 		case 'S':
-			state = optarg;
+			o.state = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -262,54 +290,27 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	/* Options may also follow the command (explain NAME --client ADDR). */
-	int nwords = 0;
 	char *words[8];
-	for (int i = optind; i < argc; i++) {
-		const char *a = argv[i];
-		bool has_val = i + 1 < argc;
-		if (!strcmp(a, "--client") && has_val)
-			client = argv[++i];
-		else if (!strcmp(a, "--type") && has_val)
-			type = argv[++i];
-		else if (!strcmp(a, "--state") && has_val)
-			state = argv[++i];
-		else if (!strcmp(a, "--json"))
-			raw = true;
-		else if (nwords < 8)
-			words[nwords++] = argv[i];
-		else {
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (nwords == 0) {
+	int nwords = collect_words(argc, argv, words, 8, &o);
+	bool check = nwords > 0 && !strcmp(words[0], "check");
+	bool grants = nwords > 0 && !strcmp(words[0], "grants");
+	if (nwords <= 0 || (check && nwords != 2) || (grants && nwords > 2)) {
 		usage(stderr);
 		return 2;
 	}
-	if (!strcmp(words[0], "check")) {
-		if (nwords != 2) {
-			usage(stderr);
-			return 2;
-		}
+	if (check)
 		return cmd_check(words[1]);
-	}
-	if (!strcmp(words[0], "grants")) {
-		if (nwords > 2) {
-			usage(stderr);
-			return 2;
-		}
-		return ctl_grants(state, nwords == 2 ? words[1] : NULL, raw);
-	}
+	if (grants)
+		return ctl_grants(o.state, nwords == 2 ? words[1] : NULL, o.raw);
 	char line[CTLPROTO_MAXLINE + 2];
-	if (build_request(nwords, words, client, type, line, sizeof(line)) < 0)
+	if (build_request(nwords, words, o.client, o.type, line, sizeof(line)) < 0)
 		return 2;
-	char *reply = ask(sock, line);
+	char *reply = ask(o.sock, line);
 	if (!reply)
 		return 1;
 	bool ok = strncmp(reply, "{\"v\":1,\"ok\":true", 16) == 0;
 	if (ok)
-		ctl_print_json(reply, raw);
+		ctl_print_json(reply, o.raw);
 	else
 		print_error(reply);
 	free(reply);
