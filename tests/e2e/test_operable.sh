@@ -18,6 +18,7 @@ listen: ["127.0.0.1:53"]
 upstreams: ["127.0.0.1:5300"]
 log: {file: $E2E_WORK/queries.jsonl}
 control: $E2E_WORK/ctl.sock
+control_group: daemon
 metrics: 127.0.0.1:9153
 dnstap: {file: $E2E_WORK/moatd.dnstap}
 agents:
@@ -199,7 +200,8 @@ while buf.count(b"\n") < 2: buf += s.recv(65536)
 print(buf.decode())' "$E2E_WORK/ctl.sock")
 e2e_assert_contains "$out" '{"v":1,"ok":false,"error":"request too long"}' "overlong request refused"
 e2e_assert_contains "$out" '"cmd":"status"' "the connection goes on after an error"
-e2e_assert_eq "srw-rw----" "$(stat -c %A "$E2E_WORK/ctl.sock")" "control socket mode 0660"
+e2e_assert_eq "srw-rw---- daemon" "$(stat -c '%A %G' "$E2E_WORK/ctl.sock")" \
+	"control socket mode 0660, group control_group"
 
 # --- check CONFIG ---
 out=$(e2e_run "$CTL" check "$E2E_WORK/moatd.yaml")
