@@ -1,6 +1,7 @@
 /* ctlproto.c owns the control protocol's grammar (moat/ctlproto.h): reading a request line
  * into a struct ctl_request, writing one back (moatctl), type names, and the error reply. Pure:
  * moatd's control.c does the I/O and runs the commands. */
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,8 +76,11 @@ static int fail(char *err, size_t errlen, const char *msg, const char *word)
 static int parse_option(const char *w, struct ctl_request *r, char *err, size_t errlen)
 {
 	if (!strncmp(w, "client=", 7)) {
-		if (config_parse_addrport(w + 7, 0, &r->client) < 0)
-			return fail(err, errlen, "bad client address", w + 7);
+		/* An address: a port would not change the answer, so none is accepted. */
+		if (config_parse_addrport(w + 7, 0, &r->client) < 0 ||
+		    ((struct sockaddr_in *)&r->client)->sin_port != 0)
+			return fail(err, errlen, "bad client address (an IP address, no port)",
+			            w + 7);
 		r->has_client = true;
 		return 0;
 	}

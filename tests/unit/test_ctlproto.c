@@ -68,6 +68,7 @@ Test(ctlproto, errors)
 	    {"explain", "explain needs a name"},
 	    {"explain a..b", "bad name"},
 	    {"explain a client=999.1.1.1", "bad client address"},
+	    {"explain a client=10.0.0.1:53", "no port"},
 	    {"explain a type=NOPE", "unknown type"},
 	    {"explain a port=1", "unknown option"},
 	    {"explain a b c d e", "too many words"},

@@ -186,14 +186,20 @@ static int cmd_check(const char *path)
 	return 0;
 }
 
-/* Build the request from the words after the options; returns 0 or prints why not. */
+/* Build the request from the words after the options (--client and --type become explain's
+ * client= and type= words) and check it with the daemon's own parser. Returns 0 or prints why
+ * not. */
 static int build_request(int argc, char **argv, const char *client, const char *type, char *line,
                          size_t cap)
 {
 	char text[CTLPROTO_MAXLINE + 1], err[256];
 	size_t n = 0;
-	for (int i = 0; i < argc; i++) {
-		int k = snprintf(text + n, sizeof(text) - n, "%s%s", i ? " " : "", argv[i]);
+	for (int i = 0; i < argc + 2; i++) {
+		const char *w = i < argc ? argv[i] : i == argc ? client : type;
+		const char *key = i < argc ? "" : i == argc ? "client=" : "type=";
+		if (!w)
+			continue;
+		int k = snprintf(text + n, sizeof(text) - n, "%s%s%s", i ? " " : "", key, w);
 		if (k < 0 || (size_t)k >= sizeof(text) - n) {
 			fprintf(stderr, "moatctl: request too long\n");
 			return MOAT_EINVAL;
@@ -203,21 +209,6 @@ static int build_request(int argc, char **argv, const char *client, const char *
 	struct ctl_request r;
 	if (ctlproto_parse(text, n, &r, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moatctl: %s\n", err);
-		return MOAT_EINVAL;
-	}
-	if ((client || type) && r.cmd != CTL_EXPLAIN) {
-		fprintf(stderr, "moatctl: --client and --type are for explain\n");
-		return MOAT_EINVAL;
-	}
-	if (client) {
-		if (config_parse_addrport(client, 0, &r.client) < 0) {
-			fprintf(stderr, "moatctl: --client %s: expected an address\n", client);
-			return MOAT_EINVAL;
-		}
-		r.has_client = true;
-	}
-	if (type && ctlproto_parse_type(type, &r.qtype) < 0) {
-		fprintf(stderr, "moatctl: --type %s: unknown type\n", type);
 		return MOAT_EINVAL;
 	}
 	return ctlproto_format(&r, line, cap) < 0 ? MOAT_EINVAL : 0;
