@@ -317,7 +317,8 @@ size_t cache_flush(struct cache *c, const uint8_t *lname)
 	for (struct cache_entry *e = c->newest, *next; e; e = next) {
 		next = e->older;
 		/* The key starts with the name, lower-cased like lname. */
-		if (!lname || (e->keylen == (size_t)nl + 5 && !memcmp(e->data, lname, (size_t)nl))) {
+		if (!lname ||
+		    (e->keylen == (size_t)nl + 5 && !memcmp(e->data, lname, (size_t)nl))) {
 			cache_remove(c, e);
 			n++;
 		}

@@ -872,8 +872,8 @@ static int config_dnstap(struct config_ctx *c, struct fy_node *v, int line)
 	free(c->cfg->dnstap_path);
 	c->cfg->dnstap_path = NULL;
 	c->cfg->dnstap_socket = sock;
-	return config_path(c, fy_node_pair_value(pair), kline, sock ? "dnstap.socket" : "dnstap.file",
-	                   false, &c->cfg->dnstap_path);
+	return config_path(c, fy_node_pair_value(pair), kline,
+	                   sock ? "dnstap.socket" : "dnstap.file", false, &c->cfg->dnstap_path);
 }
 
 static int config_sinkhole(struct config_ctx *c, struct config_agent *a, struct fy_node *v,
@@ -1213,7 +1213,8 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 			rc = config_path(c, v, line, "control", false, &cfg->control_path);
 		} else if (config_key_is(ks, klen, "control_group")) {
 			char g[CONFIG_NAME_MAX];
-			rc = config_scalar(c, v, line, "control_group", "a group name", g, sizeof(g));
+			rc = config_scalar(c, v, line, "control_group", "a group name", g,
+			                   sizeof(g));
 			free(cfg->control_group);
 			cfg->control_group = rc == 0 ? strdup(g) : NULL;
 		} else if (config_key_is(ks, klen, "metrics")) {

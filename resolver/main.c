@@ -592,9 +592,8 @@ static int start_ops(uv_loop_t *loop, char *err, size_t errlen)
 	if (cfg.control_path &&
 	    control_start(loop, cfg.control_path, cfg.control_group, &ops, err, errlen) < 0)
 		return MOAT_EIO;
-	if (cfg.has_metrics &&
-	    metrics_http_start((const struct sockaddr *)&cfg.metrics_addr, workers, nworkers,
-	                       MOAT_VERSION, err, errlen) < 0)
+	if (cfg.has_metrics && metrics_http_start((const struct sockaddr *)&cfg.metrics_addr,
+	                                          workers, nworkers, MOAT_VERSION, err, errlen) < 0)
 		return MOAT_EIO;
 	return 0;
 }
@@ -642,7 +641,8 @@ int main(int argc, char **argv)
 	metrics_global.start_unix = (uint64_t)time(NULL);
 	metrics_global.workers = nworkers;
 	policy_measured(policy, true);
-	if (dnstap_out_start(&cfg, nworkers, "moatd", "moatd " MOAT_VERSION, err, sizeof(err)) < 0) {
+	if (dnstap_out_start(&cfg, nworkers, "moatd", "moatd " MOAT_VERSION, err, sizeof(err)) <
+	    0) {
 		fprintf(stderr, "moatd: %s\n", err);
 		return 1;
 	}

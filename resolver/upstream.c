@@ -601,7 +601,8 @@ static int try_udp(struct upstream_req *r)
 	if (n < 0)
 		return n;
 	if (r->srv->dnstap)
-		dnstap_forwarder(r->srv, (const struct sockaddr *)&r->srv->cfg->upstreams[r->upstream],
+		dnstap_forwarder(r->srv,
+		                 (const struct sockaddr *)&r->srv->cfg->upstreams[r->upstream],
 		                 s->send_buf[s->nsend], (size_t)n, false, false);
 	s->send_len[s->nsend] = (uint16_t)n;
 	s->send_slot[s->nsend] = r->slot;
