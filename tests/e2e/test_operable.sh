@@ -96,6 +96,9 @@ for m in moat_build_info moat_policy_agents moat_policy_patterns moat_grants_sen
 done
 e2e_assert_contains "$(cat "$E2E_WORK/m1.txt")" 'moat_build_info{version="' "build info"
 e2e_assert_contains "$(cat "$E2E_WORK/m1.txt")" 'moat_policy_patterns 2' "policy size"
+e2e_assert_contains "$(cat "$E2E_WORK/m1.txt")" 'moat_inflight_questions 0' "nothing left in flight"
+code=$(e2e_run curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:9153/other)
+e2e_assert_eq 404 "$code" "only /metrics is served"
 
 # --- moatctl status, stats, agents ---
 out=$(ctl --json status)
