@@ -17,10 +17,7 @@
 #include <string.h>
 
 #include "moat/err.h"
-
-#ifndef MOAT_ZONES_DIR
-#error "MOAT_ZONES_DIR must be defined by the build"
-#endif
+#include "moat/zonesdir.h"
 
 /* Limits on numeric keys. Values outside them are almost certainly typos (a timeout in seconds
  * written into a millisecond key), so they are rejected rather than clamped. */
@@ -364,11 +361,11 @@ void config_init(struct config *cfg)
 	cfg->cache_min_ttl = 0;
 	cfg->cache_max_ttl = 86400;
 	/* Failing to record the shipped deny lists must not silently start a resolver without
-	 * them, and config_init has no way to report it: out of memory this early is fatal. */
-	if (config_strv_push(&cfg->highrisk_files, &cfg->nhighrisk,
-	                     MOAT_ZONES_DIR "/highrisk.txt") != 0 ||
-	    config_strv_push(&cfg->range_files, &cfg->nranges,
-	                     MOAT_ZONES_DIR "/blocked-ranges.txt") != 0)
+	 * them, and config_init has no way to report it: out of memory this early is fatal. The
+	 * placeholders are pointed at the shipped-lists directory right away. */
+	if (config_strv_push(&cfg->highrisk_files, &cfg->nhighrisk, "") != 0 ||
+	    config_strv_push(&cfg->range_files, &cfg->nranges, "") != 0 ||
+	    zonesdir_apply(cfg, zonesdir_default()) != 0)
 		abort();
 }
 
@@ -1232,6 +1229,12 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 		} else if (config_key_is(ks, klen, "blocked_ranges")) {
 			rc = config_paths(c, v, line, "blocked_ranges", &cfg->range_files,
 			                  &cfg->nranges, true);
+		} else if (config_key_is(ks, klen, "zones_dir")) {
+			char *dir = NULL;
+			rc = config_path(c, v, line, "zones_dir", true, &dir);
+			if (rc == 0 && zonesdir_apply(cfg, dir) != 0)
+				rc = config_fail(c, line, "out of memory");
+			free(dir);
 		} else if (config_key_is(ks, klen, "agents")) {
 			rc = config_agents(c, v, line);
 		} else {

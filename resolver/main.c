@@ -20,6 +20,9 @@
 #include "moat/metrics.h"
 #include "moat/policy.h"
 #include "moat/ratelimit.h"
+#include "moat/sdnotify.h"
+#include "moat/version.h"
+#include "moat/zonesdir.h"
 #include "control.h"
 #include "dnstap_out.h"
 #include "fetch.h"
@@ -29,15 +32,13 @@
 #include "server.h"
 #include "worker.h"
 
-#define MOAT_VERSION "0.1.0"
-
 static void usage(FILE *f)
 {
 	fputs(
 	    "usage: moatd --listen ADDR:PORT --upstream ADDR:PORT [--upstream-source ADDR]\n"
 	    "             --allow FILE [--allow FILE...] [--deny nxdomain|refused|sinkhole]\n"
 	    "             [--strict-chain] [--allow-private] [--log FILE] [--firewall PATH]\n"
-	    "             [--check]\n"
+	    "             [--zones-dir DIR] [--check]\n"
 	    "       moatd -c CONFIG [--check]\n"
 	    "\n"
 	    "  --listen ADDR:PORT     answer on UDP and TCP there (repeatable; IPv4 or [IPv6])\n"
@@ -61,6 +62,9 @@ static void usage(FILE *f)
 	    "  --check                validate config and policy, print the result, exit\n"
 	    "  --control PATH         control socket for moatctl (mode 0660)\n"
 	    "  --metrics ADDR:PORT    Prometheus metrics endpoint (off by default)\n"
+	    "  --zones-dir DIR        where the shipped lists are (highrisk.txt,\n"
+	    "                         blocked-ranges.txt); default: the install's share/moat\n"
+	    "  --version              print the version and exit\n"
 	    "Without -c, one agent named 'default' serves loopback clients and the networks of\n"
 	    "the listen addresses.\n",
 	    f);
@@ -142,6 +146,7 @@ struct options {
 	long cache_mb;  /* -1: not given */
 	long ratelimit; /* -1: not given */
 	const char *user;
+	const char *zones_dir;
 	bool no_seccomp;
 	char **allow; /* owned until handed to the flag-mode agent */
 	size_t nallow;
@@ -217,6 +222,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		O_STALE,
 		O_CONTROL,
 		O_METRICS,
+		O_ZONES,
 	};
 	static const struct option longopts[] = {
 	    {"listen", required_argument, 0, O_LISTEN},
@@ -238,6 +244,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 	    {"serve-stale", required_argument, 0, O_STALE},
 	    {"control", required_argument, 0, O_CONTROL},
 	    {"metrics", required_argument, 0, O_METRICS},
+	    {"zones-dir", required_argument, 0, O_ZONES},
 	    {"config", required_argument, 0, 'c'},
 	    {"help", no_argument, 0, 'h'},
 	    {"version", no_argument, 0, O_VERSION},
@@ -314,6 +321,9 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		case O_NOSECCOMP:
 			o->no_seccomp = true;
 			break;
+		case O_ZONES:
+			o->zones_dir = optarg;
+			break;
 		case O_RATELIMIT:
 			if (opt_number(optarg, 0, 10000000, "--ratelimit",
 			               "0 to 10000000 (queries/s)", &o->ratelimit) < 0)
@@ -343,7 +353,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 			usage(stdout);
 			exit(0);
 		case O_VERSION:
-			printf("moatd %s\n", MOAT_VERSION);
+			printf("moatd %s\n", MOAT_VERSION_FULL);
 			exit(0);
 		default:
 			usage(stderr);
@@ -397,6 +407,8 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 	}
 	if (o->no_seccomp)
 		cfg->seccomp = false;
+	if (o->zones_dir && zonesdir_apply(cfg, o->zones_dir) < 0)
+		return MOAT_ENOMEM;
 	if (o->ratelimit >= 0)
 		cfg->rl_qps = (uint32_t)o->ratelimit;
 	if (o->workers > 0)
@@ -498,6 +510,7 @@ static int reload(char *err, size_t errlen)
 	config_init(&ncfg);
 	if (opts.config_path) {
 		if (config_load_file(&ncfg, opts.config_path, err, errlen) < 0 ||
+		    (opts.zones_dir && zonesdir_apply(&ncfg, opts.zones_dir) < 0) ||
 		    config_validate(&ncfg, err, errlen) < 0) {
 			fprintf(stderr, "moatd: reload failed, running policy kept: %s\n", err);
 			config_free(&ncfg);
@@ -525,6 +538,7 @@ static int reload(char *err, size_t errlen)
 	fprintf(stderr, "moatd: policy reloaded (%zu agents)\n", np->nagents);
 	metrics_inc(&metrics_global.reloads_ok);
 	policy_measured(np, true);
+	sdnotify_send("STATUS=serving; policy reloaded");
 	policy_unref(np);
 	return 0;
 }
@@ -574,6 +588,7 @@ static void on_signal(uv_signal_t *s, int signum)
 	}
 	if (workers[0].stopping)
 		return;
+	sdnotify_send("STOPPING=1");
 	for (unsigned i = 1; i < nworkers; i++)
 		worker_post_stop(&workers[i]);
 	worker_stop(&workers[0]);
@@ -680,6 +695,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "moatd: cannot start worker threads\n");
 		return 1;
 	}
+	/* The service manager's socket is opened while socket() and connect() of any kind are
+	 * still allowed; READY=1 goes out on it once every worker serves. */
+	if (sdnotify_open() < 0)
+		fprintf(stderr, "moatd: NOTIFY_SOCKET: cannot reach the service manager\n");
 	/* Everything privileged is done: sockets bound, files open. */
 	if (privdrop_apply(cfg.user, cfg.seccomp, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moatd: %s\n", err);
@@ -691,6 +710,7 @@ int main(int argc, char **argv)
 	        "worker(s); ready in %.1f ms\n",
 	        MOAT_VERSION, workers[0].policy->nagents, cfg.nlisten, cfg.nupstreams, nworkers,
 	        (double)(uv_hrtime() - t0) / 1e6);
+	sdnotify_send("READY=1\nSTATUS=serving");
 	uv_run(loop, UV_RUN_DEFAULT);
 	worker_join(workers, nworkers);
 	metrics_http_stop();
@@ -725,6 +745,7 @@ int main(int argc, char **argv)
 			        (unsigned long long)workers[i].stats.queries);
 	for (unsigned i = 0; i < nworkers; i++)
 		worker_deinit(&workers[i]);
+	sdnotify_close();
 	free(workers);
 	ratelimit_free(limiter);
 	log_close(log);

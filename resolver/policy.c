@@ -4,7 +4,9 @@
  * A pattern set is an open-addressing hash table keyed by SipHash-2-4 (libsodium
  * crypto_shorthash) of the lower-cased wire name under a random per-set key, so an agent cannot
  * precompute colliding names. One slot per distinct name records whether the exact name and/or
- * everything below it ("*.name") is listed, and where each pattern came from. */
+ * everything below it ("*.name") is listed, and where each pattern came from. The ports of a rule
+ * that names them live beside the slots, in a table sorted by rule: a slot stays 16 bytes, and
+ * only a match in a set that has port rules looks there (a deny never does). */
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +46,14 @@ struct policy_set {
 	size_t cap, used, npatterns;
 	char **files; /* owned: file names, index = pslot.*_file - 1 */
 	size_t nfiles;
+	struct pset_ports *ports; /* owned, sorted by rule; only rules that name ports */
+	size_t nports, ports_cap;
+	bool no_ports; /* policy_set_forbid_ports */
+};
+
+struct pset_ports {
+	uint32_t rule;
+	struct policy_ports ports;
 };
 
 #define SLOT_EMPTY 0
@@ -88,6 +98,7 @@ void policy_set_free(struct policy_set *s)
 	for (size_t i = 0; i < s->nfiles; i++)
 		free(s->files[i]);
 	free(s->files);
+	free(s->ports);
 	free(s->arena);
 	free(s->slots);
 	free(s);
@@ -208,8 +219,65 @@ static int pattern_parse(const char *pattern, size_t len, uint8_t *wire, bool *w
 	return wl;
 }
 
+void policy_set_forbid_ports(struct policy_set *s)
+{
+	s->no_ports = true;
+}
+
+/* Index of rule in the port table, or of where it would go. */
+static size_t ports_pos(const struct policy_set *s, uint32_t rule)
+{
+	size_t lo = 0, hi = s->nports;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (s->ports[mid].rule < rule)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static struct policy_ports *ports_find(const struct policy_set *s, uint32_t rule)
+{
+	size_t i = ports_pos(s, rule);
+	return i < s->nports && s->ports[i].rule == rule ? &s->ports[i].ports : NULL;
+}
+
+/* Record the ports of a new rule (rules mostly arrive in file and line order: an append). */
+static int ports_add(struct policy_set *s, uint32_t rule, const struct policy_ports *pp)
+{
+	if (s->nports == s->ports_cap) {
+		size_t ncap = s->ports_cap ? s->ports_cap * 2 : 16;
+		struct pset_ports *np = realloc(s->ports, ncap * sizeof(*np));
+		if (!np)
+			return MOAT_ENOMEM;
+		s->ports = np;
+		s->ports_cap = ncap;
+	}
+	size_t i = ports_pos(s, rule);
+	memmove(&s->ports[i + 1], &s->ports[i], (s->nports - i) * sizeof(s->ports[0]));
+	s->ports[i] = (struct pset_ports){.rule = rule, .ports = *pp};
+	s->nports++;
+	return 0;
+}
+
+/* A pattern listed again: its rule opens the union of both lines' ports (any port if either
+ * line names none). */
+static int ports_merge(struct policy_set *s, uint32_t rule, const struct policy_ports *pp)
+{
+	size_t i = ports_pos(s, rule);
+	if (i >= s->nports || s->ports[i].rule != rule)
+		return 0; /* already any port */
+	if (pp)
+		return policy_ports_union(&s->ports[i].ports, pp);
+	memmove(&s->ports[i], &s->ports[i + 1], (s->nports - i - 1) * sizeof(s->ports[0]));
+	s->nports--;
+	return 0;
+}
+
 static int set_insert(struct policy_set *s, const uint8_t *wire, size_t wl, uint32_t tag, bool wild,
-                      uint16_t fidx, uint32_t line)
+                      uint16_t fidx, uint32_t line, const struct policy_ports *pp)
 {
 	int rc;
 	if ((s->used + 1) * 4 > s->cap * 3 && (rc = set_grow(s)))
@@ -231,12 +299,15 @@ static int set_insert(struct policy_set *s, const uint8_t *wire, size_t wl, uint
 		s->arena_len += wl;
 		s->used++;
 	}
-	if (wild ? sl->wild : sl->exact)
-		return 0; /* listed twice: the first place explains it */
+	if (wild ? sl->wild : sl->exact) /* listed twice: the first place explains it */
+		return ports_merge(s, wild ? sl->wild : sl->exact, pp);
+	uint32_t rule = RULE(fidx, line ? line : 1);
+	if (pp && (rc = ports_add(s, rule, pp)))
+		return rc;
 	if (wild)
-		sl->wild = RULE(fidx, line ? line : 1);
+		sl->wild = rule;
 	else
-		sl->exact = RULE(fidx, line ? line : 1);
+		sl->exact = rule;
 	s->npatterns++;
 	return 0;
 }
@@ -253,7 +324,8 @@ int policy_set_add(struct policy_set *s, const char *pattern, size_t len, const 
 	int rc = set_file_index(s, file ? file : "-", &fidx);
 	if (rc)
 		return rc;
-	return set_insert(s, wire, (size_t)wl, set_tag(s, wire, (size_t)wl), wild, fidx, line);
+	return set_insert(s, wire, (size_t)wl, set_tag(s, wire, (size_t)wl), wild, fidx, line,
+	                  NULL);
 }
 
 /* Make room for n more names and bytes more arena at once: loading a large file then touches
@@ -286,7 +358,9 @@ struct load_name {
 	uint8_t wire[NAME_MAXWIRE];
 	uint8_t wl;
 	bool wild;
+	bool has_ports;
 	uint32_t tag, line;
+	struct policy_ports ports;
 };
 
 struct load_batch {
@@ -300,8 +374,32 @@ static int batch_flush(struct policy_set *s, struct load_batch *b)
 	int rc = 0;
 	for (unsigned i = 0; i < b->n && !rc; i++)
 		rc = set_insert(s, b->e[i].wire, b->e[i].wl, b->e[i].tag, b->e[i].wild, b->fidx,
-		                b->e[i].line);
+		                b->e[i].line, b->e[i].has_ports ? &b->e[i].ports : NULL);
 	b->n = 0;
+	return rc;
+}
+
+/* The ports after a line's pattern (none: any port) into q. */
+static int load_ports(const struct policy_set *s, struct load_name *q, const char *text, size_t n,
+                      const char *path, uint32_t lineno, char *err, size_t errlen)
+{
+	char why[128];
+	q->has_ports = n > 0;
+	if (!n)
+		return 0;
+	if (s->no_ports) {
+		snprintf(err, errlen, "%s:%u: ports have no meaning here, found '%.*s'", path,
+		         lineno, (int)n, text);
+		return MOAT_EINVAL;
+	}
+	if (lineno > RULE_LINE_MAX) {
+		snprintf(err, errlen, "%s:%u: ports only on the first %u lines", path, lineno,
+		         RULE_LINE_MAX);
+		return MOAT_ELIMIT;
+	}
+	int rc = policy_ports_parse(text, n, &q->ports, why, sizeof(why));
+	if (rc)
+		snprintf(err, errlen, "%s:%u: %s", path, lineno, why);
 	return rc;
 }
 
@@ -321,19 +419,19 @@ static int load_line(struct policy_set *s, struct load_batch *bt, const char *li
 		e--;
 	if (b == e)
 		return 0;
-	for (size_t i = b; i < e; i++)
-		if (line[i] == ' ' || line[i] == '\t') {
-			snprintf(err, errlen, "%s:%u: one pattern per line, found '%.*s'", path,
-			         lineno, (int)(e - b), line + b);
-			return MOAT_EINVAL;
-		}
+	size_t pe = b; /* the pattern ends at the first blank; ports may follow */
+	while (pe < e && line[pe] != ' ' && line[pe] != '\t')
+		pe++;
 	struct load_name *q = &bt->e[bt->n];
-	int wl = pattern_parse(line + b, e - b, q->wire, &q->wild);
+	int rc = load_ports(s, q, line + pe, e - pe, path, lineno, err, errlen);
+	if (rc)
+		return rc;
+	int wl = pattern_parse(line + b, pe - b, q->wire, &q->wild);
 	if (wl < 0) {
 		snprintf(err, errlen,
 		         "%s:%u: bad pattern '%.*s' (expected name or *.name: labels of 1-63 "
 		         "bytes, 255 in all, '*' only as the whole first label)",
-		         path, lineno, (int)(e - b), line + b);
+		         path, lineno, (int)(pe - b), line + b);
 		return wl;
 	}
 	q->wl = (uint8_t)wl;
@@ -342,7 +440,7 @@ static int load_line(struct policy_set *s, struct load_batch *bt, const char *li
 	__builtin_prefetch(&s->slots[q->tag & (s->cap - 1)], 1);
 	if (++bt->n < LOAD_BATCH)
 		return 0;
-	int rc = batch_flush(s, bt);
+	rc = batch_flush(s, bt);
 	if (rc)
 		snprintf(err, errlen, "%s:%u: %s", path, lineno, moat_strerror(rc));
 	return rc;
@@ -417,7 +515,8 @@ bool policy_set_match(const struct policy_set *s, const uint8_t *lname, struct p
 	if (sl && sl->exact) {
 		if (rule)
 			*rule = (struct policy_rule){s->files[RULE_FILE(sl->exact) - 1],
-			                             RULE_LINE(sl->exact), false};
+			                             RULE_LINE(sl->exact), false,
+			                             s->nports ? ports_find(s, sl->exact) : NULL};
 		return true;
 	}
 	for (const uint8_t *p = lname; *p;) {
@@ -425,8 +524,9 @@ bool policy_set_match(const struct policy_set *s, const uint8_t *lname, struct p
 		sl = set_lookup(s, p);
 		if (sl && sl->wild) {
 			if (rule)
-				*rule = (struct policy_rule){s->files[RULE_FILE(sl->wild) - 1],
-				                             RULE_LINE(sl->wild), true};
+				*rule = (struct policy_rule){
+				    s->files[RULE_FILE(sl->wild) - 1], RULE_LINE(sl->wild), true,
+				    s->nports ? ports_find(s, sl->wild) : NULL};
 			return true;
 		}
 	}

@@ -38,6 +38,7 @@ int policy_load(const struct config *cfg, struct policy **out, char *err, size_t
 	}
 	if (!(p->highrisk = policy_set_new()))
 		goto fail_msg;
+	policy_set_forbid_ports(p->highrisk);
 	for (size_t k = 0; k < cfg->nhighrisk; k++)
 		if ((rc = policy_set_load_file(p->highrisk, cfg->highrisk_files[k], err, errlen)))
 			goto fail;

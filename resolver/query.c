@@ -330,6 +330,11 @@ static bool grant_first(struct query *qr)
 	if (g.naddr == 0)
 		return false;
 	snprintf(g.agent, sizeof(g.agent), "%s", qr->agent->cfg.name);
+	/* The allowing rule's ports (none: every port); both lists are sorted and unique. */
+	_Static_assert(POLICY_PORTS_MAX <= FWPROTO_MAXPORT, "a rule's ports fit in a grant");
+	const struct policy_ports *pp = qr->decision.rule.ports;
+	for (unsigned i = 0; pp && i < pp->n && i < FWPROTO_MAXPORT; i++)
+		g.port[g.nport++] = (struct fwproto_port){pp->p[i].proto, pp->p[i].port};
 	g.lifetime = a->resp.min_ttl > a->resp.age ? a->resp.min_ttl - a->resp.age : 0;
 	if (a->stale && g.lifetime > STALE_TTL)
 		g.lifetime = STALE_TTL;

@@ -13,6 +13,7 @@
  *   log: {file: /var/log/moat/queries.jsonl}  # "-" or absent: stdout
  *   highrisk: [extra-highrisk.txt]            # more names always denied (the shipped list stays)
  *   blocked_ranges: [extra-ranges.txt]        # more answer ranges refused (shipped list stays)
+ *   zones_dir: /usr/share/moat                # where the shipped lists are (see moat/zonesdir.h)
  *   user: moat                                # drop to this user after binding (default: stay)
  *   workers: 1                                # threads, each with its own loop and cache share
  *   seccomp: true                             # system-call filter after start-up
@@ -116,7 +117,7 @@ struct config {
 };
 
 /* Fill cfg with defaults (no listeners, no upstreams, no agents, shipped zone files from
- * MOAT_ZONES_DIR). Call before config_load_file or before filling it from flags. */
+ * zonesdir_default()). Call before config_load_file or before filling it from flags. */
 void config_init(struct config *cfg);
 
 /* Parse a YAML config file into cfg (which config_init prepared). Values given in the file

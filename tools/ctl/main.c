@@ -2,8 +2,8 @@
  * control socket (protocol in moat/ctlproto.h; the request line is built and checked with the
  * same parser the daemon uses); `grants` reads moat-fw's ledger (grants.c) and `check` loads a
  * config and its policy files with the daemon's own loader, without a daemon. Output is the
- * reply's JSON object, indented, or as one line with --json; the exit status is 0 only when
- * the reply says ok. */
+ * reply's JSON object, indented, or as one line with --json; the exit status is 0 when the
+ * reply says ok, 1 when it does not, 2 for a usage error or an unreachable socket. */
 #include <getopt.h>
 #include <poll.h>
 #include <stdio.h>
@@ -298,7 +298,7 @@ int main(int argc, char **argv)
 		return 2;
 	char *reply = ask(o.sock, line);
 	if (!reply)
-		return 1;
+		return 2; /* the daemon could not be asked (moatctl(8)) */
 	bool ok = strncmp(reply, "{\"v\":1,\"ok\":true", 16) == 0;
 	if (ok)
 		ctl_print_json(reply, o.raw);
