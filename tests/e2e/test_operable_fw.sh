@@ -34,8 +34,9 @@ got=$(e2e_run "$PY" -c 'import json,sys
 d = json.loads(sys.argv[1])
 print(d["count"], " ".join(sorted(g["destination"] for g in d["grants"])),
       sorted(set(g["agent"] for g in d["grants"])), all(0 < g["remaining_s"] <= 3700 for g in d["grants"]),
-      all(g["sandbox"] is None for g in d["grants"]))' "$out")
-e2e_assert_eq "5 192.0.2.10 192.0.2.11 192.0.2.12 192.0.2.13 192.0.2.14 ['default'] True True" "$got" \
+      all(g["sandbox"] is None for g in d["grants"]),
+      sorted(set((g.get("proto"), g.get("port")) for g in d["grants"])))' "$out")
+e2e_assert_eq "5 192.0.2.10 192.0.2.11 192.0.2.12 192.0.2.13 192.0.2.14 ['default'] True True [(0, 0)]" "$got" \
 	"moatctl grants lists every granted address with its agent and lifetime"
 out=$(e2e_run "$CTL" --state "$E2E_WORK/fwstate" --json grants nobody)
 e2e_assert_contains "$out" '"count":0' "grants AGENT filters by agent"
