@@ -88,6 +88,23 @@ int ctl_compile_main(int argc, char **argv)
 	return 0;
 }
 
+bool ctl_policy_command(int argc, char **argv, int *status)
+{
+	static const struct {
+		const char *name;
+		int (*main)(int argc, char **argv);
+	} cmds[] = {{"compile", ctl_compile_main},
+	            {"verify", ctl_verify_main},
+	            {"sign", ctl_sign_main},
+	            {"keygen", ctl_keygen_main}};
+	for (size_t i = 0; argc >= 2 && i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (!strcmp(argv[1], cmds[i].name)) {
+			*status = cmds[i].main(argc - 1, argv + 1);
+			return true;
+		}
+	return false;
+}
+
 int ctl_verify_main(int argc, char **argv)
 {
 	static const struct option opts[] = {{"pubkey", required_argument, NULL, 'p'},
