@@ -27,6 +27,10 @@ static double now_s(void)
 static double time_lookups(const struct policy_set *s, uint8_t (*q)[NAME_MAXWIRE], long lookups,
                            long *hits)
 {
+	long warm = 0;
+	for (long i = 0; i < (1 << 16); i++) /* one untimed pass: a mapped set's pages fault in */
+		warm += policy_set_match(s, q[i], NULL);
+	(void)warm;
 	double t0 = now_s();
 	for (long i = 0; i < lookups; i++)
 		*hits += policy_set_match(s, q[i & ((1 << 16) - 1)], NULL);
