@@ -8,9 +8,11 @@
 
 #include "moat/ratelimit.h"
 
+/* A bucket is shared by every client whose hash lands on it: it keeps no owner, so a new
+ * client arriving never refills it (two colliding clients taking turns used to get a full
+ * burst each time: unlimited). */
 struct bucket {
-	uint64_t key;     /* the client's hash, so a bucket notices a new owner */
-	uint64_t last_ms; /* last refill */
+	uint64_t last_ms; /* last refill; 0: never used */
 	uint64_t milli;   /* tokens x 1000 */
 };
 
@@ -72,9 +74,8 @@ bool ratelimit_allow(struct ratelimit *rl, const struct sockaddr *client, uint64
 	struct bucket *b = &rl->b[h & rl->mask];
 	bool ok = false;
 	pthread_mutex_lock(&rl->lock);
-	if (b->key != h || b->last_ms == 0) {
-		/* A client this bucket has not seen (or seen last): it starts with a full burst. */
-		b->key = h;
+	if (b->last_ms == 0) {
+		/* A bucket nobody used yet starts with a full burst. */
 		b->last_ms = now_ms ? now_ms : 1;
 		b->milli = rl->burst;
 	} else if (now_ms > b->last_ms) {

@@ -2,8 +2,8 @@
  * one host can hold a whole /64), so one noisy or hostile client cannot take the resolver from
  * the others. Buckets live in a fixed table indexed by SipHash of the client under a random key:
  * no allocation per client, bounded memory, and clients cannot aim collisions (a collision only
- * makes two clients share one budget). Thread-safe: moatd's workers share one table (a mutex;
- * uncontended it costs ~20 ns a query). */
+ * makes two clients share one budget, never gives either a fresh one). Thread-safe: moatd's workers
+ * share one table (a mutex; uncontended it costs ~20 ns a query). */
 #ifndef MOAT_RATELIMIT_H
 #define MOAT_RATELIMIT_H
 
