@@ -392,6 +392,15 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 		return;
 	}
 
+	/* Zone transfers, TSIG/TKEY, MAILA/MAILB, OPT as a type: never forwarded. */
+	if (wire_qtype_is_meta(q.qtype)) {
+		answer_local(srv, to, &q, NULL, false, WIRE_NOTIMP, WIRE_EDE_NOT_SUPPORTED,
+		             "moat: meta query type not supported");
+		log_it(srv, to, &q, agent->cfg.name, "notimp", "meta query type not supported",
+		       WIRE_NOTIMP, false, NULL, -1);
+		return;
+	}
+
 	/* Decide on the name. A deny is answered here and never leaves the box. */
 	struct policy_decision d;
 	policy_decide(srv->policy, agent, q.lname, q.qclass, &d);
