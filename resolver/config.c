@@ -357,6 +357,10 @@ void config_init(struct config *cfg)
 	cfg->upstream_attempts = 3;
 	cfg->tcp_idle_ms = 10000;
 	cfg->tcp_max_clients = 1024;
+	cfg->tcp_max_queued = 64 * 1024;
+	cfg->tcp_max_inflight = 64;
+	cfg->inflight_max = 2048;
+	cfg->inflight_per_client = 256;
 	cfg->workers = 1;
 	cfg->fw_timeout_ms = 1000;
 	cfg->seccomp = true;
@@ -1124,6 +1128,17 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 		} else if (config_key_is(ks, klen, "tcp_max_clients")) {
 			rc = config_u32(c, v, line, "tcp_max_clients", CONFIG_CLIENTS_MIN,
 			                CONFIG_CLIENTS_MAX, &cfg->tcp_max_clients);
+		} else if (config_key_is(ks, klen, "tcp_max_queued")) {
+			rc = config_u32(c, v, line, "tcp_max_queued", 1024, 16u << 20,
+			                &cfg->tcp_max_queued);
+		} else if (config_key_is(ks, klen, "tcp_max_inflight")) {
+			rc = config_u32(c, v, line, "tcp_max_inflight", 1, 65535,
+			                &cfg->tcp_max_inflight);
+		} else if (config_key_is(ks, klen, "inflight_max")) {
+			rc = config_u32(c, v, line, "inflight_max", 1, 1000000, &cfg->inflight_max);
+		} else if (config_key_is(ks, klen, "inflight_per_client")) {
+			rc = config_u32(c, v, line, "inflight_per_client", 1, 1000000,
+			                &cfg->inflight_per_client);
 		} else if (config_key_is(ks, klen, "user")) {
 			char u[64];
 			rc = config_scalar(c, v, line, "user", "a user name", u, sizeof(u));

@@ -17,9 +17,11 @@
 #include "moat/err.h"
 #include "moat/log.h"
 #include "moat/policy.h"
+#include "moat/inflight.h"
 #include "moat/ratelimit.h"
 #include "fetch.h"
 #include "fwchan.h"
+#include "limits.h"
 #include "privdrop.h"
 #include "server.h"
 #include "worker.h"
@@ -44,7 +46,12 @@ static void usage(FILE *f)
 	    "                         expiry when no upstream answers (RFC 8767; default 0: off)\n"
 	    "  --ratelimit QPS        queries per second per client (0: off, the default)\n"
 	    "  --workers N            threads sharing the port (SO_REUSEPORT); default 1\n"
-	    "  --user NAME            drop to this user once the sockets are bound\n"
+	    "  --tcp-max-queued BYTES answers queued per TCP connection before moatd stops\n"
+	    "                         reading it (default 65536)\n"
+	    "  --inflight-max N       questions waiting for an upstream, in all (default 2048)\n"
+	    "  --inflight-per-client N  of them per client (default 256); over a cap: SERVFAIL\n"
+	    "  --user NAME            drop to this user once the sockets are bound (default:\n"
+	    "                         moat if it exists, else nobody; root stays root)\n"
 	    "  --no-seccomp           skip the system-call filter (for debugging)\n"
 	    "  --allow FILE           allowlist: one name or *.name per line (repeatable)\n"
 	    "  --deny FORM            nxdomain (default), refused or sinkhole\n"
@@ -141,8 +148,9 @@ struct options {
 	struct sockaddr_storage *listen, *up; /* owned until handed to the config */
 	size_t nlisten, nup;
 	long timeout_ms;
-	long workers;     /* -1: not given */
-	long serve_stale; /* -1: not given */
+	long workers;                                   /* -1: not given */
+	long serve_stale;                               /* -1: not given */
+	long tcp_queued, inflight_max, inflight_client; /* -1: not given */
 };
 
 static int add_addr(struct sockaddr_storage **v, size_t *n, const char *s, uint16_t port)
@@ -206,6 +214,9 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		O_NOSECCOMP,
 		O_WORKERS,
 		O_STALE,
+		O_TCPQ,
+		O_INFL,
+		O_INFLC,
 	};
 	static const struct option longopts[] = {
 	    {"listen", required_argument, 0, O_LISTEN},
@@ -225,6 +236,9 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 	    {"no-seccomp", no_argument, 0, O_NOSECCOMP},
 	    {"workers", required_argument, 0, O_WORKERS},
 	    {"serve-stale", required_argument, 0, O_STALE},
+	    {"tcp-max-queued", required_argument, 0, O_TCPQ},
+	    {"inflight-max", required_argument, 0, O_INFL},
+	    {"inflight-per-client", required_argument, 0, O_INFLC},
 	    {"config", required_argument, 0, 'c'},
 	    {"help", no_argument, 0, 'h'},
 	    {"version", no_argument, 0, O_VERSION},
@@ -241,6 +255,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 	o->ratelimit = -1;
 	o->workers = -1;
 	o->serve_stale = -1;
+	o->tcp_queued = o->inflight_max = o->inflight_client = -1;
 	while ((ch = getopt_long(argc, argv, "c:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'c':
@@ -315,6 +330,21 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 			               &o->serve_stale) < 0)
 				return MOAT_EINVAL;
 			break;
+		case O_TCPQ:
+			if (opt_number(optarg, 1024, 16 << 20, "--tcp-max-queued",
+			               "1024 to 16777216 (bytes)", &o->tcp_queued) < 0)
+				return MOAT_EINVAL;
+			break;
+		case O_INFL:
+			if (opt_number(optarg, 1, 1000000, "--inflight-max", "1 to 1000000",
+			               &o->inflight_max) < 0)
+				return MOAT_EINVAL;
+			break;
+		case O_INFLC:
+			if (opt_number(optarg, 1, 1000000, "--inflight-per-client", "1 to 1000000",
+			               &o->inflight_client) < 0)
+				return MOAT_EINVAL;
+			break;
 		case O_CACHE:
 			if (opt_number(optarg, 0, 65536, "--cache-size", "0 to 65536 (MB)",
 			               &o->cache_mb) < 0)
@@ -386,6 +416,12 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		cfg->serve_stale = (uint32_t)o->serve_stale;
 	if (o->cache_mb >= 0)
 		cfg->cache_bytes = (size_t)o->cache_mb << 20;
+	if (o->tcp_queued > 0)
+		cfg->tcp_max_queued = (uint32_t)o->tcp_queued;
+	if (o->inflight_max > 0)
+		cfg->inflight_max = (uint32_t)o->inflight_max;
+	if (o->inflight_client > 0)
+		cfg->inflight_per_client = (uint32_t)o->inflight_client;
 	if (o->firewall) {
 		free(cfg->fw_socket);
 		cfg->fw_socket = strdup(o->firewall);
@@ -437,6 +473,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 static struct server *workers; /* cfg.workers of them; workers[0] runs on this thread */
 static unsigned nworkers;
 static struct ratelimit *limiter; /* shared by the workers; NULL: no rate limit */
+static struct inflight *inflight; /* caps on questions in flight, shared by the workers */
 static struct config cfg;
 static struct options opts;
 static uv_signal_t sig_term, sig_int, sig_hup;
@@ -546,6 +583,16 @@ int main(int argc, char **argv)
 		fprintf(stderr, "moatd: out of memory for the rate limiter\n");
 		return 1;
 	}
+	if (limits_fit_nofile(&cfg, err, sizeof(err)) < 0) {
+		fprintf(stderr, "moatd: %s\n", err);
+		return 1;
+	}
+	if (err[0])
+		fprintf(stderr, "moatd: %s\n", err);
+	if (!(inflight = inflight_new(cfg.inflight_max, cfg.inflight_per_client, 4096))) {
+		fprintf(stderr, "moatd: out of memory for the in-flight caps\n");
+		return 1;
+	}
 	nworkers = cfg.workers;
 	if (!(workers = calloc(nworkers, sizeof(*workers)))) {
 		fprintf(stderr, "moatd: out of memory\n");
@@ -557,6 +604,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "moatd: %s\n", err);
 			return 1;
 		}
+	for (unsigned i = 0; i < nworkers; i++)
+		workers[i].inflight = inflight;
 	policy_unref(policy); /* the workers hold theirs */
 	uv_loop_t *loop = workers[0].loop;
 	uv_timer_init(loop, &stats_timer);
@@ -603,16 +652,18 @@ int main(int argc, char **argv)
 		t.refused_clients += s->refused_clients;
 		t.upstream_mismatch += s->upstream_mismatch;
 		t.ratelimited += s->ratelimited;
+		t.inflight_refused += s->inflight_refused;
 	}
 	fprintf(stderr,
 	        "moatd: stopped: %llu queries, %llu answered, %llu denied, %llu forwarded, "
 	        "%llu servfail, %llu formerr, %llu dropped, %llu refused clients, %llu upstream "
-	        "mismatches, %llu rate-limited\n",
+	        "mismatches, %llu rate-limited, %llu over the in-flight caps\n",
 	        (unsigned long long)t.queries, (unsigned long long)t.answered,
 	        (unsigned long long)t.denied, (unsigned long long)t.forwarded,
 	        (unsigned long long)t.servfail, (unsigned long long)t.formerr,
 	        (unsigned long long)t.dropped, (unsigned long long)t.refused_clients,
-	        (unsigned long long)t.upstream_mismatch, (unsigned long long)t.ratelimited);
+	        (unsigned long long)t.upstream_mismatch, (unsigned long long)t.ratelimited,
+	        (unsigned long long)t.inflight_refused);
 	if (nworkers > 1)
 		for (unsigned i = 0; i < nworkers; i++)
 			fprintf(stderr, "moatd: worker %u: %llu queries\n", i,
@@ -621,6 +672,7 @@ int main(int argc, char **argv)
 		worker_deinit(&workers[i]);
 	free(workers);
 	ratelimit_free(limiter);
+	inflight_free(inflight);
 	log_close(log);
 	config_free(&cfg);
 	return 0;

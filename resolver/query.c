@@ -10,6 +10,7 @@
 
 #include "moat/addrguard.h"
 #include "moat/err.h"
+#include "moat/inflight.h"
 #include "moat/log.h"
 #include "moat/policy.h"
 #include "moat/ratelimit.h"
@@ -26,6 +27,8 @@ struct query {
 	struct fetch_wait *wait; /* while the answer is on its way */
 	struct answer *ans;      /* reference, once it is here */
 	uint32_t fw_token;       /* while the firewall grant is pending */
+	bool holds_slot;         /* counted in srv->inflight (slot) while it waits upstream */
+	uint32_t slot;
 	struct dlist link;
 	struct policy_decision decision;
 	struct wire_query q;
@@ -94,8 +97,17 @@ static void answer_local(struct server *srv, struct reply_to *to, const struct w
 	srv->stats.answered++;
 }
 
+/* The question no longer waits for an upstream: its in-flight count goes back. */
+static void give_slot(struct query *qr)
+{
+	if (qr->holds_slot)
+		inflight_give(qr->srv->inflight, qr->slot);
+	qr->holds_slot = false;
+}
+
 static void query_free(struct query *qr)
 {
+	give_slot(qr);
 	if (qr->fw_token)
 		fwchan_cancel(qr->srv->fw, qr->fw_token);
 	if (qr->wait)
@@ -312,6 +324,7 @@ static void on_fetched(void *ctx, int status, struct answer *ans)
 	struct query *qr = ctx;
 	struct server *srv = qr->srv;
 	qr->wait = NULL;
+	give_slot(qr);
 	if (status < 0) {
 		srv->stats.servfail++;
 		const char *why = status == MOAT_EFORMAT ? "moat: upstream answer was malformed"
@@ -446,13 +459,29 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 	qr->wait = NULL;
 	qr->ans = NULL;
 	qr->fw_token = 0;
+	qr->holds_slot = false;
 	dlist_add(&srv->live_queries, &qr->link);
+	/* Over a cap on questions in flight, only the cache may answer. */
+	enum inflight_result cap =
+	    srv->inflight
+	        ? inflight_take(srv->inflight, (const struct sockaddr *)&to->client, &qr->slot)
+	        : INFLIGHT_OK;
+	qr->holds_slot = srv->inflight && cap == INFLIGHT_OK;
 	struct answer *hit = NULL;
-	int rc = fetch_answer(srv, q.lname, q.qtype, q.qclass, q.edns_do, on_fetched, qr, &hit,
-	                      &qr->wait);
+	int rc = fetch_answer(srv, q.lname, q.qtype, q.qclass, q.edns_do, cap == INFLIGHT_OK,
+	                      on_fetched, qr, &hit, &qr->wait);
 	if (rc == FETCH_HIT) {
+		give_slot(qr);
 		qr->ans = hit;
 		on_answer(qr);
+	} else if (rc == FETCH_BUSY) {
+		srv->stats.servfail++;
+		srv->stats.inflight_refused++;
+		char why[96];
+		snprintf(why, sizeof(why), "moat: %s", inflight_result_str(cap));
+		answer_local(srv, to, &q, agent, false, WIRE_SERVFAIL, WIRE_EDE_NOT_READY, why);
+		log_it(srv, to, &q, agent->cfg.name, "allow", why, WIRE_SERVFAIL, false, NULL, -1);
+		query_free(qr);
 	} else if (rc < 0) {
 		answer_local(srv, to, &q, agent, false, WIRE_SERVFAIL, 0, NULL);
 		log_it(srv, to, &q, agent->cfg.name, "allow", "moat: could not reach upstream",

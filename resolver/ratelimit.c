@@ -59,9 +59,9 @@ uint64_t ratelimit_limited(struct ratelimit *rl)
 	return n;
 }
 
-bool ratelimit_allow(struct ratelimit *rl, const struct sockaddr *client, uint64_t now_ms)
+void ratelimit_client_id(const struct sockaddr *client, uint8_t id[RATELIMIT_CLIENT_ID])
 {
-	uint8_t id[9] = {0};
+	memset(id, 0, RATELIMIT_CLIENT_ID);
 	if (client->sa_family == AF_INET) {
 		id[0] = 4;
 		memcpy(id + 1, &((const struct sockaddr_in *)client)->sin_addr, 4);
@@ -69,6 +69,12 @@ bool ratelimit_allow(struct ratelimit *rl, const struct sockaddr *client, uint64
 		id[0] = 6;
 		memcpy(id + 1, &((const struct sockaddr_in6 *)client)->sin6_addr, 8); /* the /64 */
 	}
+}
+
+bool ratelimit_allow(struct ratelimit *rl, const struct sockaddr *client, uint64_t now_ms)
+{
+	uint8_t id[RATELIMIT_CLIENT_ID];
+	ratelimit_client_id(client, id);
 	uint64_t h;
 	crypto_shorthash((unsigned char *)&h, id, sizeof(id), rl->hkey);
 	struct bucket *b = &rl->b[h & rl->mask];

@@ -61,6 +61,7 @@ struct upstream_pool {
 	uv_timer_t timer;
 	bool timer_closed;
 	struct upstream_req *dead; /* finished this turn, freed by upstream_flush */
+	uint32_t nsocks;           /* open or closing: at most srv->upool_max */
 };
 
 /* A TCP try at one upstream: its own handle, freed in its close callback, so a new attempt never
@@ -97,6 +98,13 @@ struct upstream_req {
 	uint16_t slot;        /* our index in sock->reqs */
 };
 
+uint32_t upstream_pool_max(uint32_t inflight_share, size_t nupstreams)
+{
+	/* Full sockets carry SOCK_INFLIGHT each; retired ones linger with fewer until their
+	 * last attempt ends: four times the tight count, and a few per upstream. */
+	return inflight_share / SOCK_INFLIGHT * 4 + 4 * (uint32_t)nupstreams + 4;
+}
+
 uint64_t server_now_us(void)
 {
 	return uv_hrtime() / 1000;
@@ -132,6 +140,7 @@ static struct up_sock *sock_of(struct dlist *d)
 static void on_sock_closed(uv_handle_t *h)
 {
 	struct up_sock *s = h->data;
+	s->srv->upool->nsocks--;
 	close(s->fd);
 	free(s);
 }
@@ -178,6 +187,10 @@ static struct up_sock *sock_open(struct server *srv, unsigned u)
 	else
 		src.ss_family = to->sa_family;
 
+	/* The pool is bounded: at the cap an attempt fails over at once (and the caps on
+	 * questions in flight keep it from getting there in normal use). */
+	if (srv->upool->nsocks >= srv->upool_max)
+		return NULL;
 	int fd = socket(to->sa_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return NULL;
@@ -200,6 +213,7 @@ static struct up_sock *sock_open(struct server *srv, unsigned u)
 	}
 	s->srv = srv;
 	s->fd = fd;
+	srv->upool->nsocks++;
 	s->upstream = u;
 	s->born_ms = uv_now(srv->loop);
 	s->poll.data = s;
