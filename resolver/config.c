@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "moat/err.h"
+#include "moat/pathfd.h"
 
 #ifndef MOAT_ZONES_DIR
 #error "MOAT_ZONES_DIR must be defined by the build"
@@ -1416,7 +1417,7 @@ int config_load_file(struct config *cfg, const char *path, char *err, size_t err
 		return MOAT_EINVAL;
 	}
 	/* Read it ourselves: a clear I/O error, and a size cap before libfyaml sees anything. */
-	f = fopen(path, "rb");
+	f = pathfd_fopen(path); /* also after the privilege drop */
 	if (f == NULL) {
 		config_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
 		return MOAT_EIO;

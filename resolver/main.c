@@ -1,7 +1,8 @@
 /* main.c: moatd's command line, start-up order, signals and shutdown; nothing else.
  * Start-up: flags and config -> validation -> policy snapshot -> log -> workers (listeners
  * bound) -> privileges dropped -> loops. SIGHUP reloads the policy and hands it to every worker
- * (a bad file leaves the running policy in place); SIGTERM and SIGINT stop cleanly: listeners
+ * (a bad file leaves the running policy in place); SIGUSR1 reopens the query log (logrotate);
+ * SIGUSR2 is ignored (reserved); SIGTERM and SIGINT stop cleanly: listeners
  * close, in-flight queries are dropped, the log is flushed. */
 #include <arpa/inet.h>
 #include <getopt.h>
@@ -16,12 +17,14 @@
 #include "moat/config.h"
 #include "moat/err.h"
 #include "moat/log.h"
+#include "moat/pathfd.h"
 #include "moat/policy.h"
 #include "moat/inflight.h"
 #include "moat/ratelimit.h"
 #include "fetch.h"
 #include "fwchan.h"
 #include "limits.h"
+#include "logreopen.h"
 #include "privdrop.h"
 #include "server.h"
 #include "worker.h"
@@ -476,7 +479,8 @@ static struct ratelimit *limiter; /* shared by the workers; NULL: no rate limit 
 static struct inflight *inflight; /* caps on questions in flight, shared by the workers */
 static struct config cfg;
 static struct options opts;
-static uv_signal_t sig_term, sig_int, sig_hup;
+static uv_signal_t sig_term, sig_int, sig_hup, sig_usr1;
+static FILE *qlog; /* the query log (SIGUSR1 reopens it) */
 static uv_timer_t stats_timer;
 
 /* Load the policy again (SIGHUP) and hand it to every worker; a bad file changes nothing. */
@@ -524,11 +528,33 @@ static void on_stats(uv_timer_t *t)
 	}
 }
 
+/* Keep a descriptor of every policy file's directory, to read them again after the drop. */
+static void keep_policy_dirs(const struct config *c, const char *config_path)
+{
+	if (config_path)
+		pathfd_keep_dir(config_path);
+	for (size_t i = 0; i < c->nagents; i++)
+		for (size_t k = 0; k < c->agents[i].nallow; k++)
+			pathfd_keep_dir(c->agents[i].allow_files[k]);
+	for (size_t k = 0; k < c->nhighrisk; k++)
+		pathfd_keep_dir(c->highrisk_files[k]);
+	for (size_t k = 0; k < c->nranges; k++)
+		pathfd_keep_dir(c->range_files[k]);
+}
+
 static void on_signal(uv_signal_t *s, int signum)
 {
 	(void)s;
 	if (signum == SIGHUP) {
 		reload();
+		return;
+	}
+	if (signum == SIGUSR1) { /* logrotate: the query log's file was moved away */
+		char err[256];
+		if (logreopen_now(qlog, err, sizeof(err)) < 0)
+			fprintf(stderr, "moatd: %s; still writing to the old file\n", err);
+		else
+			fprintf(stderr, "moatd: query log reopened\n");
 		return;
 	}
 	if (workers[0].stopping)
@@ -540,6 +566,7 @@ static void on_signal(uv_signal_t *s, int signum)
 	uv_close((uv_handle_t *)&sig_term, NULL);
 	uv_close((uv_handle_t *)&sig_int, NULL);
 	uv_close((uv_handle_t *)&sig_hup, NULL);
+	uv_close((uv_handle_t *)&sig_usr1, NULL);
 }
 
 int main(int argc, char **argv)
@@ -574,11 +601,17 @@ int main(int argc, char **argv)
 		return 0;
 	}
 
-	FILE *log = log_open(cfg.log_file);
+	FILE *log = qlog = log_open(cfg.log_file);
 	if (!log) {
 		fprintf(stderr, "moatd: cannot open log %s: %m\n", cfg.log_file);
 		return 1;
 	}
+	int log_dirfd = logreopen_init(cfg.log_file);
+	if (log_dirfd < -1) {
+		fprintf(stderr, "moatd: warning: the query log cannot be reopened on SIGUSR1\n");
+		log_dirfd = -1;
+	}
+	keep_policy_dirs(&cfg, opts.config_path);
 	if (cfg.rl_qps && !(limiter = ratelimit_new(cfg.rl_qps, cfg.rl_burst, 65536))) {
 		fprintf(stderr, "moatd: out of memory for the rate limiter\n");
 		return 1;
@@ -617,7 +650,10 @@ int main(int argc, char **argv)
 	uv_signal_start(&sig_term, on_signal, SIGTERM);
 	uv_signal_start(&sig_int, on_signal, SIGINT);
 	uv_signal_start(&sig_hup, on_signal, SIGHUP);
+	uv_signal_init(loop, &sig_usr1);
+	uv_signal_start(&sig_usr1, on_signal, SIGUSR1);
 	signal(SIGPIPE, SIG_IGN);
+	signal(SIGUSR2, SIG_IGN); /* reserved; never fatal */
 
 	/* The other workers' threads wait at a barrier until the whole process has dropped its
 	 * privileges and every thread carries the system-call filter. */
@@ -626,7 +662,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	/* Everything privileged is done: sockets bound, files open. */
-	if (privdrop_apply(cfg.user, cfg.seccomp, err, sizeof(err)) < 0) {
+	struct privdrop_opts drop = {cfg.user, cfg.seccomp, log_dirfd};
+	if (privdrop_apply(&drop, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moatd: %s\n", err);
 		_exit(1); /* the waiting threads go with the process */
 	}
@@ -674,6 +711,8 @@ int main(int argc, char **argv)
 	ratelimit_free(limiter);
 	inflight_free(inflight);
 	log_close(log);
+	logreopen_release();
+	pathfd_release();
 	config_free(&cfg);
 	return 0;
 }

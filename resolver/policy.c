@@ -17,6 +17,7 @@
 #include "moat/iplit.h"
 #include "moat/name.h"
 #include "moat/policy.h"
+#include "moat/pathfd.h"
 
 /* 16 bytes a name. The tag (32 bits of the name's SipHash) picks the home slot and is compared
  * before the name itself, so a probe rarely touches the name arena (a cache miss each), and the
@@ -350,7 +351,7 @@ static int load_line(struct policy_set *s, struct load_batch *bt, const char *li
 
 int policy_set_load_file(struct policy_set *s, const char *path, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "re");
+	FILE *f = pathfd_fopen(path); /* also after the privilege drop */
 	struct stat st;
 	if (!f || fstat(fileno(f), &st) < 0) {
 		snprintf(err, errlen, "%s: cannot open: %m", path);
