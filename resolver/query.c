@@ -342,6 +342,60 @@ static void on_fetched(void *ctx, int status, struct answer *ans)
 	on_answer(qr);
 }
 
+/* An allowed question: answered from the cache, or it waits for the upstream (within the caps
+ * on questions in flight), then goes through on_answer. */
+static void forward(struct server *srv, struct reply_to *to, const struct wire_query *q,
+                    const struct policy_agent *agent, const struct policy_decision *d)
+{
+	struct query *qr = malloc(sizeof(*qr));
+	if (!qr) {
+		answer_local(srv, to, q, agent, false, WIRE_SERVFAIL, 0, NULL);
+		return;
+	}
+	qr->srv = srv;
+	qr->policy = policy_ref(srv->policy);
+	qr->agent = agent;
+	qr->to = *to;
+	if (to->kind == REPLY_TCP)
+		tcp_conn_ref(to->conn);
+	qr->decision = *d;
+	qr->q = *q;
+	qr->wait = NULL;
+	qr->ans = NULL;
+	qr->fw_token = 0;
+	qr->holds_slot = false;
+	dlist_add(&srv->live_queries, &qr->link);
+	/* Over a cap on questions in flight, only the cache may answer. */
+	enum inflight_result cap =
+	    srv->inflight
+	        ? inflight_take(srv->inflight, (const struct sockaddr *)&to->client, &qr->slot)
+	        : INFLIGHT_OK;
+	qr->holds_slot = srv->inflight && cap == INFLIGHT_OK;
+	struct answer *hit = NULL;
+	int rc = fetch_answer(srv, q->lname, q->qtype, q->qclass, q->edns_do, cap == INFLIGHT_OK,
+	                      on_fetched, qr, &hit, &qr->wait);
+	if (rc == FETCH_HIT) {
+		give_slot(qr);
+		qr->ans = hit;
+		on_answer(qr);
+	} else if (rc == FETCH_BUSY) {
+		srv->stats.servfail++;
+		srv->stats.inflight_refused++;
+		char why[96];
+		snprintf(why, sizeof(why), "moat: %s", inflight_result_str(cap));
+		answer_local(srv, to, q, agent, false, WIRE_SERVFAIL, WIRE_EDE_NOT_READY, why);
+		log_it(srv, to, q, agent->cfg.name, "allow", why, WIRE_SERVFAIL, false, NULL, -1);
+		query_free(qr);
+	} else if (rc < 0) {
+		answer_local(srv, to, q, agent, false, WIRE_SERVFAIL, 0, NULL);
+		log_it(srv, to, q, agent->cfg.name, "allow", "moat: could not reach upstream",
+		       WIRE_SERVFAIL, false, NULL, -1);
+		query_free(qr);
+	} else {
+		srv->stats.forwarded++;
+	}
+}
+
 void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, size_t len,
                   bool oversized)
 {
@@ -442,54 +496,7 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 		return;
 	}
 
-	/* Forward with moatd's own query. */
-	struct query *qr = malloc(sizeof(*qr));
-	if (!qr) {
-		answer_local(srv, to, &q, agent, false, WIRE_SERVFAIL, 0, NULL);
-		return;
-	}
-	qr->srv = srv;
-	qr->policy = policy_ref(srv->policy);
-	qr->agent = agent;
-	qr->to = *to;
-	if (to->kind == REPLY_TCP)
-		tcp_conn_ref(to->conn);
-	qr->decision = d;
-	qr->q = q;
-	qr->wait = NULL;
-	qr->ans = NULL;
-	qr->fw_token = 0;
-	qr->holds_slot = false;
-	dlist_add(&srv->live_queries, &qr->link);
-	/* Over a cap on questions in flight, only the cache may answer. */
-	enum inflight_result cap =
-	    srv->inflight
-	        ? inflight_take(srv->inflight, (const struct sockaddr *)&to->client, &qr->slot)
-	        : INFLIGHT_OK;
-	qr->holds_slot = srv->inflight && cap == INFLIGHT_OK;
-	struct answer *hit = NULL;
-	int rc = fetch_answer(srv, q.lname, q.qtype, q.qclass, q.edns_do, cap == INFLIGHT_OK,
-	                      on_fetched, qr, &hit, &qr->wait);
-	if (rc == FETCH_HIT) {
-		give_slot(qr);
-		qr->ans = hit;
-		on_answer(qr);
-	} else if (rc == FETCH_BUSY) {
-		srv->stats.servfail++;
-		srv->stats.inflight_refused++;
-		char why[96];
-		snprintf(why, sizeof(why), "moat: %s", inflight_result_str(cap));
-		answer_local(srv, to, &q, agent, false, WIRE_SERVFAIL, WIRE_EDE_NOT_READY, why);
-		log_it(srv, to, &q, agent->cfg.name, "allow", why, WIRE_SERVFAIL, false, NULL, -1);
-		query_free(qr);
-	} else if (rc < 0) {
-		answer_local(srv, to, &q, agent, false, WIRE_SERVFAIL, 0, NULL);
-		log_it(srv, to, &q, agent->cfg.name, "allow", "moat: could not reach upstream",
-		       WIRE_SERVFAIL, false, NULL, -1);
-		query_free(qr);
-	} else {
-		srv->stats.forwarded++;
-	}
+	forward(srv, to, &q, agent, &d);
 }
 
 void query_cancel_all(struct server *srv)
