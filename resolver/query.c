@@ -501,7 +501,11 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 
 void query_cancel_all(struct server *srv)
 {
-	while (srv->live_queries.next != &srv->live_queries)
+	/* At shutdown: every query still waiting is dropped, and counted so (queries read =
+	 * answered + dropped, also when a client kept many waiting). */
+	while (srv->live_queries.next != &srv->live_queries) {
+		srv->stats.dropped++;
 		query_free((struct query *)((char *)srv->live_queries.next -
 		                            offsetof(struct query, link)));
+	}
 }

@@ -20,7 +20,8 @@ MODE
            their types, so a check by size alone misses them).
   flaky    a plain upstream that misbehaves some of the time, for the soak: A 192.0.2.x for any
            name, TTL 30; 10% of queries dropped, 10% answered 50-800 ms late (past a
-           500 ms timeout about 40% of those).
+           500 ms timeout about 40% of those); names whose first label starts with "sink"
+           never answered (the soak's in-flight spray).
 
 Prints one line per event ("udp NAME", "tcp-reset", "tcp-half", "tcp-stall", "flood NAME 100"); flaky
 prints only its totals when it stops (SIGTERM or SECONDS):
@@ -87,6 +88,9 @@ def on_udp(pkt, client):
         print("chclass %s" % q[2], flush=True)
     else:
         stats["received"] += 1
+        if q[2].lower().startswith("sink"):
+            stats["ignored"] += 1
+            return
         x = rng.random()
         if x < 0.10:
             stats["dropped"] += 1
@@ -135,4 +139,5 @@ if mode == "partial":
     print("partial: answered=%d ignored=%d" % (stats["answered"], stats["ignored"]), flush=True)
 if mode == "flaky":
     print("flaky: " + " ".join("%s=%d" % (k, stats[k]) for k in
-                               ("received", "answered", "dropped", "delayed")), flush=True)
+                               ("received", "answered", "dropped", "delayed", "ignored")),
+          flush=True)
