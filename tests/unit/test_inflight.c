@@ -4,21 +4,8 @@
 #include <pthread.h>
 #include <stdio.h>
 
+#include "client_addr.h"
 #include "moat/inflight.h"
-
-static struct sockaddr_in v4(const char *a)
-{
-	struct sockaddr_in s = {.sin_family = AF_INET};
-	inet_pton(AF_INET, a, &s.sin_addr);
-	return s;
-}
-
-static struct sockaddr_in6 v6(const char *a)
-{
-	struct sockaddr_in6 s = {.sin6_family = AF_INET6};
-	inet_pton(AF_INET6, a, &s.sin6_addr);
-	return s;
-}
 
 #define SA(x) ((const struct sockaddr *)&(x))
 
