@@ -13,10 +13,20 @@ run_demo() { # run_demo OUTFILE ARGS...: the demo's exit status
 	shift
 	local st=0
 	"$MOAT_SRC/tools/demo" --build-dir "$MOAT_BUILD" --no-deps "$@" >"$out" 2>&1 || st=$?
-	# nothing of the demo may be left behind
-	if ip netns list | grep -q "moat-demo-"; then fail "namespaces left: $(ip netns list | grep moat-demo-)"; fi
-	ls -d /etc/netns/moat-demo-* 2>/dev/null && fail "/etc/netns entries left"
+	left_behind "$out"
 	return $st
+}
+# left_behind OUTFILE: nothing of that run may be left. Only the run's own names (its tag) are
+# looked at: another demo may be running on the machine at the same time.
+left_behind() {
+	local tag
+	tag=$(sed -n 's/^tools\/demo: run tag \([0-9]*\) .*/\1/p' "$1" | head -1)
+	[[ -n "$tag" ]] || { cat "$1"; fail "the demo did not say its run tag"; }
+	if ip netns list | grep -q -- "^moat-demo-[a-z]*-$tag\b"; then
+		fail "namespaces left: $(ip netns list | grep -- "-$tag")"
+	fi
+	ls -d /etc/netns/moat-demo-*-"$tag" 2>/dev/null && fail "/etc/netns entries left"
+	return 0
 }
 summary() { grep '^moat-escape:' "$1" | tail -n 1; }
 escaped() { grep -E "^ +$2 " "$1" | grep -q ESCAPED; }
@@ -59,7 +69,6 @@ for ((i = 0; i < 100; i++)); do kill -0 "$demo" 2>/dev/null || break; sleep 0.1;
 kill -0 "$demo" 2>/dev/null && { kill -9 "$demo"; fail "the demo did not stop within 10 s of TERM"; }
 wait "$demo" || st=$?
 [[ $st == 143 ]] || fail "the demo exited $st on TERM"
-if ip netns list | grep -q "moat-demo-"; then fail "namespaces left after TERM"; fi
-ls -d /etc/netns/moat-demo-* 2>/dev/null && fail "/etc/netns entries left after TERM"
+left_behind "$out"
 echo "stopped with TERM: cleaned up"
 echo "PASS: demo"
