@@ -14,8 +14,10 @@
       e.g. "ok%d.abuse.test"), each waiting TIMEOUT s:  served answered=K of=N max_ms=M
   collide ADDR PORT NAME NCLIENTS ROUNDS
       NCLIENTS UDP clients on 127.1.x.y take turns, ROUNDS queries each for NAME (any of them
-      may share a rate-limit bucket); per client the answers other than REFUSED are counted:
-      collide clients=N answered=A refused=R max_ok=M elapsed_ms=T
+      may share a rate-limit bucket); per client the answers other than REFUSED are counted
+      (max_ok: the most one client got; first_round_refused: REFUSED in the first round, when
+      only a client sharing a bucket with an earlier one can be over a 1-token burst):
+      collide clients=N answered=A refused=R first_round_refused=F max_ok=M elapsed_ms=T
 """
 import resource
 import select
@@ -135,13 +137,14 @@ def collide(addr, port, name, nclients, rounds):
         s.bind(("127.1.%d.%d" % (i // 250, 1 + i % 250), 0))
         s.setblocking(False)
         socks.append(s)
-    q = dnsmini.query(0x1111, name)
+    qs = [dnsmini.query(r, name) for r in range(rounds)]  # the ID says the round
     ok = [0] * nclients
     refused = 0
+    first_refused = 0
     start = time.monotonic()
 
     def drain(wait):
-        nonlocal refused
+        nonlocal refused, first_refused
         quiet_until = time.monotonic() + wait
         while time.monotonic() < quiet_until:
             got = False
@@ -154,6 +157,7 @@ def collide(addr, port, name, nclients, rounds):
                     got = True
                     if dnsmini.rcode(pkt) == "REFUSED":
                         refused += 1
+                        first_refused += pkt[:2] == b"\0\0"
                     else:
                         ok[i] += 1
             if got:
@@ -163,14 +167,15 @@ def collide(addr, port, name, nclients, rounds):
 
     for r in range(rounds):
         for k, s in enumerate(socks):
-            s.sendto(q, (addr, port))
+            s.sendto(qs[r], (addr, port))
             if k % 200 == 199:
                 drain(0.0)  # a breath now and then, so moatd's socket buffer does not overflow
         drain(0.02)
     elapsed = int((time.monotonic() - start) * 1000)
     drain(0.5)
-    print("collide clients=%d answered=%d refused=%d max_ok=%d elapsed_ms=%d" %
-          (nclients, sum(ok), refused, max(ok), elapsed), flush=True)
+    print("collide clients=%d answered=%d refused=%d first_round_refused=%d max_ok=%d "
+          "elapsed_ms=%d" % (nclients, sum(ok), refused, first_refused, max(ok), elapsed),
+          flush=True)
 
 
 mode, a = sys.argv[1], sys.argv[2:]
