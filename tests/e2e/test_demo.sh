@@ -31,8 +31,11 @@ left_behind() {
 summary() { grep '^moat-escape:' "$1" | tail -n 1; }
 escaped() { grep -E "^ +$2 " "$1" | grep -q ESCAPED; }
 
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+# In a directory of its own with a name of its own (a bare /tmp/tmp.* was seen swept away by
+# something else on a shared machine in the middle of a run).
+tmpdir=$(mktemp -d "${TMPDIR:-/tmp}/moat-test-demo.XXXXXX")
+out=$tmpdir/demo.out
+trap 'rm -rf "$tmpdir"' EXIT
 
 st=0
 run_demo "$out" || st=$?
