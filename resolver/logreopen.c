@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "moat/err.h"
+#include "moat/pathfd.h"
 #include "logreopen.h"
 
 static int dirfd_ = -1;
@@ -14,13 +15,8 @@ int logreopen_init(const char *path)
 {
 	if (!path || !strcmp(path, "-"))
 		return -1;
-	const char *slash = strrchr(path, '/');
 	char dir[4096];
-	if (!slash)
-		snprintf(dir, sizeof(dir), ".");
-	else
-		snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
-	const char *b = slash ? slash + 1 : path;
+	const char *b = pathfd_split(path, dir, sizeof(dir));
 	if (!*b || strlen(b) >= sizeof(base))
 		return MOAT_EINVAL;
 	snprintf(base, sizeof(base), "%s", b);

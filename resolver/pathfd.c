@@ -15,8 +15,7 @@ static struct {
 } kept[PATHFD_MAX];
 static int nkept;
 
-/* Split path into its directory (into dir, as given) and its last component. */
-static const char *split(const char *path, char *dir, size_t cap)
+const char *pathfd_split(const char *path, char *dir, size_t cap)
 {
 	const char *slash = strrchr(path, '/');
 	size_t n = slash ? (size_t)(slash - path) : 0;
@@ -42,7 +41,7 @@ int pathfd_keep_dir(const char *path)
 	char dir[4096];
 	if (!path)
 		return MOAT_EINVAL;
-	split(path, dir, sizeof(dir));
+	pathfd_split(path, dir, sizeof(dir));
 	if (find(dir) >= 0)
 		return 0;
 	if (nkept == PATHFD_MAX)
@@ -61,7 +60,7 @@ int pathfd_keep_dir(const char *path)
 FILE *pathfd_fopen(const char *path)
 {
 	char dir[4096];
-	const char *base = split(path, dir, sizeof(dir));
+	const char *base = pathfd_split(path, dir, sizeof(dir));
 	int i = find(dir);
 	if (i < 0 || !*base)
 		return fopen(path, "re");

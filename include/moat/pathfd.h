@@ -20,6 +20,10 @@ int pathfd_keep_dir(const char *path);
  * else by path. NULL with errno set on failure. Ownership: fclose. */
 FILE *pathfd_fopen(const char *path);
 
+/* Split path into its directory (written to dir as given: "." for none, "/" for the root) and
+ * its last component (returned, pointing into path). */
+const char *pathfd_split(const char *path, char *dir, size_t cap);
+
 /* Close every kept directory (at exit). */
 void pathfd_release(void);
 
