@@ -10,6 +10,7 @@
 #     NOTIMP here and never reach the upstream's query log;
 #   - a name with a blocked address in any position (1-2-3-4.127-0-0-1...) is denied and never
 #     forwarded;
+#   - RLIMIT_NOFILE is raised at start to what tcp_max_clients and the in-flight caps need;
 #   - class-CH records in an answer to an IN question (an "A" of 16 bytes, an "AAAA" of 4, both
 #     holding 169.254.169.254) never reach the client.
 source "$(dirname "$0")/lib.sh"
@@ -113,6 +114,17 @@ e2e_assert_eq 0 "$(awk '/^Uid:/ { print $3 }' "/proc/$(e2e_pid root)/status")" "
 e2e_assert_eq 2 "$(awk '/^Seccomp:/ { print $2 }' "/proc/$(e2e_pid root)/status")" "filter as root"
 e2e_stop root
 e2e_assert_eq 0 "$E2E_LAST_STATUS" "clean stop as root"
+
+# --- RLIMIT_NOFILE raised at start to what the caps need (the soft limit, hard 8192) ---
+e2e_bg nofile prlimit --nofile=1024:8192 "$MOAT_BUILD/moatd" --listen 127.0.0.1:5356 \
+	--upstream 127.0.0.1:5300 --allow "$E2E_WORK/policy/allow.txt" --log /dev/null
+wait_line "$E2E_WORK/nofile.log" "ready in"
+soft=$(awk '/^Max open files/ { print $4 }' "/proc/$(e2e_pid nofile)/limits")
+e2e_log "moatd's descriptor limit after start: $soft (started with 1024, hard 8192)"
+((soft > 1024 + 2048)) || e2e_fail "RLIMIT_NOFILE not raised for tcp_max_clients + inflight_max: $soft"
+e2e_assert_not_contains "$(cat "$E2E_WORK/nofile.log")" "lowered" "caps lowered although the hard limit allows them"
+e2e_stop nofile
+e2e_assert_eq 0 "$E2E_LAST_STATUS" "clean stop (nofile)"
 
 # --- class-CH records from the upstream never reach the client ---
 e2e_bg up "$PY" "$PEERS/bad_upstream.py" chclass 127.0.0.1 5301 60
