@@ -120,9 +120,8 @@ else
 fi
 if ((ABUSE)); then
 	# each abuser loops (bounded by the soak's duration), so it is there the whole time
-	e2e_bg ab_pipe bash -c 'end=$((SECONDS + $1)); n=0
-		while ((SECONDS < end)); do "$2" "$3/abuse.py" pipeline 127.0.0.2 53 h1.soak.test 1 $((end - SECONDS)) || true; n=$((n + 1)); done
-		echo "pipeline connections=$n"' _ "$DUR" "$PY" "$PEERS"
+	e2e_bg ab_pipe bash -c 'end=$((SECONDS + $1))
+		while ((SECONDS < end)); do "$2" "$3/abuse.py" pipeline 127.0.0.1 53 h1.soak.test 1 $((end - SECONDS)) || sleep 1; done' _ "$DUR" "$PY" "$PEERS"
 	e2e_bg ab_spray "$PY" "$PEERS/abuse.py" spray 127.0.0.1 53 127.0.0.3 soak.test "$DUR" 1000
 	e2e_bg ab_collide bash -c 'end=$((SECONDS + $1)); n=0
 		while ((SECONDS < end)); do "$2" "$3/abuse.py" collide 127.0.0.1 53 d1.deny.test 2000 2 || true; n=$((n + 1)); sleep 5; done' _ "$DUR" "$PY" "$PEERS"
@@ -168,10 +167,12 @@ if ((ABUSE)); then
 		for ((i = 0; i < 100; i++)); do e2e_alive "$a" || break; sleep 0.1; done
 		e2e_alive "$a" && e2e_stop "$a"
 	done
-	abuse="$(grep -c '^pipeline' "$E2E_WORK/ab_pipe.log") pipelining connections closed by moatd"
-	abuse+=" (last: $(grep '^pipeline sent' "$E2E_WORK/ab_pipe.log" | tail -1 | cut -d' ' -f2-));"
-	abuse+=" $(tail -1 "$E2E_WORK/ab_spray.log");"
-	abuse+=" $(grep -c '^collide' "$E2E_WORK/ab_collide.log") rounds of 2000 clients (last: $(tail -1 "$E2E_WORK/ab_collide.log" | cut -d' ' -f2-))"
+	np=$(grep -c '^pipeline sent.*closed_ms=[0-9]' "$E2E_WORK/ab_pipe.log" || true)
+	abuse="${np:-0} pipelining connections that never read, closed by moatd"
+	abuse+=" (last: $(grep '^pipeline sent' "$E2E_WORK/ab_pipe.log" | tail -1 | cut -d' ' -f2- || true));"
+	abuse+=" $(tail -1 "$E2E_WORK/ab_spray.log" || true);"
+	nc=$(grep -c '^collide' "$E2E_WORK/ab_collide.log" || true)
+	abuse+=" ${nc:-0} rounds of 2000 clients (last: $(tail -1 "$E2E_WORK/ab_collide.log" | cut -d' ' -f2- || true))"
 fi
 e2e_stop upstream
 e2e_stop moatd
