@@ -1,6 +1,6 @@
 /* cache.c owns the answer cache: a fixed-size hash table of entries chained through their own
  * links, an LRU list threaded through the same entries, and the byte budget that bounds both.
- * Each entry is one allocation holding its links, its key (wire qname, qtype, qclass, DO bit) and
+ * Each entry is one allocation holding its links, its key (wire qname, qtype, qclass, variant) and
  * the upstream packet; the cache owns it from cache_put until eviction, expiry, replacement or
  * cache_free. The table is sized once from max_bytes and never resized, so no put ever pays for
  * a rehash, and every operation (hash, chain walk, unlink, tail eviction) is constant-cost in
@@ -26,7 +26,7 @@
 #define CACHE_AVG_ENTRY 200
 #define CACHE_MIN_BUCKETS 16u
 #define CACHE_MAX_BUCKETS ((size_t)1 << 26) /* a 512 MiB table would be a config mistake */
-#define CACHE_MAXKEY (NAME_MAXWIRE + 5)     /* name + qtype + qclass + DO */
+#define CACHE_MAXKEY (NAME_MAXWIRE + 8)     /* name + qtype + qclass + variant */
 
 struct cache_entry {
 	struct cache_entry *hnext;   /* next in the bucket chain */
@@ -55,7 +55,7 @@ struct cache {
  * name. Fixed-width big-endian fields after the self-delimiting name make the encoding
  * injective, so equal bytes mean equal keys. */
 static int cache_key(uint8_t *buf, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
-                     bool dnssec_ok)
+                     uint32_t variant)
 {
 	int n = name_wire_len(lname, NAME_MAXWIRE);
 	if (n < 0)
@@ -65,8 +65,11 @@ static int cache_key(uint8_t *buf, const uint8_t *lname, uint16_t qtype, uint16_
 	buf[n + 1] = (uint8_t)qtype;
 	buf[n + 2] = (uint8_t)(qclass >> 8);
 	buf[n + 3] = (uint8_t)qclass;
-	buf[n + 4] = dnssec_ok ? 1 : 0;
-	return n + 5;
+	buf[n + 4] = (uint8_t)(variant >> 24);
+	buf[n + 5] = (uint8_t)(variant >> 16);
+	buf[n + 6] = (uint8_t)(variant >> 8);
+	buf[n + 7] = (uint8_t)variant;
+	return n + 8;
 }
 
 static uint64_t cache_hash(const struct cache *c, const uint8_t *key, size_t keylen)
@@ -184,10 +187,10 @@ static int cache_admit(const struct cache *c, uint32_t *ttl, size_t len, size_t 
 }
 
 int cache_put(struct cache *c, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
-              bool dnssec_ok, const uint8_t *pkt, size_t len, uint32_t ttl, uint64_t now_ms)
+              uint32_t variant, const uint8_t *pkt, size_t len, uint32_t ttl, uint64_t now_ms)
 {
 	uint8_t key[CACHE_MAXKEY];
-	int kl = cache_key(key, lname, qtype, qclass, dnssec_ok);
+	int kl = cache_key(key, lname, qtype, qclass, variant);
 	if (kl < 0)
 		return kl;
 	size_t keylen = (size_t)kl;
@@ -244,10 +247,10 @@ int cache_put(struct cache *c, const uint8_t *lname, uint16_t qtype, uint16_t qc
 }
 
 const uint8_t *cache_get(struct cache *c, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
-                         bool dnssec_ok, uint64_t now_ms, size_t *len, uint32_t *age)
+                         uint32_t variant, uint64_t now_ms, size_t *len, uint32_t *age)
 {
 	uint8_t key[CACHE_MAXKEY];
-	int kl = cache_key(key, lname, qtype, qclass, dnssec_ok);
+	int kl = cache_key(key, lname, qtype, qclass, variant);
 	if (kl < 0) {
 		c->st.misses++;
 		return NULL;
@@ -284,10 +287,10 @@ void cache_keep_stale(struct cache *c, uint32_t seconds)
 }
 
 const uint8_t *cache_get_stale(struct cache *c, const uint8_t *lname, uint16_t qtype,
-                               uint16_t qclass, bool dnssec_ok, uint64_t now_ms, size_t *len)
+                               uint16_t qclass, uint32_t variant, uint64_t now_ms, size_t *len)
 {
 	uint8_t key[CACHE_MAXKEY];
-	int kl = cache_key(key, lname, qtype, qclass, dnssec_ok);
+	int kl = cache_key(key, lname, qtype, qclass, variant);
 	if (kl < 0)
 		return NULL;
 	struct cache_entry *e = cache_find(c, cache_hash(c, key, (size_t)kl), key, (size_t)kl);

@@ -17,11 +17,10 @@
 #include <string.h>
 
 #include "moat/err.h"
+#include "moat/idn.h"
+#include "moat/name.h"
 #include "moat/pathfd.h"
-
-#ifndef MOAT_ZONES_DIR
-#error "MOAT_ZONES_DIR must be defined by the build"
-#endif
+#include "moat/zonesdir.h"
 
 /* Limits on numeric keys. Values outside them are almost certainly typos (a timeout in seconds
  * written into a millisecond key), so they are rejected rather than clamped. */
@@ -289,6 +288,19 @@ int config_parse_cidr(const char *s, struct cidr *out)
 	return config_cidr_parse(s, out, &host_bits);
 }
 
+void config_cidr_text(const struct cidr *c, char *out, size_t cap)
+{
+	char a[INET6_ADDRSTRLEN];
+
+	if (c->bits >= 96 && memcmp(c->addr, config_v4mapped_prefix, 12) == 0) {
+		inet_ntop(AF_INET, c->addr + 12, a, sizeof(a));
+		snprintf(out, cap, "%s/%u", a, c->bits - 96u);
+	} else {
+		inet_ntop(AF_INET6, c->addr, a, sizeof(a));
+		snprintf(out, cap, "%s/%u", a, (unsigned)c->bits);
+	}
+}
+
 bool config_cidr_contains(const struct cidr *c, const struct sockaddr *sa)
 {
 	uint8_t a[16];
@@ -332,8 +344,21 @@ static void config_agent_init(struct config_agent *a)
 	a->allow_private = false;
 }
 
+static void config_forwards_free(struct config_forward **v, size_t *n)
+{
+	for (size_t i = 0; i < *n; i++)
+		free((*v)[i].upstreams);
+	free(*v);
+	*v = NULL;
+	*n = 0;
+}
+
 static void config_agent_free(struct config_agent *a)
 {
+	free(a->client_lines);
+	free(a->allow_lines);
+	a->client_lines = a->allow_lines = NULL;
+	config_forwards_free(&a->forwards, &a->nforwards);
 	free(a->clients);
 	a->clients = NULL;
 	a->nclients = 0;
@@ -369,11 +394,11 @@ void config_init(struct config *cfg)
 	cfg->cache_min_ttl = 0;
 	cfg->cache_max_ttl = 86400;
 	/* Failing to record the shipped deny lists must not silently start a resolver without
-	 * them, and config_init has no way to report it: out of memory this early is fatal. */
-	if (config_strv_push(&cfg->highrisk_files, &cfg->nhighrisk,
-	                     MOAT_ZONES_DIR "/highrisk.txt") != 0 ||
-	    config_strv_push(&cfg->range_files, &cfg->nranges,
-	                     MOAT_ZONES_DIR "/blocked-ranges.txt") != 0)
+	 * them, and config_init has no way to report it: out of memory this early is fatal. The
+	 * placeholders are pointed at the shipped-lists directory right away. */
+	if (config_strv_push(&cfg->highrisk_files, &cfg->nhighrisk, "") != 0 ||
+	    config_strv_push(&cfg->range_files, &cfg->nranges, "") != 0 ||
+	    zonesdir_apply(cfg, zonesdir_default()) != 0)
 		abort();
 }
 
@@ -386,6 +411,14 @@ void config_free(struct config *cfg)
 	free(cfg->log_file);
 	free(cfg->fw_socket);
 	free(cfg->user);
+	free(cfg->where.file);
+	free(cfg->where.listen_lines);
+	free(cfg->where.upstream_lines);
+	config_forwards_free(&cfg->forwards, &cfg->nforwards);
+	config_strv_free(&cfg->local_data, &cfg->nlocal);
+	free(cfg->local_lines);
+	free(cfg->hosts_lines);
+	config_strv_free(&cfg->hosts_files, &cfg->nhosts);
 	config_strv_free(&cfg->highrisk_files, &cfg->nhighrisk);
 	config_strv_free(&cfg->range_files, &cfg->nranges);
 	config_agents_free(cfg);
@@ -468,7 +501,7 @@ int config_validate(const struct config *cfg, char *err, size_t errlen)
 			}
 		}
 	}
-	return 0;
+	return config_check_sanity(cfg, err, errlen);
 }
 
 /* --- YAML ---------------------------------------------------------------------------------- */
@@ -691,9 +724,10 @@ static int config_seq(struct config_ctx *c, struct fy_node *v, int line, const c
 /* A list of file paths. With append, the file's paths come after what is there: the shipped
  * high-risk names and blocked ranges can be extended by operators but never dropped by a typo. */
 static int config_paths(struct config_ctx *c, struct fy_node *v, int line, const char *key,
-                        char ***outv, size_t *outn, bool append)
+                        char ***outv, size_t *outn, bool append, int **outlines)
 {
 	char **nv = NULL;
+	int *lines = NULL;
 	size_t n = 0;
 	struct fy_node *item;
 	void *it = NULL;
@@ -717,6 +751,9 @@ static int config_paths(struct config_ctx *c, struct fy_node *v, int line, const
 			goto fail;
 		}
 		nv = grown;
+		int *gl = outlines ? realloc(lines, (n + 1) * sizeof(*lines)) : NULL;
+		if (gl)
+			(lines = gl)[n] = config_node_line(item, line);
 		nv[n++] = p;
 	}
 	if (append) {
@@ -733,16 +770,32 @@ static int config_paths(struct config_ctx *c, struct fy_node *v, int line, const
 	config_strv_free(outv, outn);
 	*outv = nv;
 	*outn = n;
+	if (outlines) {
+		free(*outlines);
+		*outlines = lines; /* NULL (lines unknown) if it could not grow */
+	}
 	return 0;
 fail:
+	free(lines);
 	config_strv_free(&nv, &n);
 	return rc;
 }
 
+/* An address that failed to parse only because its port is 0 ("1.2.3.4:0", "[::1]:0"): worth
+ * its own message, since "bad address" sends the operator looking at the address. */
+static bool config_port_zero(const char *s)
+{
+	size_t n = strlen(s);
+	if (n < 3 || strcmp(s + n - 2, ":0") != 0)
+		return false;
+	return s[n - 3] == ']' || memchr(s, ':', n - 2) == NULL;
+}
+
 static int config_addrports(struct config_ctx *c, struct fy_node *v, int line, const char *key,
-                            struct sockaddr_storage **outv, size_t *outn)
+                            struct sockaddr_storage **outv, size_t *outn, int **outlines)
 {
 	struct sockaddr_storage *nv;
+	int *lines;
 	size_t n = 0, count;
 	struct fy_node *item;
 	void *it = NULL;
@@ -753,7 +806,10 @@ static int config_addrports(struct config_ctx *c, struct fy_node *v, int line, c
 		return rc;
 	count = (size_t)fy_node_sequence_item_count(v);
 	nv = calloc(count > 0 ? count : 1, sizeof(*nv));
-	if (nv == NULL) {
+	lines = calloc(count > 0 ? count : 1, sizeof(*lines));
+	if (nv == NULL || lines == NULL) {
+		free(nv);
+		free(lines);
 		config_errf(c->err, c->errlen, "%s: out of memory", c->label);
 		return MOAT_ENOMEM;
 	}
@@ -767,20 +823,69 @@ static int config_addrports(struct config_ctx *c, struct fy_node *v, int line, c
 			char q[CONFIG_QUOTE_MAX + 8];
 
 			config_quote(q, sizeof(q), buf, strlen(buf));
-			rc = config_fail(
-			    c, config_node_line(item, line),
-			    "%s: bad address '%s' (expected IP, IP:PORT or [IPv6]:PORT)", key, q);
+			rc =
+			    config_port_zero(buf)
+			        ? config_fail(c, config_node_line(item, line),
+			                      "%s: '%s': port 0 is not a port (1 to 65535)", key, q)
+			        : config_fail(c, config_node_line(item, line),
+			                      "%s: bad address '%s' (expected IP, IP:PORT or "
+			                      "[IPv6]:PORT)",
+			                      key, q);
 			goto fail;
 		}
+		lines[n] = config_node_line(item, line);
 		n++;
 	}
 	free(*outv);
 	*outv = nv;
 	*outn = n;
+	free(*outlines);
+	*outlines = lines;
 	return 0;
 fail:
 	free(nv);
+	free(lines);
 	return rc;
+}
+
+/* A key given twice in one mapping: named, with both lines (libfyaml is told to allow them so
+ * that this message, not its bare "duplicate key", is what the operator sees). */
+static int config_dup_keys(struct config_ctx *c, struct fy_node *m, int line)
+{
+	struct fy_node_pair *a, *b;
+	void *ia = NULL;
+
+	/* Pairs are compared with each other: bound the work (no moatd mapping has 100 keys). */
+	if (fy_node_mapping_item_count(m) > 100)
+		return config_fail(c, config_node_line(m, line),
+		                   "a mapping of %d keys: not a moatd config",
+		                   fy_node_mapping_item_count(m));
+
+	while ((a = fy_node_mapping_iterate(m, &ia)) != NULL) {
+		struct fy_node *ka = fy_node_pair_key(a);
+		size_t la = 0, lb = 0;
+		const char *sa =
+		    ka && fy_node_get_type(ka) == FYNT_SCALAR ? fy_node_get_scalar(ka, &la) : NULL;
+		void *ib = NULL;
+
+		if (sa == NULL)
+			continue;
+		while ((b = fy_node_mapping_iterate(m, &ib)) != NULL && b != a) {
+			struct fy_node *kb = fy_node_pair_key(b);
+			const char *sb = kb && fy_node_get_type(kb) == FYNT_SCALAR
+			                     ? fy_node_get_scalar(kb, &lb)
+			                     : NULL;
+			if (sb != NULL && la == lb && memcmp(sa, sb, la) == 0) {
+				char q[CONFIG_QUOTE_MAX + 8];
+
+				config_quote(q, sizeof(q), sa, la);
+				return config_fail(c, config_node_line(ka, line),
+				                   "duplicate key '%s' (first at line %d)", q,
+				                   config_node_line(kb, line));
+			}
+		}
+	}
+	return 0;
 }
 
 /* Read a mapping key as text; non-scalar keys get an error. */
@@ -816,6 +921,8 @@ static int config_log(struct config_ctx *c, struct fy_node *v, int line)
 		return config_fail(c, config_node_line(v, line), "log: aliases are not supported");
 	if (fy_node_get_type(v) != FYNT_MAPPING)
 		return config_fail(c, config_node_line(v, line), "log: expected a mapping");
+	if (config_dup_keys(c, v, line) != 0)
+		return MOAT_EINVAL;
 	while ((pair = fy_node_mapping_iterate(v, &it)) != NULL) {
 		struct fy_node *k = fy_node_pair_key(pair);
 		struct fy_node *val = fy_node_pair_value(pair);
@@ -917,6 +1024,8 @@ static int config_clients(struct config_ctx *c, struct config_agent *a, struct f
 		config_errf(c->err, c->errlen, "%s: out of memory", c->label);
 		return MOAT_ENOMEM;
 	}
+	free(a->client_lines);
+	a->client_lines = calloc(count > 0 ? count : 1, sizeof(int));
 	while ((item = fy_node_sequence_iterate(v, &it)) != NULL && n < count) {
 		char buf[INET6_ADDRSTRLEN + 8];
 		char q[CONFIG_QUOTE_MAX + 8];
@@ -933,6 +1042,8 @@ static int config_clients(struct config_ctx *c, struct config_agent *a, struct f
 			                 q);
 			goto fail;
 		}
+		if (a->client_lines)
+			a->client_lines[n] = config_node_line(item, line);
 		n++;
 	}
 	free(a->clients);
@@ -944,6 +1055,140 @@ fail:
 	return rc;
 }
 
+/* --- forward zones and local answers ------------------------------------------------------ */
+
+static int config_forward_one(struct config_ctx *c, struct fy_node *m, int line,
+                              struct config_forward *f)
+{
+	struct fy_node_pair *pair;
+	void *it = NULL;
+	int fline = config_node_line(m, line), rc;
+	bool zoned = false;
+
+	if (config_is_alias(m) || m == NULL || fy_node_get_type(m) != FYNT_MAPPING)
+		return config_fail(c, fline, "forward: expected {zone: NAME, upstreams: [...]}");
+	if (config_dup_keys(c, m, fline) != 0)
+		return MOAT_EINVAL;
+	f->line = fline;
+	while ((pair = fy_node_mapping_iterate(m, &it)) != NULL) {
+		struct fy_node *k = fy_node_pair_key(pair), *v = fy_node_pair_value(pair);
+		int kline = config_node_line(k, fline);
+		const char *ks = NULL;
+		size_t klen = 0;
+		int *lines = NULL;
+
+		if ((rc = config_key(c, k, fline, &ks, &klen)) != 0)
+			return rc;
+		if (config_key_is(ks, klen, "zone")) {
+			char buf[IDN_MAXTEXT], conv[IDN_MAXTEXT], why[160], q[CONFIG_QUOTE_MAX + 8];
+			const char *t = buf;
+			if ((rc = config_scalar(c, v, kline, "zone", "a domain name", buf,
+			                        sizeof(buf))) != 0)
+				return rc;
+			int n =
+			    idn_from_user(buf, strlen(buf), conv, sizeof(conv), why, sizeof(why));
+			config_quote(q, sizeof(q), buf, strlen(buf));
+			if (n < 0)
+				return config_fail(c, config_node_line(v, kline), "zone: '%s': %s",
+				                   q, why);
+			if (n > 0)
+				t = conv;
+			if (name_from_text(t, strlen(t), f->zone) <= 1)
+				return config_fail(c, config_node_line(v, kline),
+				                   "zone: '%s' is not a domain name below the root",
+				                   q);
+			zoned = true;
+		} else if (config_key_is(ks, klen, "upstreams")) {
+			rc = config_addrports(c, v, kline, "forward.upstreams", &f->upstreams,
+			                      &f->nupstreams, &lines);
+			free(lines);
+		} else if (config_key_is(ks, klen, "timeout_ms")) {
+			rc = config_u32(c, v, kline, "timeout_ms", CONFIG_TIMEOUT_MIN,
+			                CONFIG_TIMEOUT_MAX, &f->timeout_ms);
+		} else if (config_key_is(ks, klen, "attempts")) {
+			rc = config_u32(c, v, kline, "attempts", CONFIG_ATTEMPTS_MIN,
+			                CONFIG_ATTEMPTS_MAX, &f->attempts);
+		} else if (config_key_is(ks, klen, "allow_private")) {
+			rc = config_bool(c, v, kline, "allow_private", &f->allow_private);
+		} else {
+			return config_unknown(c, kline, ks, klen);
+		}
+		if (rc != 0)
+			return rc;
+	}
+	if (!zoned)
+		return config_fail(c, fline, "forward: entry without a zone");
+	if (f->nupstreams == 0)
+		return config_fail(c, fline, "forward: zone without upstreams");
+	return 0;
+}
+
+/* forward: at the top level or in an agent. The same zone twice in one list is an error (which
+ * one would win is not obvious); the same zone in an agent and at the top is the agent's. */
+static int config_forwards(struct config_ctx *c, struct fy_node *v, int line,
+                           struct config_forward **outv, size_t *outn)
+{
+	struct fy_node *item;
+	void *it = NULL;
+	int rc = config_seq(c, v, line, "forward");
+	size_t count;
+
+	if (rc != 0)
+		return rc;
+	config_forwards_free(outv, outn);
+	count = (size_t)fy_node_sequence_item_count(v);
+	if (count == 0)
+		return 0;
+	if ((*outv = calloc(count, sizeof(**outv))) == NULL)
+		return config_fail(c, line, "out of memory");
+	while ((item = fy_node_sequence_iterate(v, &it)) != NULL && *outn < count) {
+		struct config_forward *f = &(*outv)[(*outn)++];
+		if ((rc = config_forward_one(c, item, line, f)) != 0)
+			return rc;
+		for (size_t i = 0; i + 1 < *outn; i++)
+			if (name_equal((*outv)[i].zone, f->zone))
+				return config_fail(c, f->line,
+				                   "forward: zone listed twice (first at "
+				                   "line %d)",
+				                   (*outv)[i].line);
+	}
+	return 0;
+}
+
+/* A list of strings with their lines (local_data lines, hosts files). */
+static int config_lines_list(struct config_ctx *c, struct fy_node *v, int line, const char *key,
+                             bool paths, char ***outv, int **outlines, size_t *outn)
+{
+	struct fy_node *item;
+	void *it = NULL;
+	int rc = config_seq(c, v, line, key);
+
+	if (rc != 0)
+		return rc;
+	while ((item = fy_node_sequence_iterate(v, &it)) != NULL) {
+		char buf[1024], *p = NULL;
+		int *nl = realloc(*outlines, (*outn + 1) * sizeof(**outlines));
+		if (nl == NULL)
+			return config_fail(c, line, "out of memory");
+		*outlines = nl;
+		if (paths)
+			rc = config_path(c, item, line, key, true, &p);
+		else if ((rc = config_scalar(c, item, line, key, "a record", buf, sizeof(buf))) ==
+		         0)
+			p = strdup(buf);
+		if (rc != 0)
+			return rc;
+		nl[*outn] = config_node_line(item, line);
+		size_t n = *outn;
+		rc = p ? config_strv_push(outv, &n, p) : MOAT_ENOMEM;
+		free(p);
+		if (rc != 0)
+			return config_fail(c, line, "out of memory");
+		*outn = n;
+	}
+	return 0;
+}
+
 static int config_agent(struct config_ctx *c, struct config_agent *a, size_t index,
                         struct fy_node *m, int line)
 {
@@ -953,10 +1198,13 @@ static int config_agent(struct config_ctx *c, struct config_agent *a, size_t ind
 	int aline = config_node_line(m, line);
 	int rc;
 
+	a->line = aline;
 	if (config_is_alias(m))
 		return config_fail(c, aline, "agents: aliases are not supported");
 	if (m == NULL || fy_node_get_type(m) != FYNT_MAPPING)
 		return config_fail(c, aline, "agents: each agent must be a mapping with a name");
+	if (config_dup_keys(c, m, aline) != 0)
+		return MOAT_EINVAL;
 
 	while ((pair = fy_node_mapping_iterate(m, &it)) != NULL) {
 		struct fy_node *k = fy_node_pair_key(pair);
@@ -996,7 +1244,8 @@ static int config_agent(struct config_ctx *c, struct config_agent *a, size_t ind
 		} else if (config_key_is(ks, klen, "clients")) {
 			rc = config_clients(c, a, v, kline);
 		} else if (config_key_is(ks, klen, "allow")) {
-			rc = config_paths(c, v, kline, "allow", &a->allow_files, &a->nallow, false);
+			rc = config_paths(c, v, kline, "allow", &a->allow_files, &a->nallow, false,
+			                  &a->allow_lines);
 		} else if (config_key_is(ks, klen, "deny")) {
 			const char *s = NULL;
 			size_t len = 0;
@@ -1016,6 +1265,7 @@ static int config_agent(struct config_ctx *c, struct config_agent *a, size_t ind
 				                   "deny: expected nxdomain, refused or sinkhole");
 		} else if (config_key_is(ks, klen, "sinkhole")) {
 			rc = config_sinkhole(c, a, v, kline);
+			a->sink_line = config_node_line(v, kline);
 		} else if (config_key_is(ks, klen, "sinkhole_ttl")) {
 			rc = config_u32(c, v, kline, "sinkhole_ttl", 0, CONFIG_TTL_MAX,
 			                &a->sink_ttl);
@@ -1023,6 +1273,8 @@ static int config_agent(struct config_ctx *c, struct config_agent *a, size_t ind
 			rc = config_bool(c, v, kline, "strict_chain", &a->strict_chain);
 		} else if (config_key_is(ks, klen, "allow_private")) {
 			rc = config_bool(c, v, kline, "allow_private", &a->allow_private);
+		} else if (config_key_is(ks, klen, "forward")) {
+			rc = config_forwards(c, v, kline, &a->forwards, &a->nforwards);
 		} else {
 			return config_unknown(c, kline, ks, klen);
 		}
@@ -1082,6 +1334,11 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 		return 0;
 	if (config_is_alias(root) || fy_node_get_type(root) != FYNT_MAPPING)
 		return config_fail(c, config_node_line(root, 1), "expected a mapping of keys");
+	if (config_dup_keys(c, root, 1) != 0)
+		return MOAT_EINVAL;
+	free(cfg->where.file);
+	if ((cfg->where.file = strdup(c->label)) == NULL)
+		return config_fail(c, 1, "out of memory");
 
 	while ((pair = fy_node_mapping_iterate(root, &it)) != NULL) {
 		struct fy_node *k = fy_node_pair_key(pair);
@@ -1094,10 +1351,13 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 		if (rc != 0)
 			return rc;
 		if (config_key_is(ks, klen, "listen")) {
-			rc = config_addrports(c, v, line, "listen", &cfg->listen, &cfg->nlisten);
+			rc = config_addrports(c, v, line, "listen", &cfg->listen, &cfg->nlisten,
+			                      &cfg->where.listen_lines);
+			cfg->where.listen_for = cfg->listen;
 		} else if (config_key_is(ks, klen, "upstreams")) {
 			rc = config_addrports(c, v, line, "upstreams", &cfg->upstreams,
-			                      &cfg->nupstreams);
+			                      &cfg->nupstreams, &cfg->where.upstream_lines);
+			cfg->where.upstream_for = cfg->upstreams;
 		} else if (config_key_is(ks, klen, "upstream_source")) {
 			char buf[INET6_ADDRSTRLEN];
 
@@ -1143,6 +1403,7 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 		} else if (config_key_is(ks, klen, "user")) {
 			char u[64];
 			rc = config_scalar(c, v, line, "user", "a user name", u, sizeof(u));
+			cfg->where.user = config_node_line(v, line);
 			if (rc == 0) {
 				free(cfg->user);
 				if (!(cfg->user = strdup(u)))
@@ -1179,6 +1440,7 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 		} else if (config_key_is(ks, klen, "cache_min_ttl")) {
 			rc =
 			    config_u32(c, v, line, "cache_min_ttl", 0, 604800, &cfg->cache_min_ttl);
+			cfg->where.cache_min_ttl = config_node_line(v, line);
 		} else if (config_key_is(ks, klen, "cache_max_ttl")) {
 			rc =
 			    config_u32(c, v, line, "cache_max_ttl", 0, 604800, &cfg->cache_max_ttl);
@@ -1193,14 +1455,29 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 			rc = config_bool(c, v, line, "firewall_fail_open", &cfg->fw_fail_open);
 		} else if (config_key_is(ks, klen, "log")) {
 			rc = config_log(c, v, line);
+			cfg->where.log = config_node_line(v, line);
 		} else if (config_key_is(ks, klen, "highrisk")) {
 			rc = config_paths(c, v, line, "highrisk", &cfg->highrisk_files,
-			                  &cfg->nhighrisk, true);
+			                  &cfg->nhighrisk, true, NULL);
 		} else if (config_key_is(ks, klen, "blocked_ranges")) {
 			rc = config_paths(c, v, line, "blocked_ranges", &cfg->range_files,
-			                  &cfg->nranges, true);
+			                  &cfg->nranges, true, NULL);
+		} else if (config_key_is(ks, klen, "zones_dir")) {
+			char *dir = NULL;
+			rc = config_path(c, v, line, "zones_dir", true, &dir);
+			if (rc == 0 && zonesdir_apply(cfg, dir) != 0)
+				rc = config_fail(c, line, "out of memory");
+			free(dir);
 		} else if (config_key_is(ks, klen, "agents")) {
 			rc = config_agents(c, v, line);
+		} else if (config_key_is(ks, klen, "forward")) {
+			rc = config_forwards(c, v, line, &cfg->forwards, &cfg->nforwards);
+		} else if (config_key_is(ks, klen, "local_data")) {
+			rc = config_lines_list(c, v, line, "local_data", false, &cfg->local_data,
+			                       &cfg->local_lines, &cfg->nlocal);
+		} else if (config_key_is(ks, klen, "hosts")) {
+			rc = config_lines_list(c, v, line, "hosts", true, &cfg->hosts_files,
+			                       &cfg->hosts_lines, &cfg->nhosts);
 		} else {
 			return config_unknown(c, line, ks, klen);
 		}
@@ -1328,8 +1605,8 @@ static int config_parse_text(struct config *cfg, const char *text, size_t len, c
 	}
 	memset(&pcfg, 0, sizeof(pcfg));
 	/* Not FYPCF_RESOLVE_DOCUMENT: aliases are refused rather than expanded (see
-	 * config_scalar); duplicate keys stay an error, which libfyaml does by default. */
-	pcfg.flags = FYPCF_QUIET;
+	 * config_scalar); duplicate keys stay an error, named by config_dup_keys. */
+	pcfg.flags = FYPCF_QUIET | FYPCF_ALLOW_DUPLICATE_KEYS;
 	pcfg.diag = diag;
 	fyp = fy_parser_create(&pcfg);
 	if (fyp == NULL) {

@@ -1,7 +1,9 @@
 /* fetch.c owns the way from an allowed question to an upstream answer: the answer cache
  * (moat/cache.h), the table of questions in flight (identical questions share one upstream
  * query), and the hand-off to upstream.c. What it returns is only the upstream's answer, parsed;
- * every policy check happens in query.c, for each query on its own, cached or not. */
+ * every policy check happens in query.c, for each query on its own, cached or not. A question
+ * is asked of one upstream set (the global upstreams or a forward zone's): the set's id is part
+ * of the cache key and of the in-flight match, so zones never share answers. */
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +23,7 @@ struct fetch {
 	uint8_t lname[NAME_MAXWIRE];
 	uint16_t qtype, qclass;
 	bool dnssec_ok;
+	uint32_t variant; /* cache key variant: DO bit | upstream set id << 1 */
 	struct upstream_req *up;
 	struct dlist waiters; /* struct fetch_wait */
 	struct answer *ans;   /* one reference; resp is filled by upstream.c */
@@ -64,6 +67,7 @@ static struct answer *answer_new(struct server *srv)
 	a->refs = 1;
 	a->cached = false;
 	a->stale = false;
+	a->local = false; /* a spare may have been a local answer */
 	memset(&a->upstream, 0, sizeof(a->upstream));
 	a->up_us = -1;
 	a->len = 0;
@@ -72,17 +76,17 @@ static struct answer *answer_new(struct server *srv)
 }
 
 static uint64_t question_hash(const struct fetch_table *t, const uint8_t *lname, size_t nl,
-                              uint16_t qtype, uint16_t qclass, bool dnssec_ok)
+                              uint16_t qtype, uint16_t qclass, uint32_t variant)
 {
-	uint8_t key[NAME_MAXWIRE + 5];
+	uint8_t key[NAME_MAXWIRE + 8];
 	memcpy(key, lname, nl);
 	key[nl] = (uint8_t)(qtype >> 8);
 	key[nl + 1] = (uint8_t)qtype;
 	key[nl + 2] = (uint8_t)(qclass >> 8);
 	key[nl + 3] = (uint8_t)qclass;
-	key[nl + 4] = dnssec_ok;
+	memcpy(key + nl + 4, &variant, 4);
 	uint64_t h;
-	crypto_shorthash((unsigned char *)&h, key, nl + 5, t->key);
+	crypto_shorthash((unsigned char *)&h, key, nl + 8, t->key);
 	return h;
 }
 
@@ -199,7 +203,7 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
 			uint32_t ttl = srv->cache ? cacheable_ttl(&a->resp) : 0;
 			int vl = ttl ? cache_value(pkt, len, &a->resp) : -1;
 			if (vl > 0)
-				cache_put(srv->cache, f->lname, f->qtype, f->qclass, f->dnssec_ok,
+				cache_put(srv->cache, f->lname, f->qtype, f->qclass, f->variant,
 				          cache_val, (size_t)vl, ttl, uv_now(srv->loop));
 		}
 	}
@@ -211,7 +215,7 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
 	    (status < 0 || a->resp.rcode == WIRE_SERVFAIL || a->resp.rcode == WIRE_REFUSED)) {
 		size_t vlen;
 		const uint8_t *v = cache_get_stale(srv->cache, f->lname, f->qtype, f->qclass,
-		                                   f->dnssec_ok, uv_now(srv->loop), &vlen);
+		                                   f->variant, uv_now(srv->loop), &vlen);
 		if (v && (stale = answer_from_value(srv, v, vlen, 0))) {
 			stale->stale = true;
 			a = stale;
@@ -232,19 +236,20 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
 	fetch_free(f);
 }
 
-int fetch_answer(struct server *srv, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
-                 bool dnssec_ok, bool may_wait, fetch_cb cb, void *ctx, struct answer **hit,
-                 struct fetch_wait **wait)
+int fetch_answer(struct server *srv, const struct upstream_set *set, const uint8_t *lname,
+                 uint16_t qtype, uint16_t qclass, bool dnssec_ok, bool may_wait, fetch_cb cb,
+                 void *ctx, struct answer **hit, struct fetch_wait **wait)
 {
 	int nl = name_wire_len(lname, NAME_MAXWIRE);
 	if (nl < 0)
 		return nl;
+	uint32_t variant = (uint32_t)dnssec_ok | (set ? set->id << 1 : 0);
 
 	/* The cache: a hit comes with its parse (checked by wire_resp_unpack). */
 	if (srv->cache) {
 		size_t vlen;
 		uint32_t age;
-		const uint8_t *v = cache_get(srv->cache, lname, qtype, qclass, dnssec_ok,
+		const uint8_t *v = cache_get(srv->cache, lname, qtype, qclass, variant,
 		                             uv_now(srv->loop), &vlen, &age);
 		struct answer *a = v ? answer_from_value(srv, v, vlen, age) : NULL;
 		if (a) {
@@ -256,13 +261,13 @@ int fetch_answer(struct server *srv, const uint8_t *lname, uint16_t qtype, uint1
 	if (!may_wait)
 		return FETCH_BUSY;
 	struct fetch_table *t = srv->fetches;
-	uint64_t h = question_hash(t, lname, (size_t)nl, qtype, qclass, dnssec_ok);
+	uint64_t h = question_hash(t, lname, (size_t)nl, qtype, qclass, variant);
 	struct dlist *b = &t->buckets[h & (FETCH_BUCKETS - 1)];
 	struct fetch *f = NULL;
 	for (struct dlist *l = b->next; l != b; l = l->next) {
 		struct fetch *c = (struct fetch *)((char *)l - offsetof(struct fetch, link));
 		if (c->hash == h && c->qtype == qtype && c->qclass == qclass &&
-		    c->dnssec_ok == dnssec_ok && !memcmp(c->lname, lname, (size_t)nl)) {
+		    c->variant == variant && !memcmp(c->lname, lname, (size_t)nl)) {
 			f = c;
 			break;
 		}
@@ -282,9 +287,10 @@ int fetch_answer(struct server *srv, const uint8_t *lname, uint16_t qtype, uint1
 		f->qtype = qtype;
 		f->qclass = qclass;
 		f->dnssec_ok = dnssec_ok;
+		f->variant = variant;
 		dlist_init(&f->waiters);
 		dlist_add(b, &f->link);
-		int rc = upstream_query(srv, lname, qtype, qclass, dnssec_ok, &f->ans->resp,
+		int rc = upstream_query(srv, set, lname, qtype, qclass, dnssec_ok, &f->ans->resp,
 		                        on_upstream, f, &f->up);
 		if (rc < 0) {
 			fetch_free(f);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "moat/forward.h"
 #include "moat/wire.h"
 
 struct server;
@@ -19,6 +20,7 @@ struct answer {
 	struct server *srv; /* the worker it belongs to (freed answers go back to its spares) */
 	bool cached;        /* served from the cache */
 	bool stale;         /* served stale (RFC 8767): no upstream answered */
+	bool local;         /* built from local data (local_answer.c): no upstream asked */
 	struct sockaddr_storage upstream; /* who answered (zeros for a cache hit) */
 	int64_t up_us;                    /* upstream latency; -1 for a cache hit */
 	size_t len;
@@ -40,13 +42,14 @@ typedef void (*fetch_cb)(void *ctx, int status, struct answer *ans);
 
 struct fetch_wait;
 
-/* Find or start the answer for (lname, qtype, qclass, DO). Returns FETCH_HIT, FETCH_WAIT (with
- * *wait for fetch_cancel), FETCH_BUSY (only when may_wait is false: the caller is over its
+/* Find or start the answer for (lname, qtype, qclass, DO) from upstream set (NULL: the global
+ * upstreams; a forward zone's set is only read during the call). Returns FETCH_HIT, FETCH_WAIT
+ * (with *wait for fetch_cancel), FETCH_BUSY (only when may_wait is false: the caller is over its
  * in-flight cap, and only the cache could answer) or a negative MOAT_* code (nothing will be
  * called). */
-int fetch_answer(struct server *srv, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
-                 bool dnssec_ok, bool may_wait, fetch_cb cb, void *ctx, struct answer **hit,
-                 struct fetch_wait **wait);
+int fetch_answer(struct server *srv, const struct upstream_set *set, const uint8_t *lname,
+                 uint16_t qtype, uint16_t qclass, bool dnssec_ok, bool may_wait, fetch_cb cb,
+                 void *ctx, struct answer **hit, struct fetch_wait **wait);
 
 /* Stop waiting: cb will not run. The upstream question goes on for the other waiters (or is
  * cancelled when none are left). */

@@ -1,4 +1,4 @@
-/* fwproto.c owns the wire format of the firewall channel (format version 1, see fwproto.h): the
+/* fwproto.c owns the wire format of the firewall channel (format version 2, see fwproto.h): the
  * GRANT and ACK encoders and decoders. They are pure and allocate nothing, so both daemons and
  * the fuzzers can use them on untrusted bytes.
  *
@@ -6,8 +6,10 @@
  * not define exactly is rejected with MOAT_EFORMAT rather than guessed at. That includes the
  * padding of IPv4 addresses (bytes 4..15 must be zero), a client address given with family 0,
  * an agent name outside the config's name alphabet [A-Za-z0-9_.-] (it ends up in logs and the
- * ledger), trailing bytes, an unknown ACK status and a non-zero reserved field. The encoders apply
- * the same rules and answer MOAT_EINVAL, so what one side writes the other side always reads. */
+ * ledger), a port list that is not strictly increasing or names another protocol or port 0
+ * (so a port set has one encoding), trailing bytes, an unknown ACK status and a non-zero reserved
+ * field. The encoders apply the same rules and answer MOAT_EINVAL, so what one side writes the
+ * other side always reads. */
 #include "moat/fwproto.h"
 #include "moat/err.h"
 
@@ -17,6 +19,8 @@
 #define FWP_GRANT_HEAD 13
 /* One address on the wire: family byte and 16 address bytes. */
 #define FWP_ADDR_LEN 17
+/* One port on the wire: protocol byte and a 16-bit port. */
+#define FWP_PORT_LEN 3
 
 static void fwp_put16(uint8_t *p, uint16_t v)
 {
@@ -79,6 +83,28 @@ static int fwp_addr_ok(uint8_t family, const uint8_t addr[16], int allow_none)
 	}
 }
 
+/* A port list is 0..FWPROTO_MAXPORT pairs of TCP/UDP and 1..65535, strictly increasing. */
+static int fwp_ports_ok(const struct fwproto_port *p, size_t n)
+{
+	if (n > FWPROTO_MAXPORT)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		if ((p[i].proto != 6 && p[i].proto != 17) || p[i].port == 0)
+			return 0;
+		uint32_t k = (uint32_t)p[i].proto << 16 | p[i].port;
+		if (i && k <= ((uint32_t)p[i - 1].proto << 16 | p[i - 1].port))
+			return 0;
+	}
+	return 1;
+}
+
+/* Total length of a GRANT with these counts. */
+static size_t fwp_grant_len(size_t alen, size_t nport, size_t naddr)
+{
+	return FWP_GRANT_HEAD + alen + FWP_ADDR_LEN + 1 + FWP_PORT_LEN * nport +
+	       FWP_ADDR_LEN * naddr;
+}
+
 int fwproto_grant_encode(const struct fwproto_grant *g, uint8_t *out, size_t cap)
 {
 	if (!g || !out)
@@ -86,12 +112,12 @@ int fwproto_grant_encode(const struct fwproto_grant *g, uint8_t *out, size_t cap
 	size_t alen = fwp_agent_len(g->agent);
 	if (alen == 0 || g->naddr == 0 || g->naddr > FWPROTO_MAXADDR)
 		return MOAT_EINVAL;
-	if (!fwp_addr_ok(g->client.family, g->client.addr, 1))
+	if (!fwp_addr_ok(g->client.family, g->client.addr, 1) || !fwp_ports_ok(g->port, g->nport))
 		return MOAT_EINVAL;
 	for (size_t i = 0; i < g->naddr; i++)
 		if (!fwp_addr_ok(g->addr[i].family, g->addr[i].addr, 0))
 			return MOAT_EINVAL;
-	size_t len = FWP_GRANT_HEAD + alen + FWP_ADDR_LEN * (1 + (size_t)g->naddr);
+	size_t len = fwp_grant_len(alen, g->nport, g->naddr);
 	if (cap < len)
 		return MOAT_ESPACE;
 
@@ -107,6 +133,11 @@ int fwproto_grant_encode(const struct fwproto_grant *g, uint8_t *out, size_t cap
 	p[0] = g->client.family;
 	memcpy(p + 1, g->client.addr, 16);
 	p += FWP_ADDR_LEN;
+	*p++ = g->nport;
+	for (size_t i = 0; i < g->nport; i++, p += FWP_PORT_LEN) {
+		p[0] = g->port[i].proto;
+		fwp_put16(p + 1, g->port[i].port);
+	}
 	for (size_t i = 0; i < g->naddr; i++, p += FWP_ADDR_LEN) {
 		p[0] = g->addr[i].family;
 		memcpy(p + 1, g->addr[i].addr, 16);
@@ -126,18 +157,30 @@ int fwproto_grant_decode(const uint8_t *msg, size_t len, struct fwproto_grant *g
 	size_t alen = msg[12];
 	if (naddr == 0 || naddr > FWPROTO_MAXADDR || alen == 0 || alen > FWPROTO_AGENT_MAX)
 		return MOAT_EFORMAT;
-	/* The length is fully determined by the header: no trailing bytes, no short message. */
-	if (len != FWP_GRANT_HEAD + alen + FWP_ADDR_LEN * (1 + (size_t)naddr))
+	/* The length is fully determined by the header and the port count: no trailing bytes, no
+	 * short message. */
+	if (len < fwp_grant_len(alen, 0, naddr))
 		return MOAT_EFORMAT;
 	const uint8_t *agent = msg + FWP_GRANT_HEAD;
+	const uint8_t *p = agent + alen;
+	size_t nport = p[FWP_ADDR_LEN];
+	if (nport > FWPROTO_MAXPORT || len != fwp_grant_len(alen, nport, naddr))
+		return MOAT_EFORMAT;
 	for (size_t i = 0; i < alen; i++)
 		if (!fwp_agent_char_ok(agent[i]))
 			return MOAT_EFORMAT;
-	const uint8_t *p = agent + alen;
 	if (!fwp_addr_ok(p[0], p + 1, 1))
 		return MOAT_EFORMAT;
+	const uint8_t *pp = p + FWP_ADDR_LEN + 1;
+	struct fwproto_port ports[FWPROTO_MAXPORT];
+	for (size_t i = 0; i < nport; i++)
+		ports[i] = (struct fwproto_port){pp[FWP_PORT_LEN * i],
+		                                 fwp_get16(pp + FWP_PORT_LEN * i + 1)};
+	if (!fwp_ports_ok(ports, nport))
+		return MOAT_EFORMAT;
+	const uint8_t *addrs = pp + FWP_PORT_LEN * nport;
 	for (size_t i = 0; i < naddr; i++) {
-		const uint8_t *a = p + FWP_ADDR_LEN * (1 + i);
+		const uint8_t *a = addrs + FWP_ADDR_LEN * i;
 		if (!fwp_addr_ok(a[0], a + 1, 0))
 			return MOAT_EFORMAT;
 	}
@@ -149,9 +192,11 @@ int fwproto_grant_decode(const uint8_t *msg, size_t len, struct fwproto_grant *g
 	g->agent[alen] = '\0';
 	g->client.family = p[0];
 	memcpy(g->client.addr, p + 1, 16);
+	g->nport = (uint8_t)nport;
+	memcpy(g->port, ports, nport * sizeof(ports[0]));
 	g->naddr = naddr;
 	for (size_t i = 0; i < naddr; i++) {
-		const uint8_t *a = p + FWP_ADDR_LEN * (1 + i);
+		const uint8_t *a = addrs + FWP_ADDR_LEN * i;
 		g->addr[i].family = a[0];
 		memcpy(g->addr[i].addr, a + 1, 16);
 	}

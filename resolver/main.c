@@ -14,13 +14,18 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "moat/check.h"
 #include "moat/config.h"
 #include "moat/err.h"
 #include "moat/log.h"
 #include "moat/pathfd.h"
 #include "moat/policy.h"
 #include "moat/inflight.h"
+#include "moat/policy_lint.h"
 #include "moat/ratelimit.h"
+#include "moat/sdnotify.h"
+#include "moat/version.h"
+#include "moat/zonesdir.h"
 #include "fetch.h"
 #include "fwchan.h"
 #include "limits.h"
@@ -29,16 +34,14 @@
 #include "server.h"
 #include "worker.h"
 
-#define MOAT_VERSION "0.1.0"
-
 static void usage(FILE *f)
 {
 	fputs(
 	    "usage: moatd --listen ADDR:PORT --upstream ADDR:PORT [--upstream-source ADDR]\n"
 	    "             --allow FILE [--allow FILE...] [--deny nxdomain|refused|sinkhole]\n"
 	    "             [--strict-chain] [--allow-private] [--log FILE] [--firewall PATH]\n"
-	    "             [--check]\n"
-	    "       moatd -c CONFIG [--check]\n"
+	    "             [--zones-dir DIR] [--check [--strict]]\n"
+	    "       moatd -c CONFIG [--check [--strict]]\n"
 	    "\n"
 	    "  --listen ADDR:PORT     answer on UDP and TCP there (repeatable; IPv4 or [IPv6])\n"
 	    "  --upstream ADDR:PORT   forward allowed names there (repeatable)\n"
@@ -64,6 +67,10 @@ static void usage(FILE *f)
 	    "  --firewall PATH        grant answers' addresses through moat-fw at PATH first\n"
 	    "  -c CONFIG              YAML config with agents (see zones/moatd.example.yaml)\n"
 	    "  --check                validate config and policy, print the result, exit\n"
+	    "  --strict               with --check: lint warnings are errors (exit 1)\n"
+	    "  --zones-dir DIR        where the shipped lists are (highrisk.txt,\n"
+	    "                         blocked-ranges.txt); default: the install's share/moat\n"
+	    "  --version              print the version and exit\n"
 	    "Without -c, one agent named 'default' serves loopback clients and the networks of\n"
 	    "the listen addresses.\n",
 	    f);
@@ -137,7 +144,7 @@ static int flag_mode_clients(struct config_agent *a, const struct config *cfg)
 
 struct options {
 	const char *config_path;
-	bool check;
+	bool check, strict;
 	bool strict_chain, allow_private;
 	const char *deny;
 	const char *log;
@@ -145,6 +152,7 @@ struct options {
 	long cache_mb;  /* -1: not given */
 	long ratelimit; /* -1: not given */
 	const char *user;
+	const char *zones_dir;
 	bool no_seccomp;
 	char **allow; /* owned until handed to the flag-mode agent */
 	size_t nallow;
@@ -205,6 +213,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		O_ALLOW,
 		O_DENY,
 		O_CHECK,
+		O_STRICT_CHECK,
 		O_STRICT,
 		O_PRIVATE,
 		O_LOG,
@@ -220,6 +229,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		O_TCPQ,
 		O_INFL,
 		O_INFLC,
+		O_ZONES,
 	};
 	static const struct option longopts[] = {
 	    {"listen", required_argument, 0, O_LISTEN},
@@ -229,6 +239,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 	    {"allow", required_argument, 0, O_ALLOW},
 	    {"deny", required_argument, 0, O_DENY},
 	    {"check", no_argument, 0, O_CHECK},
+	    {"strict", no_argument, 0, O_STRICT_CHECK},
 	    {"strict-chain", no_argument, 0, O_STRICT},
 	    {"allow-private", no_argument, 0, O_PRIVATE},
 	    {"log", required_argument, 0, O_LOG},
@@ -242,6 +253,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 	    {"tcp-max-queued", required_argument, 0, O_TCPQ},
 	    {"inflight-max", required_argument, 0, O_INFL},
 	    {"inflight-per-client", required_argument, 0, O_INFLC},
+	    {"zones-dir", required_argument, 0, O_ZONES},
 	    {"config", required_argument, 0, 'c'},
 	    {"help", no_argument, 0, 'h'},
 	    {"version", no_argument, 0, O_VERSION},
@@ -301,6 +313,9 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		case O_CHECK:
 			o->check = true;
 			break;
+		case O_STRICT_CHECK:
+			o->strict = true;
+			break;
 		case O_STRICT:
 			o->strict_chain = true;
 			break;
@@ -318,6 +333,9 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 			break;
 		case O_NOSECCOMP:
 			o->no_seccomp = true;
+			break;
+		case O_ZONES:
+			o->zones_dir = optarg;
 			break;
 		case O_RATELIMIT:
 			if (opt_number(optarg, 0, 10000000, "--ratelimit",
@@ -357,7 +375,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 			usage(stdout);
 			exit(0);
 		case O_VERSION:
-			printf("moatd %s\n", MOAT_VERSION);
+			printf("moatd %s\n", MOAT_VERSION_FULL);
 			exit(0);
 		default:
 			usage(stderr);
@@ -366,6 +384,10 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 	}
 	if (optind < argc) {
 		fprintf(stderr, "moatd: unexpected argument '%s'\n", argv[optind]);
+		return MOAT_EINVAL;
+	}
+	if (o->strict && !o->check) {
+		fprintf(stderr, "moatd: --strict goes with --check\n");
 		return MOAT_EINVAL;
 	}
 
@@ -411,6 +433,8 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 	}
 	if (o->no_seccomp)
 		cfg->seccomp = false;
+	if (o->zones_dir && zonesdir_apply(cfg, o->zones_dir) < 0)
+		return MOAT_ENOMEM;
 	if (o->ratelimit >= 0)
 		cfg->rl_qps = (uint32_t)o->ratelimit;
 	if (o->workers > 0)
@@ -483,6 +507,20 @@ static uv_signal_t sig_term, sig_int, sig_hup, sig_usr1;
 static FILE *qlog; /* the query log (SIGUSR1 reopens it) */
 static uv_timer_t stats_timer;
 
+/* The lint at start-up and reload: every pattern of lists up to this size (about 0.1 s); larger
+ * ones are linted by --check. */
+#define LINT_AT_START_MAX 100000
+
+static void lint_report(struct policy *p)
+{
+	policy_lint_print(p->lint, stderr, "moatd: ");
+	if (p->lint_skipped)
+		fprintf(stderr,
+		        "moatd: more than %d allow patterns: not linted at start-up; "
+		        "moatd --check lints them\n",
+		        LINT_AT_START_MAX);
+}
+
 /* Load the policy again (SIGHUP) and hand it to every worker; a bad file changes nothing. */
 static void reload(void)
 {
@@ -493,6 +531,7 @@ static void reload(void)
 	config_init(&ncfg);
 	if (opts.config_path) {
 		if (config_load_file(&ncfg, opts.config_path, err, sizeof(err)) < 0 ||
+		    (opts.zones_dir && zonesdir_apply(&ncfg, opts.zones_dir) < 0) ||
 		    config_validate(&ncfg, err, sizeof(err)) < 0) {
 			fprintf(stderr, "moatd: reload failed, running policy kept: %s\n", err);
 			config_free(&ncfg);
@@ -503,15 +542,18 @@ static void reload(void)
 			ncfg.agents[i].allow_private |= opts.allow_private;
 		}
 	}
+	ncfg.lint_max_patterns = cfg.lint_max_patterns;
 	int rc = policy_load(opts.config_path ? &ncfg : &cfg, &np, err, sizeof(err));
 	config_free(&ncfg);
 	if (rc < 0) {
 		fprintf(stderr, "moatd: reload failed, running policy kept: %s\n", err);
 		return;
 	}
+	lint_report(np);
 	for (unsigned i = 0; i < nworkers; i++)
 		worker_post_policy(&workers[i], np);
 	fprintf(stderr, "moatd: policy reloaded (%zu agents)\n", np->nagents);
+	sdnotify_send("STATUS=serving; policy reloaded");
 	policy_unref(np);
 }
 
@@ -559,6 +601,7 @@ static void on_signal(uv_signal_t *s, int signum)
 	}
 	if (workers[0].stopping)
 		return;
+	sdnotify_send("STOPPING=1");
 	for (unsigned i = 1; i < nworkers; i++)
 		worker_post_stop(&workers[i]);
 	worker_stop(&workers[0]);
@@ -585,21 +628,19 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	options_free(&opts);
+	if (!opts.check)
+		cfg.lint_max_patterns = LINT_AT_START_MAX;
 	if (policy_load(&cfg, &policy, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moatd: %s\n", err);
 		return 1;
 	}
 	if (opts.check) {
-		size_t n = 0;
-		for (size_t i = 0; i < policy->nagents; i++)
-			n += policy_set_count(policy->agents[i].allow);
-		printf("moatd: configuration OK: %zu agent(s), %zu allow pattern(s), %zu high-risk "
-		       "pattern(s)\n",
-		       policy->nagents, n, policy_set_count(policy->highrisk));
+		int st = check_report(&cfg, policy, opts.strict, stdout, stderr);
 		policy_unref(policy);
 		config_free(&cfg);
-		return 0;
+		return st;
 	}
+	lint_report(policy);
 
 	FILE *log = qlog = log_open(cfg.log_file);
 	if (!log) {
@@ -661,6 +702,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "moatd: cannot start worker threads\n");
 		return 1;
 	}
+	/* The service manager's socket is opened while socket() and connect() of any kind are
+	 * still allowed; READY=1 goes out on it once every worker serves. */
+	if (sdnotify_open() < 0)
+		fprintf(stderr, "moatd: NOTIFY_SOCKET: cannot reach the service manager\n");
 	/* Everything privileged is done: sockets bound, files open. */
 	struct privdrop_opts drop = {cfg.user, cfg.seccomp, log_dirfd};
 	if (privdrop_apply(&drop, err, sizeof(err)) < 0) {
@@ -673,6 +718,7 @@ int main(int argc, char **argv)
 	        "worker(s); ready in %.1f ms\n",
 	        MOAT_VERSION, workers[0].policy->nagents, cfg.nlisten, cfg.nupstreams, nworkers,
 	        (double)(uv_hrtime() - t0) / 1e6);
+	sdnotify_send("READY=1\nSTATUS=serving");
 	uv_run(loop, UV_RUN_DEFAULT);
 	worker_join(workers, nworkers);
 
@@ -707,6 +753,7 @@ int main(int argc, char **argv)
 			        (unsigned long long)workers[i].stats.queries);
 	for (unsigned i = 0; i < nworkers; i++)
 		worker_deinit(&workers[i]);
+	sdnotify_close();
 	free(workers);
 	ratelimit_free(limiter);
 	inflight_free(inflight);

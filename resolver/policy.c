@@ -4,7 +4,9 @@
  * A pattern set is an open-addressing hash table keyed by SipHash-2-4 (libsodium
  * crypto_shorthash) of the lower-cased wire name under a random per-set key, so an agent cannot
  * precompute colliding names. One slot per distinct name records whether the exact name and/or
- * everything below it ("*.name") is listed, and where each pattern came from. */
+ * everything below it ("*.name") is listed, and where each pattern came from. The ports of a rule
+ * that names them live beside the slots, in a table sorted by rule: a slot stays 16 bytes, and
+ * only a match in a set that has port rules looks there (a deny never does). */
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,9 +16,12 @@
 
 #include "moat/addrguard.h"
 #include "moat/err.h"
+#include "moat/idn.h"
 #include "moat/iplit.h"
+#include "moat/local.h"
 #include "moat/name.h"
 #include "moat/policy.h"
+#include "moat/policy_lint.h"
 #include "moat/pathfd.h"
 
 /* 16 bytes a name. The tag (32 bits of the name's SipHash) picks the home slot and is compared
@@ -38,6 +43,7 @@ struct pslot {
 #define RULE_LINE(r) ((r)&RULE_LINE_MAX)
 
 struct policy_set {
+	struct policy_lint *lint; /* borrowed; NULL: duplicates pass silently */
 	uint8_t key[crypto_shorthash_KEYBYTES];
 	uint8_t *arena; /* owned: the wire names, back to back */
 	size_t arena_len, arena_cap;
@@ -45,6 +51,14 @@ struct policy_set {
 	size_t cap, used, npatterns;
 	char **files; /* owned: file names, index = pslot.*_file - 1 */
 	size_t nfiles;
+	struct pset_ports *ports; /* owned, sorted by rule; only rules that name ports */
+	size_t nports, ports_cap;
+	bool no_ports; /* policy_set_forbid_ports */
+};
+
+struct pset_ports {
+	uint32_t rule;
+	struct policy_ports ports;
 };
 
 #define SLOT_EMPTY 0
@@ -89,6 +103,7 @@ void policy_set_free(struct policy_set *s)
 	for (size_t i = 0; i < s->nfiles; i++)
 		free(s->files[i]);
 	free(s->files);
+	free(s->ports);
 	free(s->arena);
 	free(s->slots);
 	free(s);
@@ -209,8 +224,65 @@ static int pattern_parse(const char *pattern, size_t len, uint8_t *wire, bool *w
 	return wl;
 }
 
+void policy_set_forbid_ports(struct policy_set *s)
+{
+	s->no_ports = true;
+}
+
+/* Index of rule in the port table, or of where it would go. */
+static size_t ports_pos(const struct policy_set *s, uint32_t rule)
+{
+	size_t lo = 0, hi = s->nports;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (s->ports[mid].rule < rule)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static struct policy_ports *ports_find(const struct policy_set *s, uint32_t rule)
+{
+	size_t i = ports_pos(s, rule);
+	return i < s->nports && s->ports[i].rule == rule ? &s->ports[i].ports : NULL;
+}
+
+/* Record the ports of a new rule (rules mostly arrive in file and line order: an append). */
+static int ports_add(struct policy_set *s, uint32_t rule, const struct policy_ports *pp)
+{
+	if (s->nports == s->ports_cap) {
+		size_t ncap = s->ports_cap ? s->ports_cap * 2 : 16;
+		struct pset_ports *np = realloc(s->ports, ncap * sizeof(*np));
+		if (!np)
+			return MOAT_ENOMEM;
+		s->ports = np;
+		s->ports_cap = ncap;
+	}
+	size_t i = ports_pos(s, rule);
+	memmove(&s->ports[i + 1], &s->ports[i], (s->nports - i) * sizeof(s->ports[0]));
+	s->ports[i] = (struct pset_ports){.rule = rule, .ports = *pp};
+	s->nports++;
+	return 0;
+}
+
+/* A pattern listed again: its rule opens the union of both lines' ports (any port if either
+ * line names none). */
+static int ports_merge(struct policy_set *s, uint32_t rule, const struct policy_ports *pp)
+{
+	size_t i = ports_pos(s, rule);
+	if (i >= s->nports || s->ports[i].rule != rule)
+		return 0; /* already any port */
+	if (pp)
+		return policy_ports_union(&s->ports[i].ports, pp);
+	memmove(&s->ports[i], &s->ports[i + 1], (s->nports - i - 1) * sizeof(s->ports[0]));
+	s->nports--;
+	return 0;
+}
+
 static int set_insert(struct policy_set *s, const uint8_t *wire, size_t wl, uint32_t tag, bool wild,
-                      uint16_t fidx, uint32_t line)
+                      uint16_t fidx, uint32_t line, const struct policy_ports *pp)
 {
 	int rc;
 	if ((s->used + 1) * 4 > s->cap * 3 && (rc = set_grow(s)))
@@ -232,21 +304,48 @@ static int set_insert(struct policy_set *s, const uint8_t *wire, size_t wl, uint
 		s->arena_len += wl;
 		s->used++;
 	}
-	if (wild ? sl->wild : sl->exact)
-		return 0; /* listed twice: the first place explains it */
+	if (wild ? sl->wild : sl->exact) {
+		/* listed twice: the first place explains it; the ports of both lines are merged */
+		uint32_t first = wild ? sl->wild : sl->exact;
+		if (s->lint)
+			policy_lint_add(
+			    s->lint, s->files[fidx - 1], line,
+			    pp ? "duplicate of %s:%u: its ports are added to that line's"
+			       : "duplicate of %s:%u: the line adds nothing",
+			    s->files[RULE_FILE(first) - 1], RULE_LINE(first));
+		return ports_merge(s, first, pp);
+	}
+	uint32_t rule = RULE(fidx, line ? line : 1);
+	if (pp && (rc = ports_add(s, rule, pp)))
+		return rc;
 	if (wild)
-		sl->wild = RULE(fidx, line ? line : 1);
+		sl->wild = rule;
 	else
-		sl->exact = RULE(fidx, line ? line : 1);
+		sl->exact = rule;
 	s->npatterns++;
 	return 0;
+}
+
+/* A pattern as the user wrote it (UTF-8, A-labels) made ready for pattern_parse: *p and *len
+ * then point at buf[IDN_MAXTEXT] when it had to be converted. */
+static int user_pattern(const char **p, size_t *len, char *buf, char *why, size_t whylen)
+{
+	int n = idn_from_user(*p, *len, buf, IDN_MAXTEXT, why, whylen);
+	if (n > 0) {
+		*p = buf;
+		*len = (size_t)n;
+	}
+	return n < 0 ? n : 0;
 }
 
 int policy_set_add(struct policy_set *s, const char *pattern, size_t len, const char *file,
                    uint32_t line)
 {
 	uint8_t wire[NAME_MAXWIRE];
+	char conv[IDN_MAXTEXT], why[160];
 	bool wild;
+	if (user_pattern(&pattern, &len, conv, why, sizeof(why)) < 0)
+		return MOAT_EINVAL;
 	int wl = pattern_parse(pattern, len, wire, &wild);
 	if (wl < 0)
 		return wl;
@@ -254,7 +353,8 @@ int policy_set_add(struct policy_set *s, const char *pattern, size_t len, const 
 	int rc = set_file_index(s, file ? file : "-", &fidx);
 	if (rc)
 		return rc;
-	return set_insert(s, wire, (size_t)wl, set_tag(s, wire, (size_t)wl), wild, fidx, line);
+	return set_insert(s, wire, (size_t)wl, set_tag(s, wire, (size_t)wl), wild, fidx, line,
+	                  NULL);
 }
 
 /* Make room for n more names and bytes more arena at once: loading a large file then touches
@@ -287,7 +387,9 @@ struct load_name {
 	uint8_t wire[NAME_MAXWIRE];
 	uint8_t wl;
 	bool wild;
+	bool has_ports;
 	uint32_t tag, line;
+	struct policy_ports ports;
 };
 
 struct load_batch {
@@ -301,8 +403,32 @@ static int batch_flush(struct policy_set *s, struct load_batch *b)
 	int rc = 0;
 	for (unsigned i = 0; i < b->n && !rc; i++)
 		rc = set_insert(s, b->e[i].wire, b->e[i].wl, b->e[i].tag, b->e[i].wild, b->fidx,
-		                b->e[i].line);
+		                b->e[i].line, b->e[i].has_ports ? &b->e[i].ports : NULL);
 	b->n = 0;
+	return rc;
+}
+
+/* The ports after a line's pattern (none: any port) into q. */
+static int load_ports(const struct policy_set *s, struct load_name *q, const char *text, size_t n,
+                      const char *path, uint32_t lineno, char *err, size_t errlen)
+{
+	char why[128];
+	q->has_ports = n > 0;
+	if (!n)
+		return 0;
+	if (s->no_ports) {
+		snprintf(err, errlen, "%s:%u: ports have no meaning here, found '%.*s'", path,
+		         lineno, (int)n, text);
+		return MOAT_EINVAL;
+	}
+	if (lineno > RULE_LINE_MAX) {
+		snprintf(err, errlen, "%s:%u: ports only on the first %u lines", path, lineno,
+		         RULE_LINE_MAX);
+		return MOAT_ELIMIT;
+	}
+	int rc = policy_ports_parse(text, n, &q->ports, why, sizeof(why));
+	if (rc)
+		snprintf(err, errlen, "%s:%u: %s", path, lineno, why);
 	return rc;
 }
 
@@ -322,19 +448,28 @@ static int load_line(struct policy_set *s, struct load_batch *bt, const char *li
 		e--;
 	if (b == e)
 		return 0;
-	for (size_t i = b; i < e; i++)
-		if (line[i] == ' ' || line[i] == '\t') {
-			snprintf(err, errlen, "%s:%u: one pattern per line, found '%.*s'", path,
-			         lineno, (int)(e - b), line + b);
-			return MOAT_EINVAL;
-		}
+	size_t pe = b; /* the pattern ends at the first blank; ports may follow */
+	while (pe < e && line[pe] != ' ' && line[pe] != '\t')
+		pe++;
 	struct load_name *q = &bt->e[bt->n];
-	int wl = pattern_parse(line + b, e - b, q->wire, &q->wild);
+	int rc = load_ports(s, q, line + pe, e - pe, path, lineno, err, errlen);
+	if (rc)
+		return rc;
+	char conv[IDN_MAXTEXT], why[160], quoted[80];
+	const char *pat = line + b;
+	size_t plen = pe - b;
+	if (user_pattern(&pat, &plen, conv, why, sizeof(why)) < 0) {
+		idn_quote(line + b, pe - b, quoted, sizeof(quoted));
+		snprintf(err, errlen, "%s:%u: bad pattern '%s': %s", path, lineno, quoted, why);
+		return MOAT_EINVAL;
+	}
+	int wl = pattern_parse(pat, plen, q->wire, &q->wild);
 	if (wl < 0) {
+		idn_quote(line + b, pe - b, quoted, sizeof(quoted));
 		snprintf(err, errlen,
-		         "%s:%u: bad pattern '%.*s' (expected name or *.name: labels of 1-63 "
+		         "%s:%u: bad pattern '%s' (expected name or *.name: labels of 1-63 "
 		         "bytes, 255 in all, '*' only as the whole first label)",
-		         path, lineno, (int)(e - b), line + b);
+		         path, lineno, quoted);
 		return wl;
 	}
 	q->wl = (uint8_t)wl;
@@ -343,7 +478,7 @@ static int load_line(struct policy_set *s, struct load_batch *bt, const char *li
 	__builtin_prefetch(&s->slots[q->tag & (s->cap - 1)], 1);
 	if (++bt->n < LOAD_BATCH)
 		return 0;
-	int rc = batch_flush(s, bt);
+	rc = batch_flush(s, bt);
 	if (rc)
 		snprintf(err, errlen, "%s:%u: %s", path, lineno, moat_strerror(rc));
 	return rc;
@@ -392,7 +527,9 @@ int policy_set_load_file(struct policy_set *s, const char *path, char *err, size
 	while (!rc && (n = getline(&line, &cap, f)) >= 0) {
 		if (n > 0 && line[n - 1] == '\n')
 			n--;
-		rc = load_line(s, &bt, line, (size_t)n, path, ++lineno, err, errlen);
+		/* A byte-order mark (editors on some systems write one) is not part of the name. */
+		size_t bom = lineno == 0 && n >= 3 && !memcmp(line, "\xef\xbb\xbf", 3) ? 3 : 0;
+		rc = load_line(s, &bt, line + bom, (size_t)n - bom, path, ++lineno, err, errlen);
 	}
 	if (!rc && (rc = batch_flush(s, &bt)))
 		snprintf(err, errlen, "%s:%u: %s", path, lineno, moat_strerror(rc));
@@ -403,6 +540,30 @@ int policy_set_load_file(struct policy_set *s, const char *path, char *err, size
 	free(line);
 	fclose(f);
 	return rc;
+}
+
+void policy_set_lint_to(struct policy_set *s, struct policy_lint *lint)
+{
+	s->lint = lint;
+}
+
+void policy_set_each(const struct policy_set *s, policy_set_each_cb cb, void *ctx)
+{
+	for (size_t i = 0; i < s->cap; i++) {
+		const struct pslot *sl = &s->slots[i];
+		if (sl->name_off == SLOT_EMPTY)
+			continue;
+		struct policy_rule ex = {0}, wi = {0};
+		if (sl->exact)
+			ex = (struct policy_rule){s->files[RULE_FILE(sl->exact) - 1],
+			                          RULE_LINE(sl->exact), false,
+			                          s->nports ? ports_find(s, sl->exact) : NULL};
+		if (sl->wild)
+			wi = (struct policy_rule){s->files[RULE_FILE(sl->wild) - 1],
+			                          RULE_LINE(sl->wild), true,
+			                          s->nports ? ports_find(s, sl->wild) : NULL};
+		cb(ctx, SLOT_NAME(s, sl), sl->exact ? &ex : NULL, sl->wild ? &wi : NULL);
+	}
 }
 
 static const struct pslot *set_lookup(const struct policy_set *s, const uint8_t *name)
@@ -418,16 +579,25 @@ bool policy_set_match(const struct policy_set *s, const uint8_t *lname, struct p
 	if (sl && sl->exact) {
 		if (rule)
 			*rule = (struct policy_rule){s->files[RULE_FILE(sl->exact) - 1],
-			                             RULE_LINE(sl->exact), false};
+			                             RULE_LINE(sl->exact), false,
+			                             s->nports ? ports_find(s, sl->exact) : NULL};
 		return true;
 	}
+	return policy_set_match_below(s, lname, rule);
+}
+
+bool policy_set_match_below(const struct policy_set *s, const uint8_t *lname,
+                            struct policy_rule *rule)
+{
+	const struct pslot *sl;
 	for (const uint8_t *p = lname; *p;) {
 		p = name_parent(p);
 		sl = set_lookup(s, p);
 		if (sl && sl->wild) {
 			if (rule)
-				*rule = (struct policy_rule){s->files[RULE_FILE(sl->wild) - 1],
-				                             RULE_LINE(sl->wild), true};
+				*rule = (struct policy_rule){
+				    s->files[RULE_FILE(sl->wild) - 1], RULE_LINE(sl->wild), true,
+				    s->nports ? ports_find(s, sl->wild) : NULL};
 			return true;
 		}
 	}
@@ -450,8 +620,12 @@ void policy_unref(struct policy *p)
 	for (size_t i = 0; i < p->nagents; i++) {
 		free(p->agents[i].clients);
 		policy_set_free(p->agents[i].allow);
+		forward_table_free(&p->agents[i].fwd);
 	}
 	free(p->agents);
+	policy_lint_free(p->lint);
+	forward_table_free(&p->fwd);
+	local_data_free(p->local);
 	policy_set_free(p->highrisk);
 	addrguard_free(p->guard);
 	free(p);

@@ -16,6 +16,7 @@
 #include "moat/ratelimit.h"
 #include "fetch.h"
 #include "fwchan.h"
+#include "local_answer.h"
 #include "server.h"
 
 /* An allowed query: lives from the fetch until the reply. */
@@ -23,6 +24,7 @@ struct query {
 	struct server *srv;
 	struct policy *policy; /* reference: a reload cannot pull rules from under us */
 	const struct policy_agent *agent;
+	const struct upstream_set *fwd; /* the forward zone asked (in policy), NULL: global */
 	struct reply_to to;
 	struct fetch_wait *wait; /* while the answer is on its way */
 	struct answer *ans;      /* reference, once it is here */
@@ -122,6 +124,7 @@ static void query_free(struct query *qr)
 struct addr_check {
 	const struct policy *policy;
 	const struct policy_agent *agent;
+	bool allow_private;
 	uint8_t bad[16];
 	size_t bad_len;
 };
@@ -131,7 +134,7 @@ static int on_answer_addr(void *ctx, const uint8_t *addr, size_t len, uint16_t r
 	struct addr_check *c = ctx;
 	(void)rrtype;
 	enum addr_class cls = addrguard_check(c->policy->guard, addr, len);
-	if (cls == ADDR_ALWAYS || (cls == ADDR_PRIVATE && !c->agent->cfg.allow_private)) {
+	if (cls == ADDR_ALWAYS || (cls == ADDR_PRIVATE && !c->allow_private)) {
 		memcpy(c->bad, addr, len);
 		c->bad_len = len;
 		return 1;
@@ -154,7 +157,11 @@ static bool answer_passes(struct query *qr, struct policy_decision *d)
 	for (unsigned i = 1; i < r->nchain; i++)
 		if (policy_check_chain(qr->policy, qr->agent, r->chain[i], d) != POLICY_ALLOW)
 			return false;
-	struct addr_check c = {.policy = qr->policy, .agent = qr->agent};
+	/* Private answers pass when the agent or the forward zone that answered allows them. */
+	struct addr_check c = {.policy = qr->policy,
+	                       .agent = qr->agent,
+	                       .allow_private = qr->agent->cfg.allow_private || a->local ||
+	                                        (qr->fwd && qr->fwd->allow_private)};
 	int rc = wire_resp_each_addr(a->pkt, a->len, r, on_answer_addr, &c);
 	if (rc == 0)
 		return true;
@@ -179,7 +186,8 @@ static void release(struct query *qr, uint32_t ttl_cap)
 {
 	struct server *srv = qr->srv;
 	const struct answer *a = qr->ans;
-	const struct sockaddr *from = a->cached ? NULL : (const struct sockaddr *)&a->upstream;
+	const struct sockaddr *from =
+	    a->cached || a->local ? NULL : (const struct sockaddr *)&a->upstream;
 	static _Thread_local uint8_t out[WIRE_MAXMSG]; /* one answer built at a time per loop */
 	size_t limit = reply_limit(&qr->to, &qr->q);
 	if (a->stale && ttl_cap > STALE_TTL)
@@ -203,6 +211,7 @@ static void release(struct query *qr, uint32_t ttl_cap)
 		log_it(srv, &qr->to, &qr->q, qr->agent->cfg.name,
 		       a->stale    ? "allow-stale"
 		       : a->cached ? "allow-cached"
+		       : a->local  ? "allow-local"
 		                   : "allow",
 		       qr->decision.reason, out[3] & 0xF, false, from, a->up_us);
 	}
@@ -268,6 +277,11 @@ static bool grant_first(struct query *qr)
 	if (g.naddr == 0)
 		return false;
 	snprintf(g.agent, sizeof(g.agent), "%s", qr->agent->cfg.name);
+	/* The allowing rule's ports (none: every port); both lists are sorted and unique. */
+	_Static_assert(POLICY_PORTS_MAX <= FWPROTO_MAXPORT, "a rule's ports fit in a grant");
+	const struct policy_ports *pp = qr->decision.rule.ports;
+	for (unsigned i = 0; pp && i < pp->n && i < FWPROTO_MAXPORT; i++)
+		g.port[g.nport++] = (struct fwproto_port){pp->p[i].proto, pp->p[i].port};
 	g.lifetime = a->resp.min_ttl > a->resp.age ? a->resp.min_ttl - a->resp.age : 0;
 	if (a->stale && g.lifetime > STALE_TTL)
 		g.lifetime = STALE_TTL;
@@ -292,7 +306,8 @@ static void on_answer(struct query *qr)
 	struct server *srv = qr->srv;
 	const char *agent = qr->agent->cfg.name;
 	const struct answer *a = qr->ans;
-	const struct sockaddr *from = a->cached ? NULL : (const struct sockaddr *)&a->upstream;
+	const struct sockaddr *from =
+	    a->cached || a->local ? NULL : (const struct sockaddr *)&a->upstream;
 
 	if (qr->to.kind == REPLY_TCP && tcp_conn_closed(qr->to.conn)) {
 		srv->stats.dropped++;
@@ -355,6 +370,7 @@ static void forward(struct server *srv, struct reply_to *to, const struct wire_q
 	qr->srv = srv;
 	qr->policy = policy_ref(srv->policy);
 	qr->agent = agent;
+	qr->fwd = forward_pick(&agent->fwd, &srv->policy->fwd, q->lname);
 	qr->to = *to;
 	if (to->kind == REPLY_TCP)
 		tcp_conn_ref(to->conn);
@@ -365,15 +381,17 @@ static void forward(struct server *srv, struct reply_to *to, const struct wire_q
 	qr->fw_token = 0;
 	qr->holds_slot = false;
 	dlist_add(&srv->live_queries, &qr->link);
+	/* Local answers (local_data:, hosts:) first: the operator's records, no upstream. */
+	struct answer *hit = local_answer(srv, srv->policy, q);
 	/* Over a cap on questions in flight, only the cache may answer. */
 	enum inflight_result cap =
-	    srv->inflight
+	    srv->inflight && !hit
 	        ? inflight_take(srv->inflight, (const struct sockaddr *)&to->client, &qr->slot)
 	        : INFLIGHT_OK;
-	qr->holds_slot = srv->inflight && cap == INFLIGHT_OK;
-	struct answer *hit = NULL;
-	int rc = fetch_answer(srv, q->lname, q->qtype, q->qclass, q->edns_do, cap == INFLIGHT_OK,
-	                      on_fetched, qr, &hit, &qr->wait);
+	qr->holds_slot = srv->inflight && !hit && cap == INFLIGHT_OK;
+	int rc = hit ? FETCH_HIT
+	             : fetch_answer(srv, qr->fwd, q->lname, q->qtype, q->qclass, q->edns_do,
+	                            cap == INFLIGHT_OK, on_fetched, qr, &hit, &qr->wait);
 	if (rc == FETCH_HIT) {
 		give_slot(qr);
 		qr->ans = hit;

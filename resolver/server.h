@@ -168,9 +168,11 @@ typedef void (*upstream_cb)(void *ctx, int status, const uint8_t *pkt, size_t le
 /* Ask the upstreams (lname, qtype, qclass). The answer is parsed into *resp (caller storage that
  * must live until the callback). cb runs exactly once, unless upstream_cancel is called first.
  * Ownership: the request frees itself after the callback or cancel. */
-int upstream_query(struct server *srv, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
-                   bool dnssec_ok, struct wire_resp *resp, upstream_cb cb, void *ctx,
-                   struct upstream_req **out);
+/* set: the upstreams to ask (a forward zone's, copied into the request), NULL for the global
+ * ones. */
+int upstream_query(struct server *srv, const struct upstream_set *set, const uint8_t *lname,
+                   uint16_t qtype, uint16_t qclass, bool dnssec_ok, struct wire_resp *resp,
+                   upstream_cb cb, void *ctx, struct upstream_req **out);
 void upstream_cancel(struct upstream_req *req);
 /* Shutdown: end every request and close the pooled sockets (the loop must run to finish
  * closing them); after the loop has ended, upstream_deinit frees the pool. */

@@ -13,7 +13,11 @@
  * SOCK_MAX_AGE_MS; then it is retired and closed once its last query is done. An off-path
  * spoofer still has to guess the source port (one of ~64k, changing every SOCK_USES queries)
  * and an ID that is outstanding on it (at most SOCK_INFLIGHT of 65536), and the question; the
- * pool also lets one recvmmsg read many answers per wake-up. */
+ * pool also lets one recvmmsg read many answers per wake-up.
+ *
+ * Each request carries its upstream set (the global upstreams or a forward zone's, chosen in
+ * query.c): its addresses are copied into the request, and pooled sockets are matched by the
+ * address they are connected to, so a policy reload that drops a zone leaves nothing dangling. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +40,7 @@ struct up_sock {
 	struct server *srv;
 	uv_poll_t poll;
 	int fd;
-	unsigned upstream;
+	struct sockaddr_storage to; /* the upstream it is connected to */
 	uint64_t born_ms;
 	bool retired, closing;
 	uint16_t nused, inflight;
@@ -92,10 +96,13 @@ struct upstream_req {
 	uint64_t start_us;
 	uint64_t deadline_ms; /* of the current attempt (loop time) */
 	struct upstream_req *dead_next;
-	int last_err;         /* MOAT_EFORMAT once an upstream answered with nonsense */
-	struct attempt *tcp;  /* the current TCP attempt */
-	struct up_sock *sock; /* or the socket of the current UDP attempt */
-	uint16_t slot;        /* our index in sock->reqs */
+	int last_err;                  /* MOAT_EFORMAT once an upstream answered with nonsense */
+	struct attempt *tcp;           /* the current TCP attempt */
+	struct up_sock *sock;          /* or the socket of the current UDP attempt */
+	uint16_t slot;                 /* our index in sock->reqs */
+	uint32_t timeout_ms, attempts; /* of the upstream set */
+	size_t naddrs;
+	struct sockaddr_storage addrs[]; /* the set's upstreams, copied */
 };
 
 uint32_t upstream_pool_max(uint32_t inflight_share, size_t nupstreams)
@@ -173,11 +180,16 @@ static void sock_retire(struct server *srv, struct up_sock *s)
 		sock_close(s);
 }
 
+static socklen_t sa_len(const struct sockaddr *sa)
+{
+	return sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+}
+
 /* A fresh UDP socket on a random source port, connected to upstream u. */
-static struct up_sock *sock_open(struct server *srv, unsigned u)
+static struct up_sock *sock_open(struct server *srv, const struct sockaddr_storage *u)
 {
 	const struct config *cfg = srv->cfg;
-	const struct sockaddr *to = (const struct sockaddr *)&cfg->upstreams[u];
+	const struct sockaddr *to = (const struct sockaddr *)u;
 	socklen_t alen =
 	    to->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
 	struct sockaddr_storage src;
@@ -214,7 +226,7 @@ static struct up_sock *sock_open(struct server *srv, unsigned u)
 	s->srv = srv;
 	s->fd = fd;
 	srv->upool->nsocks++;
-	s->upstream = u;
+	memcpy(&s->to, u, sa_len(to));
 	s->born_ms = uv_now(srv->loop);
 	s->poll.data = s;
 	dlist_add(&srv->upool->open, &s->link);
@@ -227,7 +239,7 @@ static struct up_sock *sock_open(struct server *srv, unsigned u)
 
 /* A socket to upstream u with room for one more query: the newest open one that has room (so
  * answers bunch up on few sockets and are read in batches), or a new one. */
-static struct up_sock *sock_pick(struct server *srv, unsigned u)
+static struct up_sock *sock_pick(struct server *srv, const struct sockaddr_storage *u)
 {
 	struct upstream_pool *p = pool_of(srv);
 	if (!p)
@@ -240,7 +252,8 @@ static struct up_sock *sock_pick(struct server *srv, unsigned u)
 			sock_retire(srv, s);
 			continue;
 		}
-		if (s->upstream == u && s->inflight < SOCK_INFLIGHT)
+		if (s->inflight < SOCK_INFLIGHT &&
+		    !memcmp(&s->to, u, sa_len((const struct sockaddr *)u)))
 			return s;
 	}
 	return sock_open(srv, u);
@@ -360,7 +373,7 @@ static void finish(struct upstream_req *r, int status, const uint8_t *pkt, size_
 	if (r->done)
 		return;
 	struct server *srv = r->srv;
-	const struct sockaddr *from = (const struct sockaddr *)&srv->cfg->upstreams[r->upstream];
+	const struct sockaddr *from = (const struct sockaddr *)&r->addrs[r->upstream];
 	int64_t elapsed = (int64_t)(server_now_us() - r->start_us);
 	r->done = true;
 	dlist_del(&r->link);
@@ -377,11 +390,11 @@ static void next_attempt(struct upstream_req *r)
 	if (r->done)
 		return; /* ended by another request's callbacks earlier in this turn */
 	abandon(r);
-	if (++r->attempt >= r->srv->cfg->upstream_attempts) {
+	if (++r->attempt >= r->attempts) {
 		finish(r, r->last_err ? r->last_err : MOAT_EIO, NULL, 0);
 		return;
 	}
-	r->upstream = (r->upstream + 1) % (unsigned)r->srv->cfg->nupstreams;
+	r->upstream = (r->upstream + 1) % (unsigned)r->naddrs;
 	r->tcp_next = false;
 	req_try(r);
 }
@@ -398,7 +411,7 @@ static void retry_over_tcp(struct upstream_req *r)
 	r->tcp_next = true;
 	/* The attempt's timer keeps running: TCP gets what is left of it, but at least half a
 	 * timeout, so one attempt takes at most 1.5 timeouts. */
-	uint64_t half = r->srv->cfg->upstream_timeout_ms / 2;
+	uint64_t half = r->timeout_ms / 2;
 	if (r->deadline_ms < uv_now(r->srv->loop) + half)
 		deadline_set(r, half);
 	req_try(r);
@@ -596,7 +609,7 @@ static int try_tcp(struct upstream_req *r, const struct sockaddr *to)
  * socket never has more queued than in flight, so the queue cannot overflow. */
 static int try_udp(struct upstream_req *r)
 {
-	struct up_sock *s = sock_pick(r->srv, r->upstream);
+	struct up_sock *s = sock_pick(r->srv, &r->addrs[r->upstream]);
 	if (!s)
 		return MOAT_EIO;
 	sock_attach(s, r);
@@ -666,9 +679,9 @@ void upstream_flush(struct server *srv)
 
 static void req_try(struct upstream_req *r)
 {
-	const struct sockaddr *to = (const struct sockaddr *)&r->srv->cfg->upstreams[r->upstream];
+	const struct sockaddr *to = (const struct sockaddr *)&r->addrs[r->upstream];
 	if (!r->tcp_next) /* a new attempt; a TCP retry of a truncated answer is not one */
-		deadline_set(r, r->srv->cfg->upstream_timeout_ms);
+		deadline_set(r, r->timeout_ms);
 	if ((r->tcp_next ? try_tcp(r, to) : try_udp(r)) == 0)
 		return;
 	/* This upstream cannot be tried now; the timer moves on at once. Calling next_attempt
@@ -677,16 +690,24 @@ static void req_try(struct upstream_req *r)
 	deadline_set(r, 0);
 }
 
-int upstream_query(struct server *srv, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
-                   bool dnssec_ok, struct wire_resp *resp, upstream_cb cb, void *ctx,
-                   struct upstream_req **out)
+int upstream_query(struct server *srv, const struct upstream_set *set, const uint8_t *lname,
+                   uint16_t qtype, uint16_t qclass, bool dnssec_ok, struct wire_resp *resp,
+                   upstream_cb cb, void *ctx, struct upstream_req **out)
 {
-	if (srv->cfg->nupstreams == 0)
+	const struct config *cfg = srv->cfg;
+	const struct sockaddr_storage *addrs = set ? set->addrs : cfg->upstreams;
+	size_t naddrs = set ? set->naddrs : cfg->nupstreams;
+	if (naddrs == 0)
 		return MOAT_ENOENT;
-	struct upstream_req *r = pool_of(srv) ? calloc(1, sizeof(*r)) : NULL;
+	struct upstream_req *r =
+	    pool_of(srv) ? calloc(1, sizeof(*r) + naddrs * sizeof(r->addrs[0])) : NULL;
 	if (!r)
 		return MOAT_ENOMEM;
 	r->srv = srv;
+	memcpy(r->addrs, addrs, naddrs * sizeof(r->addrs[0]));
+	r->naddrs = naddrs;
+	r->timeout_ms = set ? set->timeout_ms : cfg->upstream_timeout_ms;
+	r->attempts = set ? set->attempts : cfg->upstream_attempts;
 	memcpy(r->lname, lname, (size_t)name_wire_len(lname, NAME_MAXWIRE));
 	r->qtype = qtype;
 	r->qclass = qclass;
@@ -695,7 +716,7 @@ int upstream_query(struct server *srv, const uint8_t *lname, uint16_t qtype, uin
 	r->cb = cb;
 	r->ctx = ctx;
 	r->start_us = server_now_us();
-	r->upstream = srv->next_upstream++ % (unsigned)srv->cfg->nupstreams;
+	r->upstream = srv->next_upstream++ % (unsigned)naddrs;
 	dlist_init(&r->link);
 	*out = r;
 	req_try(r);

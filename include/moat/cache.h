@@ -4,7 +4,9 @@
  * hit goes through the same address check, firewall grant and rebuild as a fresh answer (per
  * agent: agents differ in what they may see), with TTLs counted down by the entry's age.
  *
- * Keys are (lower-cased wire qname, qtype, qclass, DO bit), hashed with SipHash-2-4 (libsodium
+ * Keys are (lower-cased wire qname, qtype, qclass, variant), where the variant holds the DO bit
+ * (bit 0) and the upstream set that answered (the bits above; 0: the global upstreams, so a
+ * forward zone's answers never serve another set's questions), hashed with SipHash-2-4 (libsodium
  * crypto_shorthash) under a random per-cache key, so clients cannot aim collisions. Memory is
  * bounded by max_bytes (entries, keys and table included); when full, the least recently used
  * entry is evicted in O(1), so a full cache costs a miss no more than an empty one.
@@ -37,7 +39,7 @@ void cache_free(struct cache *c);
  * that cache_get lent (they are copied before the older entry is freed).
  * Returns 0, MOAT_ELIMIT (not stored), MOAT_EINVAL (malformed lname) or MOAT_ENOMEM. */
 int cache_put(struct cache *c, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
-              bool dnssec_ok, const uint8_t *pkt, size_t len, uint32_t ttl, uint64_t now_ms);
+              uint32_t variant, const uint8_t *pkt, size_t len, uint32_t ttl, uint64_t now_ms);
 
 /* Look a key up at now_ms. On a live hit returns the stored bytes (borrowed: valid until the
  * next cache_put, cache_get or cache_free, since a get may remove an expired entry), their length
@@ -47,7 +49,7 @@ int cache_put(struct cache *c, const uint8_t *lname, uint16_t qtype, uint16_t qc
  * counted in expired and misses, NULL is returned, and it is removed unless it is within the
  * stale window (cache_keep_stale). len and age may be NULL. Never allocates. */
 const uint8_t *cache_get(struct cache *c, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
-                         bool dnssec_ok, uint64_t now_ms, size_t *len, uint32_t *age);
+                         uint32_t variant, uint64_t now_ms, size_t *len, uint32_t *age);
 
 /* Serve-stale (RFC 8767): keep expired entries for seconds more (0, the default: not at all),
  * for cache_get_stale to hand out when the upstreams cannot answer. They still count against
@@ -57,7 +59,7 @@ void cache_keep_stale(struct cache *c, uint32_t seconds);
 /* The entry for the key if it is live or expired by less than the stale window (counted in
  * stale_hits), else NULL (an entry past the window is removed). Borrowed like cache_get's. */
 const uint8_t *cache_get_stale(struct cache *c, const uint8_t *lname, uint16_t qtype,
-                               uint16_t qclass, bool dnssec_ok, uint64_t now_ms, size_t *len);
+                               uint16_t qclass, uint32_t variant, uint64_t now_ms, size_t *len);
 
 /* Counters since cache_new. entries and bytes are current; bytes is what is charged against
  * max_bytes (the bucket array plus every entry's header, key and packet) and never exceeds it. */

@@ -19,6 +19,7 @@
  *   log: {file: /var/log/moat/queries.jsonl}  # "-" or absent: stdout
  *   highrisk: [extra-highrisk.txt]            # more names always denied (the shipped list stays)
  *   blocked_ranges: [extra-ranges.txt]        # more answer ranges refused (shipped list stays)
+ *   zones_dir: /usr/share/moat                # where the shipped lists are (see moat/zonesdir.h)
  *   user: moat                                # drop to this user after binding (default:
  *                                             # moat if it exists, else nobody; root: stay)
  *   workers: 1                                # threads, each with its own loop and cache share
@@ -43,6 +44,15 @@
  *       sinkhole_ttl: 60
  *       strict_chain: false                   # every CNAME/DNAME target must be allowed too
  *       allow_private: false                  # private/shared answers allowed for this agent
+ *       forward: [...]                        # forward zones of this agent (as below)
+ *   forward:                                  # forward zones: the longest matching one wins
+ *     - zone: corp.internal                   # required; UTF-8 or A-labels
+ *       upstreams: ["10.1.0.53"]              # required
+ *       timeout_ms: 1000                      # default: upstream_timeout_ms
+ *       attempts: 3                           # default: upstream_attempts
+ *       allow_private: true                   # answers may hold private addresses
+ *   local_data: ["db.corp.internal A 10.1.2.3"]   # answered by moatd (A, AAAA, CNAME, TXT)
+ *   hosts: [/etc/moat/hosts]                  # hosts(5) files answered the same way
  */
 #ifndef MOAT_CONFIG_H
 #define MOAT_CONFIG_H
@@ -66,6 +76,17 @@ struct cidr {
 	uint8_t bits;
 };
 
+/* A forward zone: names at or below zone go to its own upstreams (after the policy allowed
+ * them: a zone allows nothing by itself), with their own timeouts and failover. */
+struct config_forward {
+	uint8_t zone[256];                  /* lower-cased wire name */
+	struct sockaddr_storage *upstreams; /* owned */
+	size_t nupstreams;
+	uint32_t timeout_ms, attempts; /* 0: the global upstream_timeout_ms / upstream_attempts */
+	bool allow_private;            /* private addresses may come back from this zone */
+	int line;
+};
+
 struct config_agent {
 	char name[CONFIG_NAME_MAX];
 	struct cidr *clients; /* owned */
@@ -78,6 +99,22 @@ struct config_agent {
 	uint32_t sink_ttl;
 	bool strict_chain;
 	bool allow_private;
+	/* Where it was written (0: not from a file), for errors found after parsing. */
+	int line;
+	int *client_lines; /* owned: one per clients entry */
+	int *allow_lines;  /* owned: one per allow_files entry */
+	int sink_line;     /* of an explicit sinkhole: list; 0 when the defaults apply */
+	struct config_forward *forwards; /* owned: this agent's forward zones */
+	size_t nforwards;
+};
+
+/* Lines of the top-level values checked after parsing (config_check.c). Each array belongs to
+ * the cfg array recorded beside it: flags that replace a list leave its lines unused. */
+struct config_where {
+	char *file;                            /* owned; NULL: no config file */
+	int *listen_lines, *upstream_lines;    /* owned */
+	const void *listen_for, *upstream_for; /* the arrays they describe */
+	int cache_min_ttl, user, log;
 };
 
 struct config {
@@ -116,10 +153,25 @@ struct config {
 	size_t nranges;
 	struct config_agent *agents; /* owned */
 	size_t nagents;
+	struct config_where where;
+	struct config_forward *forwards; /* owned: forward zones of every agent */
+	size_t nforwards;
+	/* Local answers (local.c parses them at policy load): "name TYPE data" lines and
+	 * hosts(5) files, each with the config line it came from. */
+	char **local_data; /* owned */
+	int *local_lines;  /* owned */
+	size_t nlocal;
+	char **hosts_files; /* owned */
+	int *hosts_lines;   /* owned */
+	size_t nhosts;
+	/* Lint the allowlists at load only up to this many patterns in all (0: always). The lint
+	 * costs about a microsecond a pattern; moatd sets a limit so a list of a million names
+	 * starts as fast as before, and --check always lints everything. */
+	size_t lint_max_patterns;
 };
 
 /* Fill cfg with defaults (no listeners, no upstreams, no agents, shipped zone files from
- * MOAT_ZONES_DIR). Call before config_load_file or before filling it from flags. */
+ * zonesdir_default()). Call before config_load_file or before filling it from flags. */
 void config_init(struct config *cfg);
 
 /* Parse a YAML config file into cfg (which config_init prepared). Values given in the file
@@ -131,9 +183,18 @@ int config_load_file(struct config *cfg, const char *path, char *err, size_t err
 int config_load_string(struct config *cfg, const char *text, size_t len, const char *label,
                        char *err, size_t errlen);
 
-/* Check what parsing cannot: at least one agent, upstream and listener, unique agent names.
+/* Check what parsing cannot: at least one agent, upstream and listener, unique agent names,
+ * and the sanity checks of config_check.c (with the file:line they come from).
  * Returns 0 or MOAT_EINVAL with err set. */
 int config_validate(const struct config *cfg, char *err, size_t errlen);
+
+/* The sanity checks across values (config_check.c): identical agent ranges, a listen address
+ * twice, an upstream that is moatd itself, cache_min_ttl above cache_max_ttl, a user that does
+ * not exist, a log file in a missing directory. 0 or MOAT_EINVAL with "file:line: reason". */
+int config_check_sanity(const struct config *cfg, char *err, size_t errlen);
+
+/* "file:line" of a value for messages ("--listen" style text when line is 0). */
+void config_where_text(const struct config *cfg, int line, const char *flag, char *out, size_t cap);
 
 /* Release everything cfg owns; cfg is left as after config_init without defaults. */
 void config_free(struct config *cfg);
@@ -143,6 +204,9 @@ int config_parse_addrport(const char *s, uint16_t default_port, struct sockaddr_
 
 /* "10.0.0.0/8", "2001:db8::/32", "192.0.2.1" (host). Host bits must be zero. */
 int config_parse_cidr(const char *s, struct cidr *out);
+
+/* A range as text: "10.0.0.0/24", "2001:db8::/64" (IPv4 without its mapped prefix). */
+void config_cidr_text(const struct cidr *c, char *out, size_t cap);
 
 /* True if the address (AF_INET or AF_INET6 sockaddr) lies in the range. */
 bool config_cidr_contains(const struct cidr *c, const struct sockaddr *sa);

@@ -6,15 +6,20 @@
  * Transport: a Unix SOCK_SEQPACKET socket (message boundaries kept, ordered, reliable) that
  * moat-fw listens on. One message per packet, all integers big-endian.
  *
- * Format version 1.
- *   GRANT (moatd -> moat-fw), 13 + agent_len + 17 + 17 * naddr bytes:
- *     u8  version (1)       u8  type (FWPROTO_GRANT)   u16 naddr (1..FWPROTO_MAXADDR)
+ * Format version 2 (version 1 had no port list; the two sides must run the same version, and a
+ * message of another version is refused: BADMSG, or a dropped channel on moatd's side).
+ *   GRANT (moatd -> moat-fw), 13 + agent_len + 17 + 1 + 3 * nport + 17 * naddr bytes:
+ *     u8  version (2)       u8  type (FWPROTO_GRANT)   u16 naddr (1..FWPROTO_MAXADDR)
  *     u32 seq (echoed)      u32 lifetime (seconds asked: the answer's lowest TTL)
  *     u8  agent_len (1..63) agent name bytes
  *     u8  client family (4 or 6, or 0 when unknown) + 16 bytes client address (IPv4 in the first 4)
+ *     u8  nport (0 = every port and protocol; else 1..FWPROTO_MAXPORT)
+ *     nport x { u8 proto (6 TCP or 17 UDP); u16 port (1..65535) }, strictly increasing by
+ *              (proto, port): the ports of the allowlist rule that allowed the name; they apply
+ *              to every address of the grant
  *     naddr x { u8 family (4 or 6); 16 bytes address (IPv4 in the first 4) }
  *   ACK (moat-fw -> moatd), 16 bytes:
- *     u8  version (1)       u8  type (FWPROTO_ACK)     u16 status (enum fwproto_status)
+ *     u8  version (2)       u8  type (FWPROTO_ACK)     u16 status (enum fwproto_status)
  *     u32 seq               u32 lifetime (seconds granted after moat-fw's min/max clamp)
  *     u32 reserved (0)
  * moatd tells the client no TTL longer than the granted lifetime. Any status but FWPROTO_OK
@@ -25,10 +30,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FWPROTO_VERSION 1
+#define FWPROTO_VERSION 2
 #define FWPROTO_MAXADDR 64
+#define FWPROTO_MAXPORT 16
 #define FWPROTO_AGENT_MAX 63
-#define FWPROTO_MAXMSG (12 + 1 + FWPROTO_AGENT_MAX + 17 + 17 * FWPROTO_MAXADDR)
+#define FWPROTO_MAXMSG                                                                             \
+	(12 + 1 + FWPROTO_AGENT_MAX + 17 + 1 + 3 * FWPROTO_MAXPORT + 17 * FWPROTO_MAXADDR)
 #define FWPROTO_ACKLEN 16
 
 enum fwproto_type {
@@ -48,11 +55,18 @@ struct fwproto_addr {
 	uint8_t addr[16];
 };
 
+struct fwproto_port {
+	uint8_t proto; /* 6 (TCP) or 17 (UDP) */
+	uint16_t port; /* 1..65535 */
+};
+
 struct fwproto_grant {
 	uint32_t seq;
 	uint32_t lifetime;
 	char agent[FWPROTO_AGENT_MAX + 1]; /* NUL-terminated */
 	struct fwproto_addr client;        /* family 0: unknown */
+	uint8_t nport;                     /* 0: every port and protocol */
+	struct fwproto_port port[FWPROTO_MAXPORT];
 	uint16_t naddr;
 	struct fwproto_addr addr[FWPROTO_MAXADDR];
 };

@@ -3,6 +3,10 @@
  * A policy_set is an immutable-after-load set of patterns from allowlist (or high-risk) files:
  *   example.com      that name only
  *   *.example.com    every name below example.com, at any depth, not example.com itself
+ * An allowlist line may name ports after the pattern (`api.example.com tcp/443`,
+ * `*.pypi.org tcp/80,443`, `ntp.example.net udp/123`): the grant for its answers then opens only
+ * those. A line without ports means any port. A pattern listed on several lines gets the union
+ * of their ports (any port if one of them names none).
  * Patterns are stored as lower-cased wire names in a SipHash-keyed open-addressing table, so a
  * match costs one hash probe for the exact name plus one per ancestor: O(labels), independent of
  * the number of patterns.
@@ -20,16 +24,46 @@
 #include <sys/socket.h>
 
 #include "moat/config.h"
+#include "moat/forward.h"
 
 struct policy_set;
 struct addrguard;
+struct local_data;
 
-/* Where a pattern came from, to explain a decision ("allow/example.txt:12"). */
+#define POLICY_PORTS_MAX 16 /* (protocol, port) pairs per pattern */
+#define POLICY_PROTO_TCP 6
+#define POLICY_PROTO_UDP 17
+
+struct policy_port {
+	uint8_t proto; /* POLICY_PROTO_TCP or POLICY_PROTO_UDP */
+	uint16_t port; /* 1..65535 */
+};
+
+/* The ports of a rule: sorted by (proto, port), no duplicates, 1..POLICY_PORTS_MAX of them. */
+struct policy_ports {
+	uint8_t n;
+	struct policy_port p[POLICY_PORTS_MAX];
+};
+
+/* Where a pattern came from, to explain a decision ("allow/example.txt:12"), and what it opens. */
 struct policy_rule {
 	const char *file; /* borrowed from the set; NULL if no rule matched */
 	uint32_t line;
 	bool wildcard;
+	const struct policy_ports *ports; /* borrowed from the set; NULL: any port */
 };
+
+/* Parse the port part of a line (the text after the pattern: tokens `tcp/N[,N...]` or
+ * `udp/N[,N...]` separated by blanks) into *out. Returns 0, or MOAT_EINVAL/MOAT_ELIMIT with a
+ * reason (without file:line) in why. Pure. */
+int policy_ports_parse(const char *text, size_t len, struct policy_ports *out, char *why,
+                       size_t whylen);
+
+/* Add add's pairs to into (kept sorted and unique). 0 or MOAT_ELIMIT (into is then partial). */
+int policy_ports_union(struct policy_ports *into, const struct policy_ports *add);
+
+/* "tcp/80,443 udp/123", or "any" for NULL. Returns the length or MOAT_ESPACE. */
+int policy_ports_format(const struct policy_ports *l, char *out, size_t cap);
 
 /* A new empty set. Ownership: caller frees with policy_set_free. NULL on allocation failure. */
 struct policy_set *policy_set_new(void);
@@ -40,22 +74,43 @@ void policy_set_free(struct policy_set *set);
 int policy_set_add(struct policy_set *set, const char *pattern, size_t len, const char *file,
                    uint32_t line);
 
-/* Add every pattern of a file: one per line, '#' starts a comment, blank lines skipped.
- * On the first bad line returns MOAT_EINVAL with err = "path:line: reason". */
+/* Add every pattern of a file: one per line, optionally followed by ports, '#' starts a comment,
+ * blank lines skipped. On the first bad line returns MOAT_EINVAL (MOAT_ELIMIT for too many ports)
+ * with err = "path:line: reason". */
 int policy_set_load_file(struct policy_set *set, const char *path, char *err, size_t errlen);
+
+/* Refuse ports in the files loaded into this set from now on (the high-risk list: a port there
+ * would read as "high-risk only on this port"). */
+void policy_set_forbid_ports(struct policy_set *set);
 
 /* Match a lower-cased wire name. On a match fills *rule (if not NULL) and returns true.
  * An exact pattern wins over a wildcard; the nearest wildcard wins over farther ones. */
 bool policy_set_match(const struct policy_set *set, const uint8_t *lname, struct policy_rule *rule);
 
+/* The nearest wildcard on a proper ancestor of lname ("*.b.c" for "a.b.c" or for "*.a.b.c"),
+ * ignoring an exact pattern for lname itself. */
+bool policy_set_match_below(const struct policy_set *set, const uint8_t *lname,
+                            struct policy_rule *rule);
+
 /* Number of patterns. */
 size_t policy_set_count(const struct policy_set *set);
+
+/* Every distinct name of the set, in no particular order, with its exact and wildcard rules
+ * (NULL where that form is not listed). For the lint; not for the query path. */
+typedef void (*policy_set_each_cb)(void *ctx, const uint8_t *lname, const struct policy_rule *exact,
+                                   const struct policy_rule *wild);
+void policy_set_each(const struct policy_set *set, policy_set_each_cb cb, void *ctx);
+
+/* Report lines listed twice to lint (borrowed; NULL stops it) as they are added. */
+struct policy_lint;
+void policy_set_lint_to(struct policy_set *set, struct policy_lint *lint);
 
 struct policy_agent {
 	struct config_agent cfg; /* copied scalars; pointer members borrowed from nothing (NULL) */
 	struct cidr *clients;    /* owned copy */
 	size_t nclients;
 	struct policy_set *allow; /* owned */
+	struct forward_table fwd; /* owned: this agent's forward zones */
 };
 
 struct policy {
@@ -64,6 +119,10 @@ struct policy {
 	size_t nagents;
 	struct policy_set *highrisk; /* owned */
 	struct addrguard *guard;     /* owned */
+	struct policy_lint *lint;    /* owned: the warnings of this load (policy_lint.h) */
+	bool lint_skipped;           /* more patterns than cfg->lint_max_patterns: not linted */
+	struct forward_table fwd;    /* owned: the global forward zones */
+	struct local_data *local;    /* owned: local answers (moat/local.h); NULL: none */
 };
 
 /* Build a snapshot from a validated config: reads every allowlist, high-risk and range file.

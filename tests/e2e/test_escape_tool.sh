@@ -4,7 +4,8 @@
 # rogue resolver answers, 6: an unresolved address accepts, 7: an IPv6 host accepts, 8: an
 # address stays reachable after its TTL), the control works, and the run exits 1 with a summary
 # naming what escaped. With an empty allowlist the control fails. With moat-fw filtering the
-# namespace, all ten hold and the run exits 0. Also: the table, TAP and JSON formats, usage errors
+# namespace, all eleven hold and the run exits 0 (11: a name allowed for tcp/80 only does not reach
+# port 443 of its address). Also: the table, TAP and JSON formats, usage errors
 # (exit 2), and proof from NSD's query log that denied names never left.
 # Everything runs inside the test's own namespace, which has only lo: nothing leaves it.
 source "$(dirname "$0")/lib.sh"
@@ -30,6 +31,8 @@ $TTL 300
 ns1     IN A    192.0.2.53
 ; test 8: a name whose grant (TTL 1 s) runs out while moat-escape waits
 short 1 IN A    192.0.2.11
+; test 11: allowed for tcp/80 only
+scoped  IN A    192.0.2.12
 Z
 # On a documentation address, not loopback: with moat-fw on (last part) moatd must still reach
 # it, and moat-fw never lets anything through to 127.0.0.0/8.
@@ -45,6 +48,7 @@ e2e_nsd 203.0.113.53 53 "$E2E_ZONES/example.test.zone"
 # resolved (test 6), an IPv6 host (test 7).
 e2e_addr 192.0.2.10/32
 e2e_addr 192.0.2.11/32
+e2e_addr 192.0.2.12/32
 e2e_addr 198.51.100.80/32
 e2e_addr 2001:db8::80/128
 cat >"$E2E_WORK/listen.py" <<'PY'
@@ -65,7 +69,7 @@ while True:
         c.close()
 PY
 e2e_bg web python3 "$E2E_WORK/listen.py" 192.0.2.10:80 192.0.2.11:80 198.51.100.80:80 \
-	198.51.100.80:443 \
+	198.51.100.80:443 192.0.2.12:80 192.0.2.12:443 \
 	'[2001:db8::80]:80' '[2001:db8::80]:443'
 e2e_wait_port tcp 192.0.2.10 80
 e2e_wait_port tcp 2001:db8::80 443
@@ -74,6 +78,7 @@ cat >"$E2E_WORK/allow.txt" <<'A'
 www.example.test
 *.rebind.test
 short.escape.test
+scoped.escape.test tcp/80
 A
 : >"$E2E_WORK/empty.txt"
 
@@ -104,6 +109,8 @@ expire-name short.escape.test
 expire-wait 10
 grant-min 0
 tunnel-domain tunnel.test
+scoped-name scoped.escape.test
+scoped-open 80
 timeout 1000
 C
 
@@ -123,14 +130,15 @@ e2e_assert_eq 1 "$RC" "exit status with escapes"
 for n in 1 2 3 4 9; do
 	e2e_assert_contains "$(row "$OUT" $n)" " blocked  blocked " "test $n should hold"
 done
-for n in 5 6 7 8; do
+for n in 5 6 7 8 11; do
 	e2e_assert_contains "$(row "$OUT" $n)" " blocked  ESCAPED " "test $n should escape"
 done
 e2e_assert_contains "$(row "$OUT" 10)" " works    works " "control should work"
 e2e_assert_eq 1 "$(grep -c '^moat-escape: ' <<<"$OUT")" "exactly one summary line"
-want="moat-escape: 6 of 10 held; escaped: 5 (other resolver 203.0.113.53 answered over UDP 53)"
+want="moat-escape: 6 of 11 held; escaped: 5 (other resolver 203.0.113.53 answered over UDP 53)"
 want+=", 6 (198.51.100.80:80 accepted a connection), 7 ([2001:db8::80]:80 accepted a connection)"
 want+=", 8 (192.0.2.11:80 still accepted a new connection 3 s after it was granted for 1 s)"
+want+=", 11 (192.0.2.12:443 accepted a connection past a grant for port 80)"
 e2e_assert_eq "$want" "$(summary "$OUT")" "summary line"
 e2e_assert_eq "$want" "$(tail -n 1 <<<"$OUT")" "the summary is the last line"
 # The table says why: the numeric forms are one address, the network is unreachable.
@@ -151,7 +159,7 @@ e2e_assert_contains "$up" "meta.rebind.test. A UDP" "rebind name asked upstream 
 # --- TAP: same verdicts, "not ok" for escapes ---
 run_escape --config "$E2E_WORK/escape.conf" --expire-wait 0 --format tap
 e2e_assert_eq 1 "$RC" "TAP exit status"
-e2e_assert_contains "$OUT" $'TAP version 13\n1..10' "TAP plan"
+e2e_assert_contains "$OUT" $'TAP version 13\n1..11' "TAP plan"
 e2e_assert_contains "$OUT" "ok 1 - unknown name resolves: blocked" "TAP ok line"
 e2e_assert_contains "$OUT" "not ok 5 - other resolver answers: ESCAPED" "TAP not ok line"
 e2e_assert_contains "$OUT" "not ok 8 - expired grant still reachable: not run" "TAP not run"
@@ -174,9 +182,9 @@ import json, sys
 d = json.load(sys.stdin)
 r = {x["id"]: x["result"] for x in d["results"]}
 print(len(d["results"]), d["ok"], d["held"], d["total"], r[1], r[5], r[8], r[10])
-print(d["summary"].startswith("moat-escape: 5 of 10 held; escaped: 5 "))
+print(d["summary"].startswith("moat-escape: 5 of 11 held; escaped: 5 "))
 ' <<<"$OUT") || e2e_fail "JSON does not parse: $OUT"
-e2e_assert_eq $'10 False 5 10 blocked escaped not run failed\nTrue' "$check" "JSON content"
+e2e_assert_eq $'11 False 5 11 blocked escaped not run failed\nTrue' "$check" "JSON content"
 
 # --- usage and config errors: exit 2 ---
 run_escape --resolver 127.0.0.1
@@ -190,7 +198,7 @@ e2e_assert_contains "$(cat "$E2E_WORK/escape.err")" "bad.conf:2: timeout: 'fast'
 run_escape --allowed www.example.test --format xml
 e2e_assert_eq 2 "$RC" "bad --format is exit 2"
 
-# --- with moat-fw filtering the namespace: all ten hold, exit 0 ---
+# --- with moat-fw filtering the namespace: all eleven hold, exit 0 ---
 # moatd moves off loopback (moat-fw drops 127.0.0.0/8 whatever the port); only it and the
 # upstream are reachable resolvers; grants live at least 1 s, so test 8 waits 1 + 2 s.
 e2e_stop moatd-empty
@@ -207,7 +215,8 @@ start_moatd moatd-fw "$E2E_WORK/allow.txt" 192.0.2.2 --firewall "$E2E_WORK/fw.so
 sed -e 's/^resolver = .*/resolver = 192.0.2.2/' -e 's/^grant-min 0/grant-min 1/' \
 	"$E2E_WORK/escape.conf" >"$E2E_WORK/escape-fw.conf"
 run_escape --config "$E2E_WORK/escape-fw.conf"
-e2e_assert_eq "moat-escape: 10 of 10 held" "$(tail -n 1 <<<"$OUT")" "summary with moat-fw"
+e2e_assert_eq "moat-escape: 11 of 11 held" "$(tail -n 1 <<<"$OUT")" "summary with moat-fw"
+e2e_assert_contains "$(row "$OUT" 11)" "192.0.2.12:80: open; 192.0.2.12:443:" "test 11 really ran"
 e2e_assert_eq 0 "$RC" "exit status with moat-fw"
 e2e_assert_contains "$(row "$OUT" 8)" "first connection open; new connection 3 s later:" \
 	"test 8 really ran"

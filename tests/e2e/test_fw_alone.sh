@@ -138,9 +138,9 @@ e2e_assert_contains "$(cat "$E2E_WORK/fw.log")" \
 # --- clamping, bad messages, refresh --------------------------------------------------------
 e2e_assert_eq "seq=4 status=OK lifetime=3600" "$(grant --seq 4 --lifetime 999999 203.0.113.7)" \
 	"lifetime not clamped to --max-lifetime"
-e2e_assert_eq "seq=5 status=BADMSG lifetime=0" "$(grant --raw 0201000100000005)" "bad version"
-# Longer than any valid message (FWPROTO_MAXMSG 1182): refused whole, not read in part.
-e2e_assert_eq "seq=16843009 status=BADMSG lifetime=0" "$(grant --raw "$(printf '01%.0s' {1..1200})")" \
+e2e_assert_eq "seq=5 status=BADMSG lifetime=0" "$(grant --raw 0101000100000005)" "bad version"
+# Longer than any valid message (FWPROTO_MAXMSG 1231): refused whole, not read in part.
+e2e_assert_eq "seq=16843009 status=BADMSG lifetime=0" "$(grant --raw "$(printf '01%.0s' {1..1300})")" \
 	"oversized message"
 e2e_assert_eq "seq=6 status=OK lifetime=600" "$(grant --seq 6 --lifetime 600 192.0.2.80)" "refresh"
 e2e_assert_contains "$(allow4)" "192.0.2.80 timeout 10m2s" "refresh did not extend the timeout"

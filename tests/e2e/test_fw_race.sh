@@ -3,6 +3,8 @@
 # client resolves a name and connects to the answer at once, 1,000 times, each name with its own
 # address: every connection must succeed (zero failures). An address never resolved stays
 # blocked. Restarting moat-fw and moatd keeps the live grants; moatd without moat-fw fails closed.
+# The race runs again with a port-scoped allowlist (`*.race.test tcp/80`, issue 11): still zero
+# failures, and port 443 of a granted address stays closed (judged at the listener).
 source "$(dirname "$0")/lib.sh"
 e2e_init fw_race
 
@@ -13,30 +15,37 @@ N=${RACE_COUNT:-1000}
 # The zone: r1..rN.race.test, each an AAAA of its own in 2001:db8:5::/64.
 {
 	printf '$ORIGIN race.test.\n$TTL 120\n@ IN SOA ns1 hostmaster 1 3600 600 86400 60\n  IN NS ns1\nns1 IN A 192.0.2.53\n'
-	for ((i = 1; i <= N + 10; i++)); do printf 'r%d IN AAAA 2001:db8:5::%x\n' "$i" "$i"; done
+	for ((i = 1; i <= 2 * N + 30; i++)); do printf 'r%d IN AAAA 2001:db8:5::%x\n' "$i" "$i"; done
 } >"$E2E_WORK/race.test.zone"
 e2e_addr 192.0.2.53/32 # NSD
 e2e_addr 192.0.2.2/32  # moatd
 e2e_nsd 192.0.2.53 53 "$E2E_WORK/race.test.zone"
-# Every address of 2001:db8:5::/64 is local (AnyIP), and one listener on [::]:80 accepts them all.
+# Every address of 2001:db8:5::/64 is local (AnyIP), and one listener on [::]:80 accepts them all
+# (and one on [::]:443, which logs each connection it accepts to the file named last).
 e2e_run ip -6 route add local 2001:db8:5::/64 dev lo
 cat >"$E2E_WORK/listen.py" <<'PY'
 import socket, sys, time
-s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("::", 80))
-s.listen(512)
-s.settimeout(0.2)
+import select
+socks = []
+for port in (80, 443):
+    s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("::", port))
+    s.listen(512)
+    socks.append(s)
+log = open(sys.argv[2], "a")
 end = time.time() + float(sys.argv[1])
 while time.time() < end:
-    try:
-        c, _ = s.accept()
+    for s in select.select(socks, [], [], 0.2)[0]:
+        c, peer = s.accept()
+        if s.getsockname()[1] == 443:
+            log.write("443 %s\n" % c.getsockname()[0])
+            log.flush()
         c.close()
-    except socket.timeout:
-        pass
 PY
-e2e_bg listen "$PY" "$E2E_WORK/listen.py" 280
+e2e_bg listen "$PY" "$E2E_WORK/listen.py" 400 "$E2E_WORK/443.log"
 e2e_wait_port tcp '*' 80
+e2e_wait_port tcp '*' 443
 printf '*.race.test\n' >"$E2E_WORK/allow.txt"
 
 start_fw() {
@@ -45,18 +54,18 @@ start_fw() {
 	for ((i = 0; i < 50; i++)); do [[ -S "$E2E_WORK/fw.sock" ]] && return 0; sleep 0.1; done
 	e2e_fail "moat-fw did not create its socket"
 }
-start_moatd() {
+start_moatd() { # start_moatd NAME [ALLOWLIST]
 	e2e_bg "$1" "$MOAT_BUILD/moatd" --listen 192.0.2.2:53 --upstream 192.0.2.53:53 \
-		--allow "$E2E_WORK/allow.txt" --firewall "$E2E_WORK/fw.sock" --log "$E2E_WORK/$1.jsonl"
+		--allow "${2:-$E2E_WORK/allow.txt}" --firewall "$E2E_WORK/fw.sock" --log "$E2E_WORK/$1.jsonl"
 	e2e_wait_port udp 192.0.2.2 53
 }
-connect() { # connect ADDR: "connected" or "failed: ..."
+connect() { # connect ADDR [PORT]: "connected" or "failed: ..."
 	e2e_run "$PY" -c 'import socket,sys
 s=socket.socket(socket.AF_INET6); s.settimeout(1)
 try:
-    s.connect((sys.argv[1], 80)); print("connected")
+    s.connect((sys.argv[1], int(sys.argv[2]))); print("connected")
 except OSError as e:
-    print("failed: %s" % e)' "$1"
+    print("failed: %s" % e)' "$1" "${2:-80}"
 }
 
 start_fw fw
@@ -95,6 +104,19 @@ e2e_assert_contains "$(connect "2001:db8:5::$(printf %x $((N + 6)))")" "failed" 
 # the restarted pair still grants before answering
 out=$(e2e_run "$PY" "$E2E_DIR/peers/race.py" 192.0.2.2 5 80 $((N + 1)))
 e2e_assert_contains "$out" "ok=5 fail=0" "resolve-then-connect after restart"
+
+# --- the race with ports: `*.race.test tcp/80`, fresh names, zero failures ---
+e2e_stop moatd2
+printf '*.race.test tcp/80\n' >"$E2E_WORK/allow-ports.txt"
+start_moatd moatd3 "$E2E_WORK/allow-ports.txt"
+out=$(e2e_run "$PY" "$E2E_DIR/peers/race.py" 192.0.2.2 "$N" 80 $((N + 20)))
+e2e_log "race with moat-fw and ports: $out"
+e2e_assert_contains "$out" "ok=$N fail=0" "resolve-then-connect failures with port-scoped grants"
+a=$(printf '2001:db8:5::%x' $((N + 20)))
+e2e_assert_contains "$(e2e_run nft list set inet moat port6)" "$a . tcp . 80 timeout" "port6 element"
+e2e_assert_contains "$(connect "$a" 443)" "failed" "port 443 of a tcp/80 grant"
+e2e_assert_eq connected "$(connect "$a" 80)" "port 80 of a tcp/80 grant (barrier)"
+e2e_assert_eq "" "$(cat "$E2E_WORK/443.log")" "the 443 listener accepted a connection"
 
 # --- moat-fw gone: moatd fails closed (SERVFAIL), and nothing new opens ---
 e2e_stop fw2

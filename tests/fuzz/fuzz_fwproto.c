@@ -4,7 +4,8 @@
  *     per message, so anything the decoder accepts is canonical);
  *   - a rejected message leaves the caller's struct untouched (as fwproto.c promises);
  *   - a decoded GRANT has 1..FWPROTO_MAXADDR addresses of family 4 or 6, a terminated agent name
- *     of 1..63 bytes, and a client of family 0, 4 or 6;
+ *     of 1..63 bytes, a client of family 0, 4 or 6, and 0..FWPROTO_MAXPORT TCP/UDP ports (never
+ *     port 0), strictly increasing;
  *   - a GRANT built from the input's bytes as a struct either encodes to a message that decodes
  *     to the same struct, or is refused with MOAT_EINVAL/MOAT_ESPACE. */
 #include <string.h>
@@ -23,14 +24,26 @@ static void check_grant(const struct fwproto_grant *g)
 	for (unsigned i = 0; i < g->naddr; i++)
 		FZ_CHECK(g->addr[i].family == 4 || g->addr[i].family == 6, "family %u",
 		         g->addr[i].family);
+	FZ_CHECK(g->nport <= FWPROTO_MAXPORT, "nport %u", g->nport);
+	for (unsigned i = 0; i < g->nport; i++) {
+		const struct fwproto_port *p = &g->port[i];
+		FZ_CHECK((p->proto == 6 || p->proto == 17) && p->port != 0, "port %u/%u", p->proto,
+		         p->port);
+		FZ_CHECK(i == 0 || p[-1].proto < p->proto ||
+		             (p[-1].proto == p->proto && p[-1].port < p->port),
+		         "ports out of order at %u", i);
+	}
 }
 
 static bool grant_equal(const struct fwproto_grant *a, const struct fwproto_grant *b)
 {
 	if (a->seq != b->seq || a->lifetime != b->lifetime || strcmp(a->agent, b->agent) != 0 ||
 	    a->naddr != b->naddr || a->client.family != b->client.family ||
-	    memcmp(a->client.addr, b->client.addr, 16) != 0)
+	    memcmp(a->client.addr, b->client.addr, 16) != 0 || a->nport != b->nport)
 		return false;
+	for (unsigned i = 0; i < a->nport; i++)
+		if (a->port[i].proto != b->port[i].proto || a->port[i].port != b->port[i].port)
+			return false;
 	for (unsigned i = 0; i < a->naddr; i++)
 		if (a->addr[i].family != b->addr[i].family ||
 		    memcmp(a->addr[i].addr, b->addr[i].addr, 16) != 0)

@@ -20,6 +20,7 @@
 #include "moat/addrguard.h"
 #include "moat/config.h"
 #include "moat/err.h"
+#include "moat/idn.h"
 #include "moat/name.h"
 #include "moat/policy.h"
 
@@ -53,9 +54,19 @@ static void fuzz_patterns(const uint8_t *data, size_t size)
 		FZ_CHECK(rc == 0 || rc == MOAT_EINVAL, "policy_set_add returned %d", rc);
 		if (rc == 0) {
 			accepted++;
-			bool wild = len >= 2 && s[0] == '*';
+			/* The name as moat reads it: UTF-8 and A-labels go through idn.c first. */
+			char conv[IDN_MAXTEXT], why[200];
+			const char *t = s;
+			size_t tl = len;
+			int cl = idn_from_user(s, len, conv, sizeof(conv), why, sizeof(why));
+			FZ_CHECK(cl >= 0, "accepted pattern refused by idn_from_user");
+			if (cl > 0) {
+				t = conv;
+				tl = (size_t)cl;
+			}
+			bool wild = tl >= 2 && t[0] == '*';
 			uint8_t wire[NAME_MAXWIRE], below[NAME_MAXWIRE];
-			int wl = name_from_text(s + (wild ? 2 : 0), len - (wild ? 2 : 0), wire);
+			int wl = name_from_text(t + (wild ? 2 : 0), tl - (wild ? 2 : 0), wire);
 			FZ_CHECK(wl > 0, "accepted pattern is no name");
 			struct policy_rule rule;
 			if (!wild) {

@@ -373,6 +373,10 @@ PATTERN_FILES = {
     "bad": b"good.com\n*bad.com\n",
     "crlf": b"a.com\r\nb.com\r\n",
     "no-newline": b"last.example",
+    "ports": (b"api.example.com tcp/443\n*.pypi.org tcp/80,443\nntp.example.net udp/123\n"
+              b"api.example.com tcp/80 udp/53\nany.example\nany.example tcp/1\n"),
+    "ports-bad": b"a.com tcp/0\nb.com tcp/65536\nc.com sctp/1\nd.com tcp/\ne.com tcp/1,\n",
+    "ports-many": b"a.com tcp/" + b",".join(b"%d" % i for i in range(1, 18)) + b"\n",
 }
 
 RANGE_FILES = {
@@ -405,34 +409,47 @@ def policy():
 def fwproto():
     f = {}
 
-    def grant(seq, life, agent, client, addrs, version=1, typ=1, naddr=None):
+    def grant(seq, life, agent, client, addrs, version=2, typ=1, naddr=None, ports=(),
+              nport=None):
         out = struct.pack("!BBHII", version, typ, len(addrs) if naddr is None else naddr, seq, life)
         out += bytes([len(agent)]) + agent
         out += bytes([client[0]]) + client[1].ljust(16, b"\0")
+        out += bytes([len(ports) if nport is None else nport])
+        for proto, port in ports:
+            out += struct.pack("!BH", proto, port)
         for fam, ad in addrs:
             out += bytes([fam]) + ad.ljust(16, b"\0")
         return out
 
-    def ack(status, seq, life, reserved=0, version=1, typ=2):
+    def ack(status, seq, life, reserved=0, version=2, typ=2):
         return struct.pack("!BBHIII", version, typ, status, seq, life, reserved)
 
     v4 = (4, a("192.0.2.1"))
     v6 = (6, aaaa("2001:db8::1"))
+    c4 = (4, a("10.0.0.1"))
     f["grant-one"] = grant(1, 300, b"ci-42", (4, a("10.0.0.7")), [v4])
     f["grant-v6-client"] = grant(2, 60, b"build.box_2", (6, aaaa("fd00::7")), [v4, v6])
     f["grant-no-client"] = grant(3, 0, b"a", (0, b""), [v6])
-    f["grant-max"] = grant(0xFFFFFFFF, 0xFFFFFFFF, b"x" * 63, (4, a("10.0.0.1")),
-                           [v4 if i % 2 else v6 for i in range(64)])
-    f["grant-65"] = grant(4, 1, b"a", (4, a("10.0.0.1")), [v4] * 65)
-    f["grant-zero"] = grant(5, 1, b"a", (4, a("10.0.0.1")), [], naddr=0)
-    f["grant-bad-agent"] = grant(6, 1, b"a b", (4, a("10.0.0.1")), [v4])
-    f["grant-v4-padding"] = grant(7, 1, b"a", (4, a("10.0.0.1")), [(4, a("1.2.3.4") + b"\1")])
-    f["grant-family-0-addr"] = grant(8, 1, b"a", (4, a("10.0.0.1")), [(0, b"")])
+    f["grant-max"] = grant(0xFFFFFFFF, 0xFFFFFFFF, b"x" * 63, c4,
+                           [v4 if i % 2 else v6 for i in range(64)],
+                           ports=[(6, 1 + i) for i in range(8)] + [(17, 60000 + i) for i in range(8)])
+    f["grant-65"] = grant(4, 1, b"a", c4, [v4] * 65)
+    f["grant-zero"] = grant(5, 1, b"a", c4, [], naddr=0)
+    f["grant-bad-agent"] = grant(6, 1, b"a b", c4, [v4])
+    f["grant-v4-padding"] = grant(7, 1, b"a", c4, [(4, a("1.2.3.4") + b"\1")])
+    f["grant-family-0-addr"] = grant(8, 1, b"a", c4, [(0, b"")])
     f["grant-client-0-nonzero"] = grant(9, 1, b"a", (0, b"\1"), [v4])
-    f["grant-truncated"] = grant(10, 1, b"agent", (4, a("10.0.0.1")), [v4, v6])[:-5]
-    f["grant-trailing"] = grant(11, 1, b"agent", (4, a("10.0.0.1")), [v4]) + b"\0"
-    f["grant-version-2"] = grant(12, 1, b"a", (4, a("10.0.0.1")), [v4], version=2)
-    f["grant-naddr-lies"] = grant(13, 1, b"a", (4, a("10.0.0.1")), [v4], naddr=3)
+    f["grant-truncated"] = grant(10, 1, b"agent", c4, [v4, v6])[:-5]
+    f["grant-trailing"] = grant(11, 1, b"agent", c4, [v4]) + b"\0"
+    f["grant-version-1"] = grant(12, 1, b"a", c4, [v4], version=1)
+    f["grant-naddr-lies"] = grant(13, 1, b"a", c4, [v4], naddr=3)
+    f["grant-ports"] = grant(14, 30, b"ci", c4, [v4, v6], ports=[(6, 80), (6, 443), (17, 123)])
+    f["grant-ports-17"] = grant(15, 1, b"a", c4, [v4], ports=[(6, 1 + i) for i in range(17)])
+    f["grant-ports-unsorted"] = grant(16, 1, b"a", c4, [v4], ports=[(6, 443), (6, 80)])
+    f["grant-ports-dup"] = grant(17, 1, b"a", c4, [v4], ports=[(6, 80), (6, 80)])
+    f["grant-ports-zero"] = grant(18, 1, b"a", c4, [v4], ports=[(6, 0)])
+    f["grant-ports-sctp"] = grant(19, 1, b"a", c4, [v4], ports=[(132, 80)])
+    f["grant-nport-lies"] = grant(20, 1, b"a", c4, [v4], ports=[(6, 80)], nport=2)
     f["ack-ok"] = ack(0, 1, 300)
     f["ack-denied"] = ack(1, 2, 0)
     f["ack-failed"] = ack(2, 3, 0)

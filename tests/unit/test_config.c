@@ -170,7 +170,7 @@ static const char full_config[] = "listen: [\"127.0.0.1:5353\", \"[::1]:53\", 19
                                   "tcp_max_clients: 64\n"
                                   "workers: 4\n"
                                   "serve_stale: 86400\n"
-                                  "log: {file: /var/log/moat/q.jsonl}\n"
+                                  "log: {file: /tmp/q.jsonl}\n"
                                   "highrisk: [hr1.txt, /etc/moat/hr2.txt]\n"
                                   "blocked_ranges: []\n"
                                   "agents:\n"
@@ -226,7 +226,7 @@ Test(config, every_key)
 	cr_expect_eq(cfg.tcp_max_clients, 64);
 	cr_expect_eq(cfg.workers, 4);
 	cr_expect_eq(cfg.serve_stale, 86400);
-	cr_expect_str_eq(cfg.log_file, "/var/log/moat/q.jsonl");
+	cr_expect_str_eq(cfg.log_file, "/tmp/q.jsonl");
 
 	/* A list in the file adds to the shipped list; an empty one adds nothing and, above all,
 	 * cannot drop the shipped protections. */
@@ -384,7 +384,8 @@ Test(config, bad_addresses)
 {
 	expect_error("listen: [localhost]\n", 1, "listen: bad address 'localhost'");
 	expect_error("listen:\n  - 127.0.0.1\n  - ns.example.com:53\n", 3, "bad address");
-	expect_error("listen: [\"127.0.0.1:0\"]\n", 1, "bad address");
+	expect_error("listen: [\"127.0.0.1:0\"]\n", 1, "'127.0.0.1:0': port 0 is not a port");
+	expect_error("upstreams: [\"[::1]:0\"]\n", 1, "'[::1]:0': port 0 is not a port");
 	expect_error("upstreams: [\"192.0.2.1:65536\"]\n", 1, "upstreams: bad address");
 	expect_error("upstreams: [\"[2001:db8::1\"]\n", 1, "bad address");
 	expect_error("upstreams: [127.1]\n", 1, "bad address");
@@ -638,6 +639,7 @@ Test(config, validate_says_what_is_missing)
 	cfg.agents[0].clients = calloc(1, sizeof(struct cidr));
 	cfg.agents[0].nclients = 1;
 	cfg.agents[1].clients = calloc(1, sizeof(struct cidr));
+	cfg.agents[1].clients[0].bits = 1; /* ::/1: not the same range as one's ::/0 */
 	cfg.agents[1].nclients = 1;
 	cr_expect_eq(config_validate(&cfg, err, sizeof(err)), MOAT_EINVAL);
 	cr_expect(strstr(err, "duplicate agent name 'one'") != NULL, "%s", err);

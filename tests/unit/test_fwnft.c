@@ -1,8 +1,8 @@
 /* Unit tests for moat-fw's nft text (tools/fw/nft.c), without a kernel: range parsing and
  * containment, the ranges file loader (always lines only, errors with file:line), overlap
  * reduction, the shipped blocked-ranges.txt, the full start-up ruleset of both placements
- * (compared byte for byte, so any change to the rules is a visible test change) and the element
- * batches with their add / delete / add refresh. */
+ * (compared byte for byte, so any change to the rules is a visible test change). The element
+ * batches are tested in test_fwnft_batch.c. */
 #include <criterion/criterion.h>
 
 #include <arpa/inet.h>
@@ -30,17 +30,6 @@ RES(const char *text, uint16_t port) {
 	else
 		cr_assert_fail("bad test resolver %s", text);
 	return r;
-}
-
-static struct fwnft_elem
-E(const char *src, const char *dst, uint64_t timeout, bool refresh) {
-	struct fwnft_elem e = {.timeout = timeout, .refresh = refresh};
-	int af = strchr(dst, ':') ? AF_INET6 : AF_INET;
-	e.family = af == AF_INET ? 4 : 6;
-	cr_assert_eq(inet_pton(af, dst, e.dst), 1);
-	if (src)
-		cr_assert_eq(inet_pton(af, src, e.src), 1);
-	return e;
 }
 
 Test(fwnft, range_parse)
@@ -202,7 +191,13 @@ Test(fwnft, ruleset_netns)
 	    "\tset deny6 {\n\t\ttype ipv6_addr\n\t\tflags interval\n"
 	    "\t\telements = { fe80::/10 }\n\t}\n"
 	    "\tset allow4 {\n\t\ttype ipv4_addr\n\t\tflags timeout\n\t}\n"
+	    "\tset port4 {\n\t\ttype ipv4_addr . inet_proto . inet_service\n"
+	    "\t\tflags timeout\n\t}\n"
+	    "\tset echo4 {\n\t\ttype ipv4_addr\n\t\tflags timeout\n\t}\n"
 	    "\tset allow6 {\n\t\ttype ipv6_addr\n\t\tflags timeout\n\t}\n"
+	    "\tset port6 {\n\t\ttype ipv6_addr . inet_proto . inet_service\n"
+	    "\t\tflags timeout\n\t}\n"
+	    "\tset echo6 {\n\t\ttype ipv6_addr\n\t\tflags timeout\n\t}\n"
 	    "\tchain output {\n"
 	    "\t\ttype filter hook output priority 0; policy drop;\n"
 	    "\t\tct state established,related accept\n"
@@ -216,6 +211,12 @@ Test(fwnft, ruleset_netns)
 	    "\t\tip6 daddr 2001:db8::53 tcp dport 5353 accept\n"
 	    "\t\tip daddr @allow4 accept\n"
 	    "\t\tip6 daddr @allow6 accept\n"
+	    "\t\tip daddr . meta l4proto . th dport @port4 accept\n"
+	    "\t\tip6 daddr . meta l4proto . th dport @port6 accept\n"
+	    "\t\ticmp type echo-request ip daddr @allow4 accept\n"
+	    "\t\ticmp type echo-request ip daddr @echo4 accept\n"
+	    "\t\ticmpv6 type echo-request ip6 daddr @allow6 accept\n"
+	    "\t\ticmpv6 type echo-request ip6 daddr @echo6 accept\n"
 	    "\t\tcounter drop\n"
 	    "\t}\n"
 	    "}\n";
@@ -246,7 +247,13 @@ Test(fwnft, ruleset_forward)
 	    "\t\telements = { 169.254.0.0/16 }\n\t}\n"
 	    "\tset deny6 {\n\t\ttype ipv6_addr\n\t\tflags interval\n\t}\n"
 	    "\tset allow4 {\n\t\ttype ipv4_addr . ipv4_addr\n\t\tflags timeout\n\t}\n"
+	    "\tset port4 {\n\t\ttype ipv4_addr . ipv4_addr . inet_proto . inet_service\n"
+	    "\t\tflags timeout\n\t}\n"
+	    "\tset echo4 {\n\t\ttype ipv4_addr . ipv4_addr\n\t\tflags timeout\n\t}\n"
 	    "\tset allow6 {\n\t\ttype ipv6_addr . ipv6_addr\n\t\tflags timeout\n\t}\n"
+	    "\tset port6 {\n\t\ttype ipv6_addr . ipv6_addr . inet_proto . inet_service\n"
+	    "\t\tflags timeout\n\t}\n"
+	    "\tset echo6 {\n\t\ttype ipv6_addr . ipv6_addr\n\t\tflags timeout\n\t}\n"
 	    "\tchain forward {\n"
 	    "\t\ttype filter hook forward priority 0; policy accept;\n"
 	    "\t\tip saddr { 10.9.0.0/24, 10.8.0.0/24 } jump sandbox\n"
@@ -265,6 +272,12 @@ Test(fwnft, ruleset_forward)
 	    "\t\tip daddr 10.9.0.1 tcp dport 53 accept\n"
 	    "\t\tip saddr . ip daddr @allow4 accept\n"
 	    "\t\tip6 saddr . ip6 daddr @allow6 accept\n"
+	    "\t\tip saddr . ip daddr . meta l4proto . th dport @port4 accept\n"
+	    "\t\tip6 saddr . ip6 daddr . meta l4proto . th dport @port6 accept\n"
+	    "\t\ticmp type echo-request ip saddr . ip daddr @allow4 accept\n"
+	    "\t\ticmp type echo-request ip saddr . ip daddr @echo4 accept\n"
+	    "\t\ticmpv6 type echo-request ip6 saddr . ip6 daddr @allow6 accept\n"
+	    "\t\ticmpv6 type echo-request ip6 saddr . ip6 daddr @echo6 accept\n"
 	    "\t\tcounter drop\n"
 	    "\t}\n"
 	    "}\n";
@@ -273,75 +286,4 @@ Test(fwnft, ruleset_forward)
 	s.nsandbox = 0;
 	cr_assert_eq(fwnft_build_ruleset(&s, &b), MOAT_EINVAL, "forward needs a sandbox range");
 	fwnft_buf_free(&b);
-}
-
-Test(fwnft, elems_netns)
-{
-	struct fwnft_setup s = {.placement = FWNFT_NETNS};
-	struct fwnft_elem e[] = {
-	    E(NULL, "192.0.2.80", 31, true), E(NULL, "2001:db8::80", 61, false),
-	    E(NULL, "192.0.2.81", 3601, false), E(NULL, "2001:db8::81", 91, true)};
-	struct fwnft_buf b = {0};
-	cr_assert_eq(fwnft_build_elems(&s, e, 4, &b), 0);
-	cr_assert_str_eq(
-	    b.p,
-	    "add element inet moat allow4 { 192.0.2.80 timeout 31s, 192.0.2.81 timeout 3601s }\n"
-	    "add element inet moat allow6 { 2001:db8::80 timeout 61s, 2001:db8::81 timeout 91s "
-	    "}\n"
-	    "delete element inet moat allow4 { 192.0.2.80 }\n"
-	    "delete element inet moat allow6 { 2001:db8::81 }\n"
-	    "add element inet moat allow4 { 192.0.2.80 timeout 31s }\n"
-	    "add element inet moat allow6 { 2001:db8::81 timeout 91s }\n");
-	fwnft_buf_free(&b);
-}
-
-Test(fwnft, elems_forward_and_no_refresh)
-{
-	struct fwnft_setup s = {.placement = FWNFT_FORWARD, .nsandbox = 1};
-	struct fwnft_range sb = R("10.9.0.0/24");
-	s.sandbox = &sb;
-	struct fwnft_elem e[] = {E("10.9.0.7", "192.0.2.80", 30, false),
-	                         E("10.9.0.8", "192.0.2.80", 40, false)};
-	struct fwnft_buf b = {0};
-	cr_assert_eq(fwnft_build_elems(&s, e, 2, &b), 0);
-	cr_assert_str_eq(b.p, "add element inet moat allow4 { 10.9.0.7 . 192.0.2.80 timeout 30s, "
-	                      "10.9.0.8 . 192.0.2.80 timeout 40s }\n");
-	fwnft_buf_free(&b);
-	cr_assert_eq(fwnft_build_elems(&s, e, 0, &b), 0);
-	cr_assert_eq(b.len, 0, "no elements, no commands");
-	e[0].timeout = 0;
-	cr_assert_eq(fwnft_build_elems(&s, e, 1, &b), MOAT_EINVAL);
-	e[0].timeout = 1;
-	e[0].family = 5;
-	cr_assert_eq(fwnft_build_elems(&s, e, 1, &b), MOAT_EINVAL);
-	fwnft_buf_free(&b);
-}
-
-Test(fwnft, elems_large_batch_grows_buffer)
-{
-	struct fwnft_setup s = {.placement = FWNFT_NETNS};
-	enum { N = 6400 };
-	struct fwnft_elem *e = calloc(N, sizeof(*e));
-	cr_assert_not_null(e);
-	for (int i = 0; i < N; i++) {
-		e[i].family = 6;
-		e[i].dst[0] = 0x20;
-		e[i].dst[1] = 0x01;
-		e[i].dst[2] = 0x0d;
-		e[i].dst[3] = 0xb8;
-		e[i].dst[14] = (uint8_t)(i >> 8);
-		e[i].dst[15] = (uint8_t)i;
-		e[i].timeout = 3600;
-		e[i].refresh = true;
-	}
-	struct fwnft_buf b = {0};
-	cr_assert_eq(fwnft_build_elems(&s, e, N, &b), 0);
-	cr_assert_eq(strlen(b.p), b.len);
-	size_t lines = 0;
-	for (size_t i = 0; i < b.len; i++)
-		lines += b.p[i] == '\n';
-	cr_assert_eq(lines, 3);
-	cr_assert(strstr(b.p, "2001:db8::18ff timeout 3600s") != NULL);
-	fwnft_buf_free(&b);
-	free(e);
 }

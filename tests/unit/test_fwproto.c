@@ -1,7 +1,8 @@
 /* Unit tests for fwproto.c: GRANT and ACK round trips (IPv4, IPv6, unknown client, the largest
- * message), the exact byte layout of format version 1, and every malformed case the decoders
- * must reject (version, type, length, naddr, agent_len, agent bytes, family, IPv4 padding,
- * status, reserved), plus the encoders' argument checks. */
+ * message), the exact byte layout of format version 2 (with and without ports), and every
+ * malformed case the decoders must reject (version, type, length, naddr, agent_len, agent bytes,
+ * family, IPv4 padding, nport, port order/protocol/zero, status, reserved), plus the encoders'
+ * argument checks. */
 #include <criterion/criterion.h>
 
 #include <arpa/inet.h>
@@ -46,7 +47,7 @@ Test(fwproto, grant_round_trip)
 	uint8_t buf[FWPROTO_MAXMSG];
 	sample(&g);
 	int n = encode(&g, buf);
-	cr_assert_eq(n, 13 + 5 + 17 + 2 * 17);
+	cr_assert_eq(n, 13 + 5 + 17 + 1 + 2 * 17);
 	memset(&d, 0xaa, sizeof(d));
 	cr_assert_eq(fwproto_grant_decode(buf, (size_t)n, &d), 0);
 	cr_assert_eq(d.seq, g.seq);
@@ -69,15 +70,59 @@ Test(fwproto, grant_byte_layout)
 	g.naddr = 1;
 	g.lifetime = 0x0a0b0c0d;
 	int n = encode(&g, buf);
-	static const uint8_t head[] = {1, 1,   0,   1,   1,   2,   3, 4,  0x0a, 0x0b, 0x0c, 0x0d,
+	static const uint8_t head[] = {2, 1,   0,   1,   1,   2,   3, 4,  0x0a, 0x0b, 0x0c, 0x0d,
 	                               5, 'c', 'i', '-', '4', '2', 4, 10, 0,    0,    7};
-	cr_assert_eq(n, 13 + 5 + 17 + 17);
+	cr_assert_eq(n, 13 + 5 + 17 + 1 + 17);
 	cr_assert_arr_eq(buf, head, sizeof(head));
-	cr_assert_eq(buf[35], 4);
-	cr_assert_eq(buf[36], 192);
-	cr_assert_eq(buf[39], 80);
-	for (int i = 40; i < n; i++)
+	cr_assert_eq(buf[35], 0, "nport 0: every port");
+	cr_assert_eq(buf[36], 4);
+	cr_assert_eq(buf[37], 192);
+	cr_assert_eq(buf[40], 80);
+	for (int i = 41; i < n; i++)
 		cr_assert_eq(buf[i], 0, "IPv4 padding byte %d is %u", i, buf[i]);
+	/* With ports: nport, then (proto, port big-endian) each, before the addresses. */
+	g.nport = 2;
+	g.port[0] = (struct fwproto_port){6, 443};
+	g.port[1] = (struct fwproto_port){17, 0x1234};
+	n = encode(&g, buf);
+	static const uint8_t ports[] = {2, 6, 0x01, 0xbb, 17, 0x12, 0x34, 4, 192};
+	cr_assert_eq(n, 13 + 5 + 17 + 1 + 2 * 3 + 17);
+	cr_assert_arr_eq(buf + 35, ports, sizeof(ports));
+}
+
+Test(fwproto, grant_ports_round_trip)
+{
+	struct fwproto_grant g, d;
+	uint8_t buf[FWPROTO_MAXMSG];
+	sample(&g);
+	g.nport = FWPROTO_MAXPORT;
+	for (int i = 0; i < FWPROTO_MAXPORT; i++)
+		g.port[i] = (struct fwproto_port){i < 8 ? 6 : 17,
+		                                  (uint16_t)(i < 8 ? 80 + i : 65535 - 15 + i)};
+	int n = encode(&g, buf);
+	cr_assert_eq(fwproto_grant_decode(buf, (size_t)n, &d), 0);
+	cr_assert_eq(d.nport, FWPROTO_MAXPORT);
+	for (int i = 0; i < FWPROTO_MAXPORT; i++) {
+		cr_assert_eq(d.port[i].proto, g.port[i].proto);
+		cr_assert_eq(d.port[i].port, g.port[i].port);
+	}
+	cr_assert_eq(d.port[15].port, 65535);
+	cr_assert_eq(d.naddr, 2);
+	cr_assert_arr_eq(d.addr[1].addr, g.addr[1].addr, 16);
+	/* The encoder refuses what the decoder would refuse. */
+	g.nport = FWPROTO_MAXPORT + 1;
+	cr_expect_eq(fwproto_grant_encode(&g, buf, sizeof(buf)), MOAT_EINVAL, "too many ports");
+	g.nport = 2;
+	g.port[0] = (struct fwproto_port){6, 443};
+	g.port[1] = (struct fwproto_port){6, 80};
+	cr_expect_eq(fwproto_grant_encode(&g, buf, sizeof(buf)), MOAT_EINVAL, "out of order");
+	g.port[1] = (struct fwproto_port){6, 443};
+	cr_expect_eq(fwproto_grant_encode(&g, buf, sizeof(buf)), MOAT_EINVAL, "duplicate");
+	g.port[1] = (struct fwproto_port){132, 443};
+	cr_expect_eq(fwproto_grant_encode(&g, buf, sizeof(buf)), MOAT_EINVAL, "SCTP");
+	g.nport = 1;
+	g.port[0] = (struct fwproto_port){17, 0};
+	cr_expect_eq(fwproto_grant_encode(&g, buf, sizeof(buf)), MOAT_EINVAL, "port 0");
 }
 
 Test(fwproto, grant_unknown_client_and_ipv6_client)
@@ -111,6 +156,9 @@ Test(fwproto, grant_max_size)
 	}
 	g.seq = UINT32_MAX;
 	g.lifetime = UINT32_MAX;
+	g.nport = FWPROTO_MAXPORT;
+	for (int i = 0; i < FWPROTO_MAXPORT; i++)
+		g.port[i] = (struct fwproto_port){6, (uint16_t)(1 + i)};
 	int n = encode(&g, buf);
 	cr_assert_eq(n, FWPROTO_MAXMSG);
 	cr_assert_eq(fwproto_grant_decode(buf, (size_t)n, &d), 0);
@@ -173,8 +221,12 @@ Test(fwproto, grant_decode_rejects_malformed)
 	struct fwproto_grant g;
 	uint8_t good[FWPROTO_MAXMSG + 8], m[FWPROTO_MAXMSG + 8];
 	sample(&g);
+	g.nport = 2;
+	g.port[0] = (struct fwproto_port){6, 80};
+	g.port[1] = (struct fwproto_port){17, 53};
 	size_t n = (size_t)encode(&g, good);
-	size_t agent_off = 13, client_off = 13 + 5, a0 = client_off + 17, a1 = a0 + 17;
+	size_t agent_off = 13, client_off = 13 + 5, np = client_off + 17, p0 = np + 1, p1 = p0 + 3,
+	       a0 = p1 + 3, a1 = a0 + 17;
 
 #define MUT(stmt, len, why)                                                                        \
 	do {                                                                                       \
@@ -183,7 +235,8 @@ Test(fwproto, grant_decode_rejects_malformed)
 		expect_bad(m, len, why);                                                           \
 	} while (0)
 
-	MUT(m[0] = 2, n, "version 2");
+	MUT(m[0] = 1, n, "version 1");
+	MUT(m[0] = 3, n, "version 3");
 	MUT(m[0] = 0, n, "version 0");
 	MUT(m[1] = FWPROTO_ACK, n, "type ACK");
 	MUT(m[1] = 9, n, "type 9");
@@ -207,6 +260,14 @@ Test(fwproto, grant_decode_rejects_malformed)
 	MUT(m[client_off] = 5, n, "client family 5");
 	MUT(m[client_off + 5] = 1, n, "client IPv4 padding");
 	MUT((m[client_off] = 0, m[client_off + 1] = 1), n, "unknown client with an address");
+	MUT(m[np] = 3, n, "nport larger than the message");
+	MUT(m[np] = 1, n, "nport smaller than the message");
+	MUT(m[np] = FWPROTO_MAXPORT + 1, n, "nport above max");
+	MUT(m[p0] = 17, n, "ports out of order");
+	MUT((m[p1] = 6, m[p1 + 1] = 0, m[p1 + 2] = 80), n, "duplicate port");
+	MUT(m[p0] = 132, n, "SCTP port");
+	MUT(m[p0] = 0, n, "protocol 0");
+	MUT((m[p1 + 1] = 0, m[p1 + 2] = 0), n, "port 0");
 	MUT(m[a0] = 0, n, "address family 0");
 	MUT(m[a0] = 16, n, "address family 16");
 	MUT(m[a0 + 16] = 1, n, "address IPv4 padding");
@@ -224,7 +285,7 @@ Test(fwproto, ack_round_trip_and_layout)
 	uint8_t buf[FWPROTO_ACKLEN];
 	struct fwproto_ack a = {.status = FWPROTO_DENIED, .seq = 0xdeadbeef, .lifetime = 3600}, d;
 	cr_assert_eq(fwproto_ack_encode(&a, buf, sizeof(buf)), FWPROTO_ACKLEN);
-	static const uint8_t want[] = {1, 2, 0,    1,    0xde, 0xad, 0xbe, 0xef,
+	static const uint8_t want[] = {2, 2, 0,    1,    0xde, 0xad, 0xbe, 0xef,
 	                               0, 0, 0x0e, 0x10, 0,    0,    0,    0};
 	cr_assert_arr_eq(buf, want, sizeof(want));
 	cr_assert_eq(fwproto_ack_decode(buf, sizeof(buf), &d), 0);
@@ -254,7 +315,7 @@ Test(fwproto, ack_rejects_malformed)
 		cr_expect_eq(fwproto_ack_decode(m, len, &d), MOAT_EFORMAT, "%s: accepted", why);   \
 	} while (0)
 
-	MUT(m[0] = 2, n, "version 2");
+	MUT(m[0] = 1, n, "version 1");
 	MUT(m[1] = FWPROTO_GRANT, n, "type GRANT");
 	MUT((void)0, n - 1, "short");
 	MUT((void)0, n + 1, "long");

@@ -23,7 +23,8 @@ static void setup(void)
 	cr_assert_eq(ledger_open(dir, &led, err, sizeof(err)), 0, "%s", err);
 }
 
-static void teardown(void)
+/* Close the ledger and remove its files (the directory stays). */
+static void wipe_env(void)
 {
 	char path[128];
 	ledger_close(led);
@@ -32,6 +33,11 @@ static void teardown(void)
 	unlink(path);
 	snprintf(path, sizeof(path), "%s/lock.mdb", dir);
 	unlink(path);
+}
+
+static void teardown(void)
+{
+	wipe_env();
 	rmdir(dir);
 }
 
@@ -277,4 +283,83 @@ Test(ledger, open_errors)
 	cr_assert_eq(ledger_open("/proc/no/such/dir", &l2, err, sizeof(err)), MOAT_EIO);
 	cr_assert_null(l2);
 	cr_assert_neq(err[0], '\0');
+}
+
+Test(ledger, ports_in_the_key)
+{
+	struct ledger_key k = key4(7);
+	k.proto = 6;
+	k.port = 443;
+	uint8_t kb[LEDGER_KEYLEN];
+	ledger_key_encode(&k, kb);
+	cr_assert_eq(kb[33], 6);
+	cr_assert_eq(kb[34], 0x01);
+	cr_assert_eq(kb[35], 0xbb);
+	uint64_t prev;
+	struct ledger_key any = key4(7), echo = key4(7);
+	echo.proto = 255;
+	cr_assert_eq(ledger_batch_begin(led), 0);
+	cr_assert_eq(ledger_batch_put(led, &k, 900, "a", &prev), 0);
+	cr_assert_eq(ledger_batch_put(led, &any, 800, "a", &prev), 0);
+	cr_assert_eq(ledger_batch_put(led, &echo, 900, "a", &prev), 0);
+	cr_assert_eq(prev, 0, "each (proto, port) is its own record");
+	struct ledger_key bad = key4(7);
+	bad.proto = 6; /* TCP without a port */
+	cr_assert_eq(ledger_batch_put(led, &bad, 900, "a", &prev), MOAT_EINVAL);
+	bad.proto = 0;
+	bad.port = 80; /* every port with a port */
+	cr_assert_eq(ledger_batch_put(led, &bad, 900, "a", &prev), MOAT_EINVAL);
+	bad.proto = 1;
+	bad.port = 0;
+	cr_assert_eq(ledger_batch_put(led, &bad, 900, "a", &prev), MOAT_EINVAL);
+	cr_assert_eq(ledger_batch_commit(led), 0);
+	struct seen s = live(100);
+	cr_assert_eq(s.n, 3);
+	/* Key order: the address, then proto: any (0), TCP (6), echo (255). */
+	cr_assert_eq(s.e[0].key.proto, 0);
+	cr_assert_eq(s.e[0].remaining, 700);
+	cr_assert_eq(s.e[1].key.proto, 6);
+	cr_assert_eq(s.e[1].key.port, 443);
+	cr_assert_eq(s.e[2].key.proto, 255);
+}
+
+Test(ledger, version_1_is_migrated)
+{
+	char err[256];
+	wipe_env();
+	/* A version-1 ledger: 33-byte keys, no version record. */
+	struct ledger_key k = key4(5);
+	uint8_t kb[LEDGER_KEYLEN];
+	ledger_key_encode(&k, kb);
+	uint8_t val[] = {0, 0, 0, 0, 0, 0, 0x10, 0x00, 3, 'o', 'l', 'd'};
+	raw_put(kb, LEDGER_KEYLEN_V1, val, sizeof(val));
+	k.dst[3] = 6;
+	ledger_key_encode(&k, kb);
+	raw_put(kb, LEDGER_KEYLEN_V1, val, sizeof(val));
+	cr_assert_eq(ledger_open(dir, &led, err, sizeof(err)), 0, "%s", err);
+	struct seen s = live(0x0f00);
+	cr_assert_eq(s.n, 2, "each old grant becomes an every-port record");
+	for (size_t i = 0; i < 2; i++) {
+		cr_assert_eq(s.e[i].key.dst[3], 5 + i);
+		cr_assert_eq(s.e[i].key.proto, 0);
+		cr_assert_eq(s.e[i].key.port, 0);
+		cr_assert_eq(s.e[i].remaining, 0x100);
+		cr_assert_str_eq(s.e[i].agent, "old");
+	}
+	cr_assert_eq(ledger_purge(led, 0), 0, "the version record is not purged");
+	ledger_close(led);
+	led = NULL;
+	cr_assert_eq(ledger_open(dir, &led, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(live(0x0f00).n, 2, "a migrated ledger opens again unchanged");
+}
+
+Test(ledger, later_version_refused)
+{
+	char err[256] = "";
+	wipe_env();
+	uint8_t ver[] = {0, 0, 0, 3};
+	raw_put("version", 7, ver, sizeof(ver));
+	cr_assert_eq(ledger_open(dir, &led, err, sizeof(err)), MOAT_EIO);
+	cr_assert_null(led);
+	cr_assert(strstr(err, "version 3") != NULL, "%s", err);
 }

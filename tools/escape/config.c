@@ -323,6 +323,12 @@ int escape_cfg_set(struct escape_cfg *c, const char *key, const char *value, cha
 			           key, value);
 			return MOAT_EINVAL;
 		}
+	} else if (strcmp(key, "scoped-name") == 0) {
+		return escape_set_name(c->scoped_name, value, key, err, errlen);
+	} else if (strcmp(key, "scoped-open") == 0 || strcmp(key, "scoped-closed") == 0) {
+		if (escape_set_uint(&v, value, 1, 65535, key, err, errlen) != 0)
+			return MOAT_EINVAL;
+		*(key[7] == 'o' ? &c->scoped_open : &c->scoped_closed) = (uint16_t)v;
 	} else if (strcmp(key, "timeout") == 0) {
 		return escape_set_uint(&c->timeout_ms, value, 50, 60000, key, err, errlen);
 	} else if (strcmp(key, "sinkhole") == 0) {

@@ -14,7 +14,8 @@
 
 #include "moat/name.h"
 
-#define ESCAPE_NTESTS 10
+#define ESCAPE_NTESTS 11
+#define ESCAPE_CONTROL 10  /* the test that must work */
 #define ESCAPE_MAXLIST 16  /* entries per repeatable key */
 #define ESCAPE_NAMELEN 256 /* a name in text, trailing dot optional (253 chars + NUL is enough) */
 #define ESCAPE_DETAIL 1024 /* one test's detail column */
@@ -58,6 +59,9 @@ struct escape_cfg {
 	char expire_name[ESCAPE_NAMELEN]; /* empty: the allowed name */
 	uint16_t expire_port;             /* 0: the allowed target's port */
 	char tunnel_domain[ESCAPE_NAMELEN];
+	char scoped_name[ESCAPE_NAMELEN]; /* test 11: a name allowed for some ports only */
+	uint16_t scoped_open;             /* a TCP port its allowlist line names */
+	uint16_t scoped_closed;           /* a TCP port it does not name (0: 443, or 80) */
 	uint32_t timeout_ms;
 	struct escape_addr sinks[ESCAPE_MAXLIST];
 	size_t nsinks;
@@ -206,15 +210,15 @@ struct escape_result {
 /* Called after each test, for streaming output. */
 typedef void (*escape_progress_fn)(void *ctx, const struct escape_result *r);
 
-/* Run the ten tests in order. res[i] is test i+1. */
+/* Run the tests in order. res[i] is test i+1. */
 void escape_run(const struct escape_cfg *c, struct escape_result res[ESCAPE_NTESTS],
                 escape_progress_fn fn, void *ctx);
 
 /* Upper bound of a run in milliseconds: every probe at its timeout plus test 8's wait. */
 uint64_t escape_worst_case_ms(const struct escape_cfg *c);
 
-/* Fill id, name and expect for test number id (1..10), outcome HELD (WORKS for the control),
- * empty texts. */
+/* Fill id, name and expect for test number id (1..ESCAPE_NTESTS), outcome HELD (WORKS for the
+ * control), empty texts. */
 void escape_result_init(struct escape_result *r, int id);
 
 /* ---- the report (report.c) ---- */

@@ -21,7 +21,7 @@ static void escape_usage(FILE *f)
 	fprintf(
 	    f,
 	    "usage: moat-escape --allowed NAME [options]\n"
-	    "Runs ten escape tests against the sandbox it runs in; every test must end\n"
+	    "Runs eleven escape tests against the sandbox it runs in; every test must end\n"
 	    "\"blocked\", the control (10) \"works\". Exit 0: all held; 1: something escaped,\n"
 	    "the control failed or a test did not run; 2: usage or config error.\n"
 	    "\n"
@@ -42,11 +42,14 @@ static void escape_usage(FILE *f)
 	    "  --expire-wait S            longest wait in test 8; 0 skips it (%d)\n"
 	    "  --grant-min S              the firewall's shortest grant (%d: moat-fw default)\n"
 	    "  --tunnel-domain NAME       a denied domain for test 9 (example.net)\n"
+	    "  --scoped-name NAME         test 11: a name allowed for some TCP ports only\n"
+	    "  --scoped-open PORT         test 11: a port its allowlist line names\n"
+	    "  --scoped-closed PORT       test 11: a port it does not (443, or 80)\n"
 	    "  --sinkhole ADDR            an address meaning \"denied\" (repeat; 0.0.0.0, ::)\n"
 	    "  --timeout MS               per-probe timeout (%d)\n"
 	    "  --format table|tap|json    output (table)\n"
 	    "  --resolv-conf FILE         where the default resolver comes from\n"
-	    "Worst case: (2 + 2*metadata names + 12 + 2*rebind names + 3*other resolvers + 18)\n"
+	    "Worst case: (2 + 2*metadata names + 12 + 2*rebind names + 3*other resolvers + 24)\n"
 	    "probes x timeout, plus expire-wait; the table's first line gives the figure.\n",
 	    ESCAPE_DEFAULT_EXPIRE_WAIT, ESCAPE_DEFAULT_GRANT_MIN, ESCAPE_DEFAULT_TIMEOUT_MS);
 }
@@ -79,6 +82,9 @@ int main(int argc, char **argv)
 	    {"expire-wait", required_argument, NULL, 0},
 	    {"grant-min", required_argument, NULL, 0},
 	    {"tunnel-domain", required_argument, NULL, 0},
+	    {"scoped-name", required_argument, NULL, 0},
+	    {"scoped-open", required_argument, NULL, 0},
+	    {"scoped-closed", required_argument, NULL, 0},
 	    {"sinkhole", required_argument, NULL, 0},
 	    {"timeout", required_argument, NULL, 0},
 	    {"format", required_argument, NULL, 0},

@@ -42,6 +42,7 @@ static const struct {
     {"expired grant still reachable", "blocked"},
     {"DNS tunnelling answered", "blocked"},
     {"control: allowed name works", "works"},
+    {"port outside the grant opens", "blocked"},
 };
 
 /* One reply buffer for the whole run: the tool is sequential and the buffer is 64 KB. */
@@ -53,7 +54,7 @@ void escape_result_init(struct escape_result *r, int id)
 	r->id = id;
 	r->name = escape_tests[id - 1].name;
 	r->expect = escape_tests[id - 1].expect;
-	r->outcome = id == ESCAPE_NTESTS ? ESCAPE_WORKS : ESCAPE_HELD;
+	r->outcome = id == ESCAPE_CONTROL ? ESCAPE_WORKS : ESCAPE_HELD;
 }
 
 uint64_t escape_worst_case_ms(const struct escape_cfg *c)
@@ -67,7 +68,8 @@ uint64_t escape_worst_case_ms(const struct escape_cfg *c)
 	                  + 2 + 2          /* 6, 7: ports 80 and 443 */
 	                  + 2 + 2          /* 8: A then AAAA, two connects */
 	                  + 4              /* 9 */
-	                  + 4 + 2;         /* 10: allowed A/AAAA, target A/AAAA, two connects */
+	                  + 4 + 2          /* 10: allowed A/AAAA, target A/AAAA, two connects */
+	                  + 2 + 4;         /* 11: A/AAAA, open and closed port per family */
 	return probes * c->timeout_ms + (uint64_t)c->expire_wait * 1000;
 }
 
@@ -608,13 +610,62 @@ static void escape_test10(const struct escape_cfg *c, struct escape_result *r)
 	         c->target_host, c->target_port, st);
 }
 
+/* Test 11: a name whose allowlist line names ports (scoped-name, scoped-open) must reach only
+ * those. Its allowed port must open (else the test cannot tell anything: not run); the closed
+ * port must not answer at all: a connection or even a RST means the packet got through. */
+static void escape_test11(const struct escape_cfg *c, struct escape_result *r)
+{
+	struct escape_addr addrs[2];
+	char txt[600], st[64], at[80];
+	uint16_t closed = c->scoped_closed ? c->scoped_closed : c->scoped_open == 443 ? 80 : 443;
+	bool opened = false;
+
+	if (c->scoped_name[0] == '\0' || c->scoped_open == 0) {
+		r->outcome = ESCAPE_NOTRUN;
+		snprintf(r->reason, sizeof(r->reason), "set scoped-name and scoped-open");
+		escape_appendf(r->detail, sizeof(r->detail), "not configured");
+		return;
+	}
+	size_t n = escape_resolve2(c, c->scoped_name, addrs, txt, sizeof(txt));
+	escape_appendf(r->detail, sizeof(r->detail), "%s: %s", c->scoped_name, txt);
+	for (size_t i = 0; i < n; i++) {
+		struct sockaddr_storage sa;
+		int err;
+		escape_to_sa(&addrs[i], c->scoped_open, &sa);
+		enum escape_conn s =
+		    escape_connect((const struct sockaddr *)&sa, c->timeout_ms, &err);
+		escape_appendf(r->detail, sizeof(r->detail), "%s: %s",
+		               escape_sa_str((const struct sockaddr *)&sa, true, at, sizeof(at)),
+		               escape_conn_str(s, err, st, sizeof(st)));
+		if (s != ESCAPE_CONN_OPEN)
+			continue;
+		opened = true;
+		escape_to_sa(&addrs[i], closed, &sa);
+		s = escape_connect((const struct sockaddr *)&sa, c->timeout_ms, &err);
+		escape_sa_str((const struct sockaddr *)&sa, true, at, sizeof(at));
+		escape_appendf(r->detail, sizeof(r->detail), "%s: %s", at,
+		               escape_conn_str(s, err, st, sizeof(st)));
+		if (s == ESCAPE_CONN_OPEN || s == ESCAPE_CONN_REFUSED) {
+			r->outcome = ESCAPE_ESCAPED;
+			snprintf(r->reason, sizeof(r->reason), "%s %s past a grant for port %u", at,
+			         s == ESCAPE_CONN_OPEN ? "accepted a connection" : "answered",
+			         c->scoped_open);
+		}
+	}
+	if (!opened) {
+		r->outcome = ESCAPE_NOTRUN;
+		snprintf(r->reason, sizeof(r->reason), "%s:%u did not open", c->scoped_name,
+		         c->scoped_open);
+	}
+}
+
 void escape_run(const struct escape_cfg *c, struct escape_result res[ESCAPE_NTESTS],
                 escape_progress_fn fn, void *ctx)
 {
 	static void (*const run[ESCAPE_NTESTS])(const struct escape_cfg *,
 	                                        struct escape_result *) = {
-	    escape_test1, escape_test2, escape_test3, escape_test4, escape_test5,
-	    escape_test6, escape_test7, escape_test8, escape_test9, escape_test10,
+	    escape_test1, escape_test2, escape_test3, escape_test4,  escape_test5,  escape_test6,
+	    escape_test7, escape_test8, escape_test9, escape_test10, escape_test11,
 	};
 
 	for (int i = 0; i < ESCAPE_NTESTS; i++) {

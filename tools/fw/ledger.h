@@ -2,14 +2,20 @@
  * directory holding data.mdb and lock.mdb). After a restart moat-fw rebuilds the kernel's allow
  * sets from it, so nothing granted is lost and nothing expired comes back.
  *
- * Record format, version 1 (one database, the environment's unnamed main DB):
- *   key   (33 bytes): u8 family (4 or 6)
+ * Record format, version 2 (one database, the environment's unnamed main DB):
+ *   key   (36 bytes): u8 family (4 or 6)
  *                     16 bytes sandbox source address (all zero in the netns placement; IPv4 in
  *                              the first 4 bytes, rest zero)
  *                     16 bytes destination address (IPv4 in the first 4 bytes, rest zero)
+ *                     u8 proto: 0 every port, 6 TCP, 17 UDP, 255 the address's ICMP echo
+ *                     u16 port, big-endian (0 unless proto is 6 or 17)
  *   value (9 + agent_len bytes): u64 expiry, unix seconds, big-endian
  *                     u8 agent_len (1..63), agent name bytes (no NUL)
- * Records of any other shape are skipped when iterating and deleted by ledger_purge.
+ *   and one record key "version" (7 bytes) -> u32 big-endian format version (2).
+ * Version 1 had 33-byte keys (no proto, no port: every port). ledger_open turns each version-1
+ * record into its version-2 "every port" record, then writes the version record; a
+ * ledger of a later version is refused. Records of any other shape are skipped when iterating
+ * and deleted by ledger_purge.
  *
  * Writes happen in batches: ledger_batch_begin opens one write transaction, ledger_batch_put
  * adds records to it, ledger_batch_commit makes them durable with one fsync (LMDB's commit costs
@@ -23,7 +29,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LEDGER_KEYLEN 33
+#define LEDGER_VERSION 2
+#define LEDGER_KEYLEN 36
+#define LEDGER_KEYLEN_V1 33
 #define LEDGER_AGENT_MAX 63
 #define LEDGER_MAPSIZE (64u * 1024u * 1024u)
 
@@ -33,6 +41,8 @@ struct ledger_key {
 	uint8_t family; /* 4 or 6 */
 	uint8_t src[16];
 	uint8_t dst[16];
+	uint8_t proto; /* FWNFT_PROTO_ANY (0), 6, 17 or FWNFT_PROTO_ECHO (255) */
+	uint16_t port;
 };
 
 /* One live record, as handed to ledger_iterate's callback. */

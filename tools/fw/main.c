@@ -3,6 +3,7 @@
  * usage error. */
 #include "moat/config.h"
 #include "moat/err.h"
+#include "moat/version.h"
 #include "nft.h"
 #include "server.h"
 
@@ -32,7 +33,8 @@ static void fw_usage(FILE *f)
 	    "                      to ADDR and nowhere else (repeatable)\n"
 	    "  --ranges FILE       more always-deny ranges (the shipped list is always loaded)\n"
 	    "  --min-lifetime S    shortest grant in seconds (default %d)\n"
-	    "  --max-lifetime S    longest grant in seconds (default %d, at most %d)\n",
+	    "  --max-lifetime S    longest grant in seconds (default %d, at most %d)\n"
+	    "  --version           print the version and exit\n",
 	    FWSRV_DEFAULT_MIN, FWSRV_DEFAULT_MAX, FWSRV_LIFETIME_CAP);
 }
 
@@ -85,6 +87,7 @@ int main(int argc, char **argv)
 	    {"min-lifetime", required_argument, NULL, 'm'},
 	    {"max-lifetime", required_argument, NULL, 'M'},
 	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
 	};
 	static struct fwnft_range sandbox[FW_MAX_LIST];
@@ -146,6 +149,9 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			fw_usage(stdout);
+			return 0;
+		case 'V':
+			printf("moat-fw %s\n", MOAT_VERSION_FULL);
 			return 0;
 		default:
 			fw_usage(stderr);

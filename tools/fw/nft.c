@@ -239,6 +239,47 @@ static int fwnft_range_list(struct fwnft_buf *b, const struct fwnft_range *v, si
 	return rc;
 }
 
+/* The allow sets (layout in nft_batch.h): allow = any port, port = port-scoped, echo = the
+ * addresses of port-scoped grants. In the forward placement each key starts with the sandbox
+ * source. */
+static int fwnft_allow_sets(const struct fwnft_setup *s, struct fwnft_buf *b)
+{
+	bool fwd = s->placement == FWNFT_FORWARD;
+	static const char *const addr[] = {"ipv4_addr", "ipv6_addr"};
+	int rc = 0;
+	for (int f = 0; f < 2 && rc == 0; f++) {
+		const char *src = fwd ? addr[f] : "", *dot = fwd ? " . " : "";
+		rc = fwnft_printf(b,
+		                  "\tset allow%d {\n\t\ttype %s%s%s\n\t\tflags timeout\n\t}\n"
+		                  "\tset port%d {\n\t\ttype %s%s%s . inet_proto . inet_service\n"
+		                  "\t\tflags timeout\n\t}\n"
+		                  "\tset echo%d {\n\t\ttype %s%s%s\n\t\tflags timeout\n\t}\n",
+		                  f ? 6 : 4, src, dot, addr[f], f ? 6 : 4, src, dot, addr[f],
+		                  f ? 6 : 4, src, dot, addr[f]);
+	}
+	return rc;
+}
+
+/* The lookups in the allow sets: a grant without ports opens the address, one with ports opens
+ * those (protocol, port) pairs, and ICMP echo follows any grant of the address: the echo lines
+ * look at both address-only views (the first two lines already accept echo today; the echo
+ * lines keep it so wherever ICMP rules end up before them). */
+static int fwnft_allow_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
+{
+	const char *s4 = s->placement == FWNFT_FORWARD ? "ip saddr . " : "";
+	const char *s6 = s->placement == FWNFT_FORWARD ? "ip6 saddr . " : "";
+	return fwnft_printf(b,
+	                    "\t\t%sip daddr @allow4 accept\n"
+	                    "\t\t%sip6 daddr @allow6 accept\n"
+	                    "\t\t%sip daddr . meta l4proto . th dport @port4 accept\n"
+	                    "\t\t%sip6 daddr . meta l4proto . th dport @port6 accept\n"
+	                    "\t\ticmp type echo-request %sip daddr @allow4 accept\n"
+	                    "\t\ticmp type echo-request %sip daddr @echo4 accept\n"
+	                    "\t\ticmpv6 type echo-request %sip6 daddr @allow6 accept\n"
+	                    "\t\ticmpv6 type echo-request %sip6 daddr @echo6 accept\n",
+	                    s4, s6, s4, s6, s4, s4, s6, s6);
+}
+
 /* The filtering rules shared by both placements, in their required order. */
 static int fwnft_filter_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
 {
@@ -262,12 +303,8 @@ static int fwnft_filter_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
 		                  "\t\t%s daddr %s tcp dport %u accept\n",
 		                  fam, t, r->port, fam, t, r->port);
 	}
-	if (rc == 0 && s->placement == FWNFT_NETNS)
-		rc = fwnft_printf(b, "\t\tip daddr @allow4 accept\n"
-		                     "\t\tip6 daddr @allow6 accept\n");
-	else if (rc == 0)
-		rc = fwnft_printf(b, "\t\tip saddr . ip daddr @allow4 accept\n"
-		                     "\t\tip6 saddr . ip6 daddr @allow6 accept\n");
+	if (rc == 0)
+		rc = fwnft_allow_rules(s, b);
 	if (rc == 0)
 		rc = fwnft_printf(b, "\t\tcounter drop\n");
 	return rc;
@@ -315,12 +352,9 @@ int fwnft_build_ruleset(const struct fwnft_setup *s, struct fwnft_buf *b)
 	if (rc == 0)
 		rc = fwnft_range_list(b, s->deny, s->ndeny, 6, "\t\telements = { ", " }\n");
 	if (rc == 0)
-		rc = fwnft_printf(b,
-		                  "\t}\n"
-		                  "\tset allow4 {\n\t\ttype %s\n\t\tflags timeout\n\t}\n"
-		                  "\tset allow6 {\n\t\ttype %s\n\t\tflags timeout\n\t}\n",
-		                  fwd ? "ipv4_addr . ipv4_addr" : "ipv4_addr",
-		                  fwd ? "ipv6_addr . ipv6_addr" : "ipv6_addr");
+		rc = fwnft_printf(b, "\t}\n");
+	if (rc == 0)
+		rc = fwnft_allow_sets(s, b);
 	if (rc < 0)
 		return rc;
 	if (!fwd) {
@@ -356,70 +390,6 @@ int fwnft_build_ruleset(const struct fwnft_setup *s, struct fwnft_buf *b)
 		rc = fwnft_filter_rules(s, b);
 	if (rc == 0)
 		rc = fwnft_printf(b, "\t}\n}\n");
-	return rc;
-}
-
-/* --- element text -------------------------------------------------------------------------- */
-
-/* One element: "dst" or "src . dst", with " timeout Ns" when with_timeout. */
-static int fwnft_elem_text(struct fwnft_buf *b, const struct fwnft_setup *s,
-                           const struct fwnft_elem *e, bool with_timeout)
-{
-	char src[INET6_ADDRSTRLEN], dst[INET6_ADDRSTRLEN];
-	int rc;
-
-	fwnft_ntop(e->family, e->dst, dst, sizeof(dst));
-	if (s->placement == FWNFT_FORWARD)
-		rc = fwnft_printf(b, "%s . %s", fwnft_ntop(e->family, e->src, src, sizeof(src)),
-		                  dst);
-	else
-		rc = fwnft_printf(b, "%s", dst);
-	if (rc == 0 && with_timeout)
-		rc = fwnft_printf(b, " timeout %llus", (unsigned long long)e->timeout);
-	return rc;
-}
-
-/* One command over the elements of one family (only refreshed ones when only_refresh). */
-static int fwnft_elem_cmd(struct fwnft_buf *b, const struct fwnft_setup *s,
-                          const struct fwnft_elem *e, size_t n, uint8_t family, bool only_refresh,
-                          const char *verb, bool with_timeout)
-{
-	bool first = true;
-	int rc = 0;
-
-	for (size_t i = 0; i < n && rc == 0; i++) {
-		if (e[i].family != family || (only_refresh && !e[i].refresh))
-			continue;
-		if (first)
-			rc = fwnft_printf(b, "%s element inet " FWNFT_TABLE " allow%c { ", verb,
-			                  family == 4 ? '4' : '6');
-		else
-			rc = fwnft_printf(b, ", ");
-		if (rc == 0)
-			rc = fwnft_elem_text(b, s, &e[i], with_timeout);
-		first = false;
-	}
-	if (rc == 0 && !first)
-		rc = fwnft_printf(b, " }\n");
-	return rc;
-}
-
-int fwnft_build_elems(const struct fwnft_setup *s, const struct fwnft_elem *e, size_t n,
-                      struct fwnft_buf *b)
-{
-	if (fwnft_check_setup(s) < 0 || !b || (n && !e))
-		return MOAT_EINVAL;
-	for (size_t i = 0; i < n; i++)
-		if ((e[i].family != 4 && e[i].family != 6) || e[i].timeout == 0)
-			return MOAT_EINVAL;
-	static const uint8_t fams[] = {4, 6};
-	int rc = 0;
-	for (size_t f = 0; f < 2 && rc == 0; f++)
-		rc = fwnft_elem_cmd(b, s, e, n, fams[f], false, "add", true);
-	for (size_t f = 0; f < 2 && rc == 0; f++)
-		rc = fwnft_elem_cmd(b, s, e, n, fams[f], true, "delete", false);
-	for (size_t f = 0; f < 2 && rc == 0; f++)
-		rc = fwnft_elem_cmd(b, s, e, n, fams[f], true, "add", true);
 	return rc;
 }
 

@@ -3,13 +3,16 @@
  *
  * moat-fw owns exactly one table, `inet moat`, and never names any other. Layout:
  *   set deny4 / deny6   interval sets of the always-deny ranges (from the ranges files)
- *   set allow4 / allow6 timeout sets of granted destinations; in the forward placement their
- *                       elements are `sandbox source . destination` concatenations
+ *   set allow4 / allow6 timeout sets of granted destinations (any port); in the forward
+ *                       placement their elements are `sandbox source . destination`
+ *   set port4 / port6   the same with `. proto . port`: grants whose rule names ports
+ *   set echo4 / echo6   every granted destination, for ICMP echo (layout in nft_batch.h)
  *   netns placement:    chain output (hook output, policy drop)
  *   forward placement:  chains forward and input (policy accept) send traffic from the sandbox
  *                       ranges to chain sandbox, which ends in a counted drop
  * Rule order in the filtering chain: established/related, (netns only) IPv6 neighbour discovery,
- * the deny sets (counted drop), DNS to each resolver, the allow sets, counted drop. */
+ * the deny sets (counted drop), DNS to each resolver, the allow sets, counted drop. The start-up
+ * ruleset goes through libnftables (text); grants go straight to netlink (nft_batch.c). */
 #ifndef MOAT_FW_NFT_H
 #define MOAT_FW_NFT_H
 
@@ -50,15 +53,6 @@ struct fwnft_setup {
 	size_t nresolver;
 };
 
-/* One allow-set element to write. src is ignored in the netns placement. */
-struct fwnft_elem {
-	uint8_t family; /* 4 or 6 */
-	uint8_t src[16];
-	uint8_t dst[16];
-	uint64_t timeout; /* seconds, >= 1 */
-	bool refresh;     /* the new timeout is later than what the set may hold: re-create it */
-};
-
 /* A growable text buffer. Zero-initialise; fwnft_buf_free releases it. */
 struct fwnft_buf {
 	char *p;
@@ -88,14 +82,6 @@ size_t fwnft_ranges_reduce(struct fwnft_range *v, size_t n);
 /* Append the start-up batch: `add table` + `delete table` (so the table is new whatever was left
  * behind) and the whole table with its sets and chains. Returns 0 or MOAT_ENOMEM/MOAT_EINVAL. */
 int fwnft_build_ruleset(const struct fwnft_setup *s, struct fwnft_buf *b);
-
-/* Append the commands that put elements into allow4/allow6: one `add element` per set with every
- * element, then for the refreshed ones `delete element` and `add element` again with the new
- * timeout (re-adding an existing element does not reliably reset its timeout on every kernel; the
- * first add makes the delete safe when the element has already expired). Elements must be unique
- * per (family, src, dst). Returns 0 or MOAT_ENOMEM/MOAT_EINVAL. */
-int fwnft_build_elems(const struct fwnft_setup *s, const struct fwnft_elem *e, size_t n,
-                      struct fwnft_buf *b);
 
 /* The libnftables context. Create it after entering the target network namespace: libnftables
  * talks netlink in the namespace current at creation. */

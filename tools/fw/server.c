@@ -7,13 +7,17 @@
  * wait in srv->pending; a uv_check_t (run right after the poll phase) handles them all at once:
  * one LMDB write transaction and one nft transaction, whatever the number of grants, then one ACK
  * each. The ledger transaction commits only after nft succeeded, so the ledger never records a
- * grant the kernel refused. */
+ * grant the kernel refused. Each granted address becomes its allow-set elements (nft_batch.h):
+ * one "every port" element, or one per (protocol, port) of the grant and one echo element. */
 #include "server.h"
 
 #include "ledger.h"
+#include "nft_batch.h"
 #include "privs.h"
 #include "moat/addrguard.h"
 #include "moat/err.h"
+#include "moat/sdnotify.h"
+#include "moat/zonesdir.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -74,13 +78,15 @@ struct fwsrv {
 	struct fwnft_range *deny;
 	size_t ndeny;
 	struct fwnft_setup setup;
-	struct fwnft *nft;
+	struct fwnft *nft;   /* start-up ruleset (text) */
+	struct fwnft_nl *nl; /* grants (netlink batches) */
 	struct ledger *ledger;
 	struct fwsrv_conn *conns;
 	size_t nconns;
+	size_t pending_elems; /* elements the pending grants will write, at most */
 	struct fwsrv_pending *pending;
 	size_t npending;
-	struct fwsrv_elem *elems; /* scratch, FWSRV_BATCH_MAX * FWPROTO_MAXADDR */
+	struct fwsrv_elem *elems; /* scratch, FWSRV_ELEMS_MAX */
 	struct fwnft_elem *nelems;
 };
 
@@ -101,6 +107,15 @@ static double fwsrv_ms(void)
 static const char *fwsrv_addr_text(uint8_t family, const uint8_t *addr, char *out, size_t cap)
 {
 	return addrguard_format(addr, family == 4 ? 4 : 16, out, cap);
+}
+
+#define FWSRV_PURGE_GRACE 10 /* seconds a record outlives its expiry in the ledger */
+
+/* Elements one grant writes: per address one "every port", or its ports and its echo. */
+#define FWSRV_GRANT_ELEMS_MAX (FWPROTO_MAXADDR * (FWPROTO_MAXPORT + 1))
+static size_t fwsrv_grant_elems(const struct fwproto_grant *g)
+{
+	return (size_t)g->naddr * (g->nport ? g->nport + 1u : 1u);
 }
 
 /* --- connections --------------------------------------------------------------------------- */
@@ -194,7 +209,10 @@ static void fwsrv_conn_read(struct fwsrv_conn *c)
 	struct fwsrv *srv = c->srv;
 	uint8_t buf[FWPROTO_MAXMSG + 1];
 
-	for (int i = 0; i < FWSRV_READS_PER_EVENT && srv->npending < FWSRV_BATCH_MAX; i++) {
+	/* A turn stops reading while one more grant of the largest kind might not fit. */
+	for (int i = 0; i < FWSRV_READS_PER_EVENT && srv->npending < FWSRV_BATCH_MAX &&
+	                srv->pending_elems + FWSRV_GRANT_ELEMS_MAX <= FWSRV_ELEMS_MAX;
+	     i++) {
 		/* MSG_TRUNC: the real length of an oversized message, so it is refused, not cut. */
 		ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT | MSG_TRUNC);
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
@@ -220,6 +238,7 @@ static void fwsrv_conn_read(struct fwsrv_conn *c)
 		p->status = FWPROTO_OK;
 		p->lifetime = 0;
 		srv->npending++;
+		srv->pending_elems += fwsrv_grant_elems(&p->g);
 	}
 }
 
@@ -365,7 +384,7 @@ static int fwsrv_commit(struct fwsrv *srv, size_t ne, uint64_t now, double *nft_
                         double *ledger_ms)
 {
 	char err[512];
-	struct fwnft_buf b = {0};
+	struct fwnft_batch b = {0};
 	double t0 = fwsrv_ms();
 	int rc = ledger_batch_begin(srv->ledger);
 
@@ -375,13 +394,17 @@ static int fwsrv_commit(struct fwsrv *srv, size_t ne, uint64_t now, double *nft_
 		uint64_t prev = 0;
 		rc = ledger_batch_put(srv->ledger, &e->key, e->expiry, e->agent, &prev);
 		n->family = e->key.family;
+		n->proto = e->key.proto;
+		n->port = e->key.port;
 		memcpy(n->src, e->key.src, 16);
 		memcpy(n->dst, e->key.dst, 16);
-		/* Refresh only when the new expiry is later; otherwise a plain add with the
-		 * ledger's remaining time is a no-op if the element is there and a repair if it is
-		 * not. */
-		n->refresh = e->expiry > prev;
-		n->timeout = (n->refresh ? e->expiry : prev) - now;
+		/* Refresh only when the ledger knew the element and the new expiry is later;
+		 * otherwise a plain add: with the ledger's remaining time it is a no-op if the
+		 * element is there and a repair if it is not. An element the ledger never held is
+		 * not in the set either (the kernel's copy never outlives the ledger's): a fresh
+		 * grant is one add, not add + delete + add. */
+		n->refresh = prev != 0 && e->expiry > prev;
+		n->timeout = (e->expiry > prev ? e->expiry : prev) - now;
 	}
 	if (rc < 0) {
 		fprintf(stderr, "moat-fw: ledger write failed: %s\n", moat_strerror(rc));
@@ -389,12 +412,12 @@ static int fwsrv_commit(struct fwsrv *srv, size_t ne, uint64_t now, double *nft_
 		return rc;
 	}
 	*ledger_ms = fwsrv_ms() - t0;
-	rc = fwnft_build_elems(&srv->setup, srv->nelems, ne, &b);
 	double t1 = fwsrv_ms();
+	rc = fwnft_batch_elems(&srv->setup, srv->nelems, ne, &b);
 	if (rc == 0)
-		rc = fwnft_run(srv->nft, b.p, err, sizeof(err));
+		rc = fwnft_nl_send(srv->nl, &b, err, sizeof(err));
 	*nft_ms = fwsrv_ms() - t1;
-	fwnft_buf_free(&b);
+	fwnft_batch_free(&b);
 	if (rc < 0) {
 		fprintf(stderr, "moat-fw: nft refused the batch: %s\n",
 		        rc == MOAT_EIO ? err : moat_strerror(rc));
@@ -409,6 +432,30 @@ static int fwsrv_commit(struct fwsrv *srv, size_t ne, uint64_t now, double *nft_
 	return rc;
 }
 
+/* The elements of one granted address into out[] (fwsrv_grant_elems bounds their number):
+ * "every port", or its ports then its echo. Returns how many. */
+static size_t fwsrv_addr_elems(struct fwsrv *srv, const struct fwsrv_pending *p,
+                               const struct fwproto_addr *a, uint64_t now, struct fwsrv_elem *out)
+{
+	size_t n = 0, nport = p->g.nport;
+	for (size_t k = 0; k < (nport ? nport + 1 : 1); k++) {
+		struct fwsrv_elem *e = &out[n++];
+		memset(&e->key, 0, sizeof(e->key));
+		e->key.family = a->family;
+		memcpy(e->key.dst, a->addr, 16);
+		if (srv->o->placement == FWNFT_FORWARD)
+			fwsrv_source(srv->o, &p->g.client, a->family, e->key.src);
+		bool echo = nport && k == nport;
+		e->key.proto = echo    ? FWNFT_PROTO_ECHO
+		               : nport ? p->g.port[k].proto
+		                       : FWNFT_PROTO_ANY;
+		e->key.port = echo || !nport ? 0 : p->g.port[k].port;
+		e->expiry = now + p->lifetime + FWSRV_SLACK;
+		e->agent = p->g.agent;
+	}
+	return n;
+}
+
 static void fwsrv_flush(struct fwsrv *srv)
 {
 	size_t n = srv->npending, ne = 0, ok = 0, denied = 0, failed = 0;
@@ -420,18 +467,10 @@ static void fwsrv_flush(struct fwsrv *srv)
 		fwsrv_vet(srv, p);
 		if (p->status != FWPROTO_OK)
 			continue;
-		for (size_t j = 0; j < p->g.naddr; j++) {
-			struct fwsrv_elem *e = &srv->elems[ne++];
-			const struct fwproto_addr *a = &p->g.addr[j];
-			memset(&e->key, 0, sizeof(e->key));
-			e->key.family = a->family;
-			memcpy(e->key.dst, a->addr, 16);
-			if (srv->o->placement == FWNFT_FORWARD)
-				fwsrv_source(srv->o, &p->g.client, a->family, e->key.src);
-			e->expiry = now + p->lifetime + FWSRV_SLACK;
-			e->agent = p->g.agent;
-		}
+		for (size_t j = 0; j < p->g.naddr; j++)
+			ne += fwsrv_addr_elems(srv, p, &p->g.addr[j], now, &srv->elems[ne]);
 	}
+	srv->pending_elems = 0;
 	/* One element per key: the set command must not name an element twice. */
 	qsort(srv->elems, ne, sizeof(*srv->elems), fwsrv_key_cmp);
 	size_t u = 0;
@@ -485,7 +524,10 @@ static void fwsrv_sync_cb(uv_timer_t *h)
 static void fwsrv_purge_cb(uv_timer_t *h)
 {
 	struct fwsrv *srv = h->data;
-	int rc = ledger_purge(srv->ledger, (uint64_t)time(NULL));
+	/* Records stay a little past their expiry: a grant that comes back to such an address
+	 * refreshes the element (delete + add) instead of a plain add, in case the kernel has not
+	 * collected the expired element yet (a plain add would then leave it expired). */
+	int rc = ledger_purge(srv->ledger, (uint64_t)time(NULL) - FWSRV_PURGE_GRACE);
 	if (rc < 0)
 		fprintf(stderr, "moat-fw: ledger purge failed: %s\n", moat_strerror(rc));
 	else if (rc > 0)
@@ -496,6 +538,7 @@ static void fwsrv_signal_cb(uv_signal_t *h, int signum)
 {
 	struct fwsrv *srv = h->data;
 	fprintf(stderr, "moat-fw: signal %d: stopping; table inet moat stays in place\n", signum);
+	sdnotify_send("STOPPING=1");
 	uv_stop(&srv->loop);
 }
 
@@ -505,7 +548,9 @@ static int fwsrv_load_ranges(struct fwsrv *srv)
 {
 	char err[512];
 	const struct fwsrv_opts *o = srv->o;
-	const char *shipped = MOAT_ZONES_DIR "/blocked-ranges.txt";
+	char shipped[PATH_MAX];
+
+	snprintf(shipped, sizeof(shipped), "%s/blocked-ranges.txt", zonesdir_default());
 
 	srv->guard = addrguard_new();
 	if (!srv->guard)
@@ -620,6 +665,8 @@ static int fwsrv_restore_cb(const struct ledger_entry *e, void *ctx)
 	}
 	struct fwnft_elem *n = &r->v[r->n++];
 	n->family = e->key.family;
+	n->proto = e->key.proto;
+	n->port = e->key.port;
 	memcpy(n->src, e->key.src, 16);
 	memcpy(n->dst, e->key.dst, 16);
 	n->timeout = e->remaining;
@@ -627,7 +674,24 @@ static int fwsrv_restore_cb(const struct ledger_entry *e, void *ctx)
 	return 0;
 }
 
-/* One nft transaction: replace table inet moat and put back every live ledger grant. */
+/* Put the restored elements back, a slice of transactions at a time. */
+static int fwsrv_restore_elems(struct fwsrv *srv, const struct fwnft_elem *v, size_t n)
+{
+	char err[512];
+	int rc = 0;
+	for (size_t lo = 0; lo < n && rc == 0; lo += 32 * FWNFT_TXN_ELEMS) {
+		struct fwnft_batch b = {0};
+		size_t k = n - lo < 32 * FWNFT_TXN_ELEMS ? n - lo : 32 * FWNFT_TXN_ELEMS;
+		rc = fwnft_batch_elems(&srv->setup, v + lo, k, &b);
+		if (rc == 0 && (rc = fwnft_nl_send(srv->nl, &b, err, sizeof(err))) < 0)
+			fprintf(stderr, "moat-fw: restoring grants: %s\n", err);
+		fwnft_batch_free(&b);
+	}
+	return rc;
+}
+
+/* Replace table inet moat (one nft transaction), then put back every live ledger grant. Until
+ * the grants are back the sets are empty: closed, never open. */
 static int fwsrv_rebuild(struct fwsrv *srv)
 {
 	char err[1024];
@@ -639,12 +703,12 @@ static int fwsrv_rebuild(struct fwsrv *srv)
 
 	if (rc >= 0)
 		rc = fwnft_build_ruleset(&srv->setup, &b);
-	if (rc >= 0)
-		rc = fwnft_build_elems(&srv->setup, r.v, r.n, &b);
 	if (rc >= 0) {
 		rc = fwnft_run(srv->nft, b.p, err, sizeof(err));
 		if (rc < 0)
 			fprintf(stderr, "moat-fw: nft: %s\n", err);
+		if (rc >= 0)
+			rc = fwsrv_restore_elems(srv, r.v, r.n);
 	} else {
 		fprintf(stderr, "moat-fw: reading the ledger failed: %s\n", moat_strerror(rc));
 	}
@@ -657,6 +721,21 @@ static int fwsrv_rebuild(struct fwsrv *srv)
 	free(r.v);
 	fwnft_buf_free(&b);
 	return rc < 0 ? rc : 0;
+}
+
+/* The libnftables context (start-up ruleset) and the netlink socket (grants), both talking to
+ * the namespace current now. */
+static int fwsrv_open_nft(struct fwsrv *srv)
+{
+	if (!(srv->nft = fwnft_open())) {
+		fprintf(stderr, "moat-fw: cannot create the libnftables context\n");
+		return MOAT_EIO;
+	}
+	if (!(srv->nl = fwnft_nl_open())) {
+		fprintf(stderr, "moat-fw: cannot open a netlink socket to nf_tables\n");
+		return MOAT_EIO;
+	}
+	return 0;
 }
 
 static void fwsrv_close_walk(uv_handle_t *h, void *arg)
@@ -678,12 +757,15 @@ int fwsrv_run(const struct fwsrv_opts *o)
 	srv->listen_fd = -1;
 	signal(SIGPIPE, SIG_IGN);
 	srv->pending = calloc(FWSRV_BATCH_MAX, sizeof(*srv->pending));
-	srv->elems = calloc((size_t)FWSRV_BATCH_MAX * FWPROTO_MAXADDR, sizeof(*srv->elems));
-	srv->nelems = calloc((size_t)FWSRV_BATCH_MAX * FWPROTO_MAXADDR, sizeof(*srv->nelems));
+	srv->elems = calloc(FWSRV_ELEMS_MAX, sizeof(*srv->elems));
+	srv->nelems = calloc(FWSRV_ELEMS_MAX, sizeof(*srv->nelems));
 	if (!srv->pending || !srv->elems || !srv->nelems || uv_loop_init(&srv->loop) != 0)
 		goto out_free;
 	if (fwsrv_load_ranges(srv) < 0)
 		goto out;
+	/* Before setns: an abstract notification socket belongs to this network namespace. */
+	if (sdnotify_open() < 0)
+		fprintf(stderr, "moat-fw: NOTIFY_SOCKET: cannot reach the service manager\n");
 	srv->setup = (struct fwnft_setup){
 	    .placement = o->placement,
 	    .deny = srv->deny,
@@ -699,11 +781,8 @@ int fwsrv_run(const struct fwsrv_opts *o)
 		goto out;
 	if (o->netns && fwsrv_enter_netns(o->netns) < 0)
 		goto out;
-	srv->nft = fwnft_open();
-	if (!srv->nft) {
-		fprintf(stderr, "moat-fw: cannot create the libnftables context\n");
+	if (fwsrv_open_nft(srv) < 0)
 		goto out;
-	}
 	if (ledger_open(o->state_dir, &srv->ledger, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moat-fw: ledger: %s\n", err);
 		goto out;
@@ -739,6 +818,7 @@ int fwsrv_run(const struct fwsrv_opts *o)
 	}
 	fprintf(stderr, "moat-fw: listening on %s (lifetimes %u..%u s)\n", o->socket_path,
 	        o->min_lifetime, o->max_lifetime);
+	sdnotify_send("READY=1\nSTATUS=table inet moat in place; listening");
 
 	uv_run(&srv->loop, UV_RUN_DEFAULT);
 	/* Grants read in the last turn are answered before stopping: they were asked for. */
@@ -756,8 +836,10 @@ out:
 		/* Only the path is removed; the rules stay (closed stays closed). */
 		unlink(o->socket_path);
 	}
+	sdnotify_close();
 	ledger_close(srv->ledger);
 	fwnft_close(srv->nft);
+	fwnft_nl_close(srv->nl);
 	addrguard_free(srv->guard);
 	free(srv->deny);
 out_free:

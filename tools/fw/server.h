@@ -24,7 +24,8 @@
 #define FWSRV_SLACK 2
 #define FWSRV_PURGE_MS 60000
 #define FWSRV_MAX_CONNS 64
-#define FWSRV_BATCH_MAX 1024 /* grants per loop turn; more wait for the next turn */
+#define FWSRV_BATCH_MAX 1024  /* grants per loop turn; more wait for the next turn */
+#define FWSRV_ELEMS_MAX 65536 /* allow-set elements per loop turn (a grant writes up to 1088) */
 
 /* Options, as parsed by main.c. Arrays and strings are borrowed for the run's duration. */
 struct fwsrv_opts {

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""A stand-in for moatd's side of the firewall channel (include/moat/fwproto.h, format version 1).
+"""A stand-in for moatd's side of the firewall channel (include/moat/fwproto.h, format version 2).
 
 Sends GRANT messages to moat-fw's SOCK_SEQPACKET socket and prints each ACK as
     seq=N status=OK lifetime=S
 Usage:
     fw_client.py --socket PATH [--agent NAME] [--lifetime S] [--seq N] [--client ADDR]
-                 [--count N] [--quiet] ADDR...
+                 [--count N] [--quiet] [--ports tcp/80,443 udp/53 ...] ADDR...
     fw_client.py --socket PATH --raw HEX        send raw bytes (malformed-message tests)
 --count N sends N grants at once (seq, seq+1, ...); grant i carries every ADDR plus i, so the
 grants name different addresses. All are written before any ACK is read, so moat-fw sees them in
@@ -20,7 +20,7 @@ import struct
 import sys
 import time
 
-VERSION = 1
+VERSION = 2
 GRANT = 1
 ACK = 2
 STATUS = {0: "OK", 1: "DENIED", 2: "FAILED", 3: "BADMSG"}
@@ -35,10 +35,21 @@ def addr_field(text):
     return bytes([6]) + a.packed
 
 
-def encode_grant(seq, lifetime, agent, client, addrs):
+def parse_ports(specs):
+    """["tcp/80,443", "udp/53"] -> sorted unique [(6, 80), (6, 443), (17, 53)]."""
+    out = set()
+    for spec in specs or []:
+        proto, ports = spec.split("/", 1)
+        for p in ports.split(","):
+            out.add(({"tcp": 6, "udp": 17}[proto], int(p)))
+    return sorted(out)
+
+
+def encode_grant(seq, lifetime, agent, client, addrs, ports=()):
     name = agent.encode()
     msg = struct.pack(">BBHII", VERSION, GRANT, len(addrs), seq, lifetime)
     msg += bytes([len(name)]) + name + addr_field(client)
+    msg += bytes([len(ports)]) + b"".join(struct.pack(">BH", pr, po) for pr, po in ports)
     for a in addrs:
         msg += addr_field(a)
     return msg
@@ -63,6 +74,7 @@ def main():
     p.add_argument("--count", type=int, default=1)
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--raw")
+    p.add_argument("--ports", nargs="+", help="tcp/80,443 udp/53 ... (default: every port)")
     p.add_argument("--timeout", type=float, default=5.0)
     p.add_argument("addrs", nargs="*")
     a = p.parse_args()
@@ -75,7 +87,8 @@ def main():
             p.error("give at least one ADDR")
         for i in range(a.count):
             addrs = [str(ipaddress.ip_address(x) + i) for x in a.addrs]
-            msgs.append(encode_grant(a.seq + i, a.lifetime, a.agent, a.client, addrs))
+            msgs.append(encode_grant(a.seq + i, a.lifetime, a.agent, a.client, addrs,
+                                     parse_ports(a.ports)))
 
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     # Room for a whole --count burst in the socket (unix sockets charge queued messages to the

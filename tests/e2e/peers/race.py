@@ -2,7 +2,10 @@
 """Resolve-then-connect, COUNT times, as fast as a client can: ask RESOLVER for the AAAA of
 r<i>.race.test (each name its own address) and connect to that address on PORT at once. With
 moat-fw in front, a connection can only succeed if the grant was in the kernel before the
-answer left moatd. Prints: ok=N fail=N resolve_p50_ms=X resolve_p99_ms=Y, then failures."""
+answer left moatd. Prints: ok=N fail=N resolve_p50_ms=X resolve_p99_ms=Y, then failures.
+With a fifth argument PEER (a second resolver), each round also resolves r<i+COUNT> at PEER
+first (no connect), and a last line "peer resolve_p50_ms=X resolve_p99_ms=Y": both series then
+see the same load on the machine, so their difference is the cost of what differs."""
 import random
 import socket
 import struct
@@ -10,6 +13,7 @@ import sys
 import time
 
 resolver, count, port, first = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+peer = sys.argv[5] if len(sys.argv) > 5 else None
 
 
 def query(name):
@@ -19,27 +23,38 @@ def query(name):
     return qid, q
 
 
+def resolve(server, name):
+    """(latency ms, reply) or (None, None) on timeout."""
+    qid, q = query(name)
+    t0 = time.perf_counter()
+    u.sendto(q, (server, 53))
+    try:
+        while True:
+            data, _ = u.recvfrom(4096)
+            if struct.unpack(">H", data[:2])[0] == qid:
+                return (time.perf_counter() - t0) * 1000, data
+    except socket.timeout:
+        return None, None
+
+
 u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 u.settimeout(2)
-ok, fails, lat = 0, [], []
+ok, fails, lat, peer_lat = 0, [], [], []
 deadline = time.time() + 300  # bounded whatever happens
 for i in range(first, first + count):
     if time.time() > deadline:
         fails.append("time budget exhausted")
         break
+    if peer:
+        ms, _ = resolve(peer, "r%d.race.test" % (i + count))
+        if ms is not None:
+            peer_lat.append(ms)
     name = "r%d.race.test" % i
-    qid, q = query(name)
-    t0 = time.perf_counter()
-    u.sendto(q, (resolver, 53))
-    try:
-        while True:
-            data, _ = u.recvfrom(4096)
-            if struct.unpack(">H", data[:2])[0] == qid:
-                break
-    except socket.timeout:
+    ms, data = resolve(resolver, name)
+    if ms is None:
         fails.append("%s: no answer" % name)
         continue
-    lat.append((time.perf_counter() - t0) * 1000)
+    lat.append(ms)
     an = struct.unpack(">H", data[6:8])[0]
     if data[3] & 0xF or an == 0:
         fails.append("%s: rcode %d, %d answers" % (name, data[3] & 0xF, an))
@@ -54,8 +69,10 @@ for i in range(first, first + count):
         fails.append("%s -> %s: %s" % (name, addr, e))
     finally:
         c.close()
-lat.sort()
-pct = lambda p: lat[min(len(lat) - 1, int(len(lat) * p))] if lat else -1
-print("ok=%d fail=%d resolve_p50_ms=%.3f resolve_p99_ms=%.3f" % (ok, len(fails), pct(0.5), pct(0.99)))
+pct = lambda v, p: sorted(v)[min(len(v) - 1, int(len(v) * p))] if v else -1
+print("ok=%d fail=%d resolve_p50_ms=%.3f resolve_p99_ms=%.3f" % (
+    ok, len(fails), pct(lat, 0.5), pct(lat, 0.99)))
 for f in fails[:10]:
     print("  " + f)
+if peer:
+    print("peer resolve_p50_ms=%.3f resolve_p99_ms=%.3f" % (pct(peer_lat, 0.5), pct(peer_lat, 0.99)))
