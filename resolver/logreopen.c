@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "moat/err.h"
+#include "moat/log.h"
 #include "moat/pathfd.h"
 #include "logreopen.h"
 
@@ -33,13 +34,7 @@ int logreopen_now(FILE *f, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot reopen the log %s: %s", base, strerror(errno));
 		return MOAT_EIO;
 	}
-	/* Under the FILE's own lock: no worker is between writing a line and flushing it. */
-	flockfile(f);
-	fflush(f);
-	int rc = dup3(fd, fileno(f), O_CLOEXEC);
-	funlockfile(f);
-	close(fd);
-	if (rc < 0) {
+	if (log_reopen_fd(f, fd) < 0) {
 		snprintf(err, errlen, "cannot reopen the log %s: %s", base, strerror(errno));
 		return MOAT_EIO;
 	}

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "moat/check.h"
@@ -19,6 +20,7 @@
 #include "moat/err.h"
 #include "moat/log.h"
 #include "moat/pathfd.h"
+#include "moat/metrics.h"
 #include "moat/policy.h"
 #include "moat/inflight.h"
 #include "moat/policy_lint.h"
@@ -26,10 +28,13 @@
 #include "moat/sdnotify.h"
 #include "moat/version.h"
 #include "moat/zonesdir.h"
+#include "control.h"
+#include "dnstap_out.h"
 #include "fetch.h"
 #include "fwchan.h"
 #include "limits.h"
 #include "logreopen.h"
+#include "metrics_http.h"
 #include "privdrop.h"
 #include "server.h"
 #include "worker.h"
@@ -68,6 +73,8 @@ static void usage(FILE *f)
 	    "  -c CONFIG              YAML config with agents (see zones/moatd.example.yaml)\n"
 	    "  --check                validate config and policy, print the result, exit\n"
 	    "  --strict               with --check: lint warnings are errors (exit 1)\n"
+	    "  --control PATH         control socket for moatctl (mode 0660)\n"
+	    "  --metrics ADDR:PORT    Prometheus metrics endpoint (off by default)\n"
 	    "  --zones-dir DIR        where the shipped lists are (highrisk.txt,\n"
 	    "                         blocked-ranges.txt); default: the install's share/moat\n"
 	    "  --version              print the version and exit\n"
@@ -162,6 +169,8 @@ struct options {
 	long workers;                                   /* -1: not given */
 	long serve_stale;                               /* -1: not given */
 	long tcp_queued, inflight_max, inflight_client; /* -1: not given */
+	const char *control;
+	const char *metrics;
 };
 
 static int add_addr(struct sockaddr_storage **v, size_t *n, const char *s, uint16_t port)
@@ -229,6 +238,8 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		O_TCPQ,
 		O_INFL,
 		O_INFLC,
+		O_CONTROL,
+		O_METRICS,
 		O_ZONES,
 	};
 	static const struct option longopts[] = {
@@ -253,6 +264,8 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 	    {"tcp-max-queued", required_argument, 0, O_TCPQ},
 	    {"inflight-max", required_argument, 0, O_INFL},
 	    {"inflight-per-client", required_argument, 0, O_INFLC},
+	    {"control", required_argument, 0, O_CONTROL},
+	    {"metrics", required_argument, 0, O_METRICS},
 	    {"zones-dir", required_argument, 0, O_ZONES},
 	    {"config", required_argument, 0, 'c'},
 	    {"help", no_argument, 0, 'h'},
@@ -366,6 +379,12 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 			               &o->inflight_client) < 0)
 				return MOAT_EINVAL;
 			break;
+		case O_CONTROL:
+			o->control = optarg;
+			break;
+		case O_METRICS:
+			o->metrics = optarg;
+			break;
 		case O_CACHE:
 			if (opt_number(optarg, 0, 65536, "--cache-size", "0 to 65536 (MB)",
 			               &o->cache_mb) < 0)
@@ -453,6 +472,17 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		free(cfg->fw_socket);
 		cfg->fw_socket = strdup(o->firewall);
 	}
+	if (o->control) {
+		free(cfg->control_path);
+		cfg->control_path = strdup(o->control);
+	}
+	if (o->metrics) {
+		if (config_parse_addrport(o->metrics, 0, &cfg->metrics_addr) < 0) {
+			fprintf(stderr, "moatd: --metrics %s: expected ADDR:PORT\n", o->metrics);
+			return MOAT_EINVAL;
+		}
+		cfg->has_metrics = true;
+	}
 	if (!o->config_path) {
 		struct config_agent *a = calloc(1, sizeof(*a));
 		if (!a)
@@ -503,7 +533,7 @@ static struct ratelimit *limiter; /* shared by the workers; NULL: no rate limit 
 static struct inflight *inflight; /* caps on questions in flight, shared by the workers */
 static struct config cfg;
 static struct options opts;
-static uv_signal_t sig_term, sig_int, sig_hup, sig_usr1;
+static uv_signal_t sig_term, sig_int, sig_hup;
 static FILE *qlog; /* the query log (SIGUSR1 reopens it) */
 static uv_timer_t stats_timer;
 
@@ -521,21 +551,38 @@ static void lint_report(struct policy *p)
 		        LINT_AT_START_MAX);
 }
 
-/* Load the policy again (SIGHUP) and hand it to every worker; a bad file changes nothing. */
-static void reload(void)
+/* The running policy's size, for the metrics. */
+static void policy_measured(const struct policy *p, bool ok)
 {
-	char err[512];
+	metrics_set(&metrics_global.policy_agents, p->nagents);
+	metrics_set(&metrics_global.policy_patterns, policy_allow_count(p));
+	metrics_set(&metrics_global.last_reload_unix, (uint64_t)time(NULL));
+	metrics_set(&metrics_global.last_reload_ok, ok);
+}
+
+static void reload_failed(void)
+{
+	metrics_inc(&metrics_global.reloads_failed);
+	metrics_set(&metrics_global.last_reload_unix, (uint64_t)time(NULL));
+	metrics_set(&metrics_global.last_reload_ok, 0);
+}
+
+/* Load the policy again (SIGHUP, moatctl reload) and hand it to every worker; a bad file
+ * changes nothing. Returns 0, or < 0 with "file:line: reason" in err. */
+static int reload(char *err, size_t errlen)
+{
 	struct config ncfg;
 	struct policy *np = NULL;
 
 	config_init(&ncfg);
 	if (opts.config_path) {
-		if (config_load_file(&ncfg, opts.config_path, err, sizeof(err)) < 0 ||
+		if (config_load_file(&ncfg, opts.config_path, err, errlen) < 0 ||
 		    (opts.zones_dir && zonesdir_apply(&ncfg, opts.zones_dir) < 0) ||
-		    config_validate(&ncfg, err, sizeof(err)) < 0) {
+		    config_validate(&ncfg, err, errlen) < 0) {
 			fprintf(stderr, "moatd: reload failed, running policy kept: %s\n", err);
 			config_free(&ncfg);
-			return;
+			reload_failed();
+			return MOAT_EINVAL;
 		}
 		for (size_t i = 0; i < ncfg.nagents; i++) {
 			ncfg.agents[i].strict_chain |= opts.strict_chain;
@@ -543,18 +590,53 @@ static void reload(void)
 		}
 	}
 	ncfg.lint_max_patterns = cfg.lint_max_patterns;
-	int rc = policy_load(opts.config_path ? &ncfg : &cfg, &np, err, sizeof(err));
+	int rc = policy_load(opts.config_path ? &ncfg : &cfg, &np, err, errlen);
 	config_free(&ncfg);
 	if (rc < 0) {
 		fprintf(stderr, "moatd: reload failed, running policy kept: %s\n", err);
-		return;
+		reload_failed();
+		return rc;
 	}
 	lint_report(np);
-	for (unsigned i = 0; i < nworkers; i++)
+	/* Worker 0 is this thread: it takes the snapshot now, so a control reply that follows
+	 * (explain) already sees it. */
+	policy_unref(workers[0].policy);
+	workers[0].policy = policy_ref(np);
+	for (unsigned i = 1; i < nworkers; i++)
 		worker_post_policy(&workers[i], np);
 	fprintf(stderr, "moatd: policy reloaded (%zu agents)\n", np->nagents);
+	metrics_inc(&metrics_global.reloads_ok);
+	policy_measured(np, true);
 	sdnotify_send("STATUS=serving; policy reloaded");
 	policy_unref(np);
+	return 0;
+}
+
+/* ---- logrotate: SIGUSR1 reopens the query log (kept apart from the other signals) ---- */
+static uv_signal_t sig_usr1;
+
+static void on_usr1(uv_signal_t *s, int signum)
+{
+	(void)s;
+	(void)signum;
+	/* Relative to the log's directory kept from start-up: moatd's user may not reach the
+	 * path, and its filter allows opening for writing only there. */
+	char err[256];
+	if (logreopen_now(qlog, err, sizeof(err)) < 0)
+		fprintf(stderr, "moatd: %s; still writing to the old file\n", err);
+	else
+		fprintf(stderr, "moatd: query log reopened\n");
+}
+
+static void usr1_start(uv_loop_t *loop)
+{
+	uv_signal_init(loop, &sig_usr1);
+	uv_signal_start(&sig_usr1, on_usr1, SIGUSR1);
+}
+
+static void usr1_stop(void)
+{
+	uv_close((uv_handle_t *)&sig_usr1, NULL);
 }
 
 /* Rate-limited queries are not logged one by one; this says how many there were. */
@@ -588,15 +670,8 @@ static void on_signal(uv_signal_t *s, int signum)
 {
 	(void)s;
 	if (signum == SIGHUP) {
-		reload();
-		return;
-	}
-	if (signum == SIGUSR1) { /* logrotate: the query log's file was moved away */
-		char err[256];
-		if (logreopen_now(qlog, err, sizeof(err)) < 0)
-			fprintf(stderr, "moatd: %s; still writing to the old file\n", err);
-		else
-			fprintf(stderr, "moatd: query log reopened\n");
+		char err[512];
+		reload(err, sizeof(err));
 		return;
 	}
 	if (workers[0].stopping)
@@ -609,7 +684,21 @@ static void on_signal(uv_signal_t *s, int signum)
 	uv_close((uv_handle_t *)&sig_term, NULL);
 	uv_close((uv_handle_t *)&sig_int, NULL);
 	uv_close((uv_handle_t *)&sig_hup, NULL);
-	uv_close((uv_handle_t *)&sig_usr1, NULL);
+	usr1_stop();
+	control_stop();
+}
+
+/* The control socket and the metrics endpoint: bound as root, before the filter. */
+static int start_ops(uv_loop_t *loop, char *err, size_t errlen)
+{
+	struct control_ops ops = {workers, nworkers, reload, MOAT_VERSION, opts.config_path};
+	if (cfg.control_path &&
+	    control_start(loop, cfg.control_path, cfg.control_group, &ops, err, errlen) < 0)
+		return MOAT_EIO;
+	if (cfg.has_metrics && metrics_http_start((const struct sockaddr *)&cfg.metrics_addr,
+	                                          workers, nworkers, MOAT_VERSION, err, errlen) < 0)
+		return MOAT_EIO;
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -668,6 +757,14 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	nworkers = cfg.workers;
+	metrics_global.start_unix = (uint64_t)time(NULL);
+	metrics_global.workers = nworkers;
+	policy_measured(policy, true);
+	if (dnstap_out_start(&cfg, nworkers, "moatd", "moatd " MOAT_VERSION, err, sizeof(err)) <
+	    0) {
+		fprintf(stderr, "moatd: %s\n", err);
+		return 1;
+	}
 	if (!(workers = calloc(nworkers, sizeof(*workers)))) {
 		fprintf(stderr, "moatd: out of memory\n");
 		return 1;
@@ -691,10 +788,13 @@ int main(int argc, char **argv)
 	uv_signal_start(&sig_term, on_signal, SIGTERM);
 	uv_signal_start(&sig_int, on_signal, SIGINT);
 	uv_signal_start(&sig_hup, on_signal, SIGHUP);
-	uv_signal_init(loop, &sig_usr1);
-	uv_signal_start(&sig_usr1, on_signal, SIGUSR1);
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGUSR2, SIG_IGN); /* reserved; never fatal */
+	usr1_start(loop);
+	if (start_ops(loop, err, sizeof(err)) < 0) {
+		fprintf(stderr, "moatd: %s\n", err);
+		return 1;
+	}
 
 	/* The other workers' threads wait at a barrier until the whole process has dropped its
 	 * privileges and every thread carries the system-call filter. */
@@ -721,6 +821,8 @@ int main(int argc, char **argv)
 	sdnotify_send("READY=1\nSTATUS=serving");
 	uv_run(loop, UV_RUN_DEFAULT);
 	worker_join(workers, nworkers);
+	metrics_http_stop();
+	dnstap_out_stop();
 
 	struct server_stats t = {0};
 	for (unsigned i = 0; i < nworkers; i++) {

@@ -606,6 +606,14 @@ bool policy_set_match_below(const struct policy_set *s, const uint8_t *lname,
 	return false;
 }
 
+size_t policy_allow_count(const struct policy *p)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < p->nagents; i++)
+		n += policy_set_count(p->agents[i].allow);
+	return n;
+}
+
 struct policy *policy_ref(struct policy *p)
 {
 	__atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);

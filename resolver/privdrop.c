@@ -94,6 +94,11 @@ static const char *const allowed_calls[] = {
     "uname",
     "prlimit64",
     "getrusage",
+    /* a thread created just before the filter (libmicrohttpd's for the metrics endpoint,
+     * libfstrm's dnstap writer) may register with the kernel only after it: harmless calls,
+     * and glibc aborts the thread's start when rseq is refused */
+    "rseq",
+    "set_robust_list",
     /* signals and exit */
     "rt_sigaction",
     "rt_sigprocmask",
@@ -115,8 +120,6 @@ static const char *const allowed_calls[] = {
     "prctl",
     "sched_getaffinity",
     "getppid",
-    "set_robust_list",
-    "rseq",
     "sysinfo",
     "unlink",
     "mkdir",

@@ -83,6 +83,10 @@ struct server {
 	uv_loop_t loop_storage;
 	uv_async_t wake;
 	struct policy *next_policy; /* posted, not yet taken (under worker.c's lock) */
+	void (*call_fn)(struct server *w, void *arg); /* posted by worker_post_call (same lock) */
+	void *call_arg;
+	struct metrics_worker *metrics; /* owned; this worker is its only writer (moat/metrics.h) */
+	void *dnstap;                   /* dnstap_out.c's queue for this worker; NULL: off */
 	bool post_stop, wake_closed;
 	pthread_t thread;
 };
@@ -134,10 +138,15 @@ void tcp_conn_ref(struct tcp_conn *c);
 void tcp_conn_unref(struct tcp_conn *c);
 bool tcp_conn_closed(const struct tcp_conn *c);
 
+/* dnstap_out.c: a client message seen by this worker. */
+void dnstap_client(struct server *srv, const struct reply_to *to, const uint8_t *msg, size_t len,
+                   bool response);
+
 static inline void reply_send(struct server *srv, struct reply_to *to, const uint8_t *msg,
                               size_t len)
 {
-	(void)srv;
+	if (srv->dnstap)
+		dnstap_client(srv, to, msg, len, true);
 	if (to->kind == REPLY_UDP)
 		udp_reply(to->udp, (const struct sockaddr *)&to->client, msg, len);
 	else if (!tcp_conn_closed(to->conn))

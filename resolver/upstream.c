@@ -26,6 +26,8 @@
 
 #include "moat/err.h"
 #include "moat/rng.h"
+#include "dnstap_out.h"
+#include "moat/metrics.h"
 #include "server.h"
 
 #define SOCK_USES 128        /* queries one UDP socket carries in its life */
@@ -377,6 +379,12 @@ static void finish(struct upstream_req *r, int status, const uint8_t *pkt, size_
 	int64_t elapsed = (int64_t)(server_now_us() - r->start_us);
 	r->done = true;
 	dlist_del(&r->link);
+	metrics_set(&srv->metrics->inflight, metrics_get(&srv->metrics->inflight) - 1);
+	if (status == 0) {
+		metrics_observe(&srv->metrics->upstream, (uint64_t)elapsed);
+		if (srv->dnstap)
+			dnstap_forwarder(srv, from, pkt, len, r->tcp != NULL, true);
+	}
 	if (r->cb)
 		r->cb(r->ctx, status, pkt, len, from, elapsed);
 	abandon(r); /* after the callback: pkt may live in the attempt's buffer */
@@ -591,6 +599,8 @@ static int try_tcp(struct upstream_req *r, const struct sockaddr *to)
 	r->id = (uint16_t)rng_uniform(65536);
 	a->query_len = (size_t)wire_build_query(r->id, r->lname, r->qtype, r->qclass, r->dnssec_ok,
 	                                        a->query, sizeof(a->query));
+	if (srv->dnstap)
+		dnstap_forwarder(srv, to, a->query, a->query_len, true, false);
 	if ((rc = uv_tcp_init(srv->loop, &a->tcp)) < 0) {
 		free(a);
 		return rc;
@@ -617,6 +627,10 @@ static int try_udp(struct upstream_req *r)
 	                         s->send_buf[s->nsend], QUERY_MAX);
 	if (n < 0)
 		return n;
+	if (r->srv->dnstap)
+		dnstap_forwarder(r->srv,
+		                 (const struct sockaddr *)&r->srv->cfg->upstreams[r->upstream],
+		                 s->send_buf[s->nsend], (size_t)n, false, false);
 	s->send_len[s->nsend] = (uint16_t)n;
 	s->send_slot[s->nsend] = r->slot;
 	if (s->nsend++ == 0) {
@@ -718,6 +732,7 @@ int upstream_query(struct server *srv, const struct upstream_set *set, const uin
 	r->start_us = server_now_us();
 	r->upstream = srv->next_upstream++ % (unsigned)naddrs;
 	dlist_init(&r->link);
+	metrics_inc(&srv->metrics->inflight);
 	*out = r;
 	req_try(r);
 	return 0;

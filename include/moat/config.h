@@ -35,6 +35,10 @@
  *   firewall_socket: /run/moat/fw.sock        # grant through moat-fw before answering
  *   firewall_timeout_ms: 1000                 # no ack in time: SERVFAIL (fail closed)
  *   firewall_fail_open: false                 # true: answer anyway when moat-fw is away
+ *   control: /run/moat/ctl.sock               # moatctl's socket (mode 0660); absent: none
+ *   control_group: moat                       # group of the control socket
+ *   metrics: 127.0.0.1:9153                   # Prometheus endpoint; absent: off
+ *   dnstap: {file: /var/log/moat/dnstap.fstrm}  # or {socket: PATH}: dnstap messages
  *   agents:                                   # required, at least one
  *     - name: ci-42                           # required, [A-Za-z0-9_.-]{1,63}
  *       clients: [10.0.0.0/24, "2001:db8::/64"]   # required
@@ -168,6 +172,13 @@ struct config {
 	 * costs about a microsecond a pattern; moatd sets a limit so a list of a million names
 	 * starts as fast as before, and --check always lints everything. */
 	size_t lint_max_patterns;
+	/* operating the daemon (control.c, metrics_http.c, dnstap_out.c) */
+	char *control_path;  /* owned; NULL: no control socket */
+	char *control_group; /* owned; NULL: the group moatd starts with */
+	struct sockaddr_storage metrics_addr;
+	bool has_metrics;
+	char *dnstap_path;  /* owned; NULL: no dnstap */
+	bool dnstap_socket; /* dnstap_path is a Frame Streams socket, not a file */
 };
 
 /* Fill cfg with defaults (no listeners, no upstreams, no agents, shipped zone files from

@@ -130,6 +130,9 @@ struct policy {
  * err holds "file:line: reason". */
 int policy_load(const struct config *cfg, struct policy **out, char *err, size_t errlen);
 
+/* Allow patterns over every agent (for status lines and metrics). */
+size_t policy_allow_count(const struct policy *p);
+
 struct policy *policy_ref(struct policy *p);
 void policy_unref(struct policy *p);
 

@@ -458,6 +458,12 @@ static void snap_teardown(void)
 
 TestSuite(snapshot, .init = snap_setup, .fini = snap_teardown);
 
+Test(snapshot, allow_count_over_agents)
+{
+	/* ci-42: 7 patterns; wide: 1; host: the first file again, 7 */
+	cr_expect_eq(policy_allow_count(pol), 15);
+}
+
 static const struct policy_agent *agent_for(const char *addr)
 {
 	struct sockaddr_storage ss;
@@ -547,6 +553,7 @@ Test(snapshot, no_agents_no_match)
 	struct sockaddr_in s4 = {.sin_family = AF_INET};
 	inet_pton(AF_INET, "10.1.2.3", &s4.sin_addr);
 	cr_expect_null(policy_agent_for(p, (struct sockaddr *)&s4));
+	cr_expect_eq(policy_allow_count(p), 0);
 	policy_unref(p);
 	c.nhighrisk = 1;
 	c.nranges = 1;
