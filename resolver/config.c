@@ -20,6 +20,7 @@
 #include "moat/idn.h"
 #include "moat/name.h"
 #include "moat/policy_sig.h"
+#include "moat/pathfd.h"
 #include "moat/zonesdir.h"
 
 /* Limits on numeric keys. Values outside them are almost certainly typos (a timeout in seconds
@@ -383,6 +384,10 @@ void config_init(struct config *cfg)
 	cfg->upstream_attempts = 3;
 	cfg->tcp_idle_ms = 10000;
 	cfg->tcp_max_clients = 1024;
+	cfg->tcp_max_queued = 64 * 1024;
+	cfg->tcp_max_inflight = 64;
+	cfg->inflight_max = 2048;
+	cfg->inflight_per_client = 256;
 	cfg->workers = 1;
 	cfg->fw_timeout_ms = 1000;
 	cfg->seccomp = true;
@@ -1366,7 +1371,8 @@ static bool config_policy_file_key(struct config_ctx *c, struct fy_node *v, int 
 	}
 	if (config_key_is(ks, klen, "policy_verify")) {
 		char mode[16];
-		*rc = config_scalar(c, v, line, "policy_verify", "full or quick", mode, sizeof(mode));
+		*rc =
+		    config_scalar(c, v, line, "policy_verify", "full or quick", mode, sizeof(mode));
 		if (*rc == 0 && strcmp(mode, "full") && strcmp(mode, "quick"))
 			*rc = config_fail(c, config_node_line(v, line),
 			                  "policy_verify: expected full or quick");
@@ -1443,6 +1449,17 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 		} else if (config_key_is(ks, klen, "tcp_max_clients")) {
 			rc = config_u32(c, v, line, "tcp_max_clients", CONFIG_CLIENTS_MIN,
 			                CONFIG_CLIENTS_MAX, &cfg->tcp_max_clients);
+		} else if (config_key_is(ks, klen, "tcp_max_queued")) {
+			rc = config_u32(c, v, line, "tcp_max_queued", 1024, 16u << 20,
+			                &cfg->tcp_max_queued);
+		} else if (config_key_is(ks, klen, "tcp_max_inflight")) {
+			rc = config_u32(c, v, line, "tcp_max_inflight", 1, 65535,
+			                &cfg->tcp_max_inflight);
+		} else if (config_key_is(ks, klen, "inflight_max")) {
+			rc = config_u32(c, v, line, "inflight_max", 1, 1000000, &cfg->inflight_max);
+		} else if (config_key_is(ks, klen, "inflight_per_client")) {
+			rc = config_u32(c, v, line, "inflight_per_client", 1, 1000000,
+			                &cfg->inflight_per_client);
 		} else if (config_key_is(ks, klen, "user")) {
 			char u[64];
 			rc = config_scalar(c, v, line, "user", "a user name", u, sizeof(u));
@@ -1758,7 +1775,7 @@ int config_load_file(struct config *cfg, const char *path, char *err, size_t err
 		return MOAT_EINVAL;
 	}
 	/* Read it ourselves: a clear I/O error, and a size cap before libfyaml sees anything. */
-	f = fopen(path, "rb");
+	f = pathfd_fopen(path); /* also after the privilege drop */
 	if (f == NULL) {
 		config_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
 		return MOAT_EIO;

@@ -24,6 +24,16 @@ FILE *log_open(const char *path)
 	return f;
 }
 
+int log_reopen_fd(FILE *f, int fd)
+{
+	flockfile(f);
+	fflush(f);
+	int rc = dup3(fd, fileno(f), O_CLOEXEC) < 0 ? MOAT_EIO : 0;
+	funlockfile(f);
+	close(fd);
+	return rc;
+}
+
 int log_reopen(FILE *f, const char *path)
 {
 	if (!f || f == stdout || !path || strcmp(path, "-") == 0)
@@ -31,12 +41,7 @@ int log_reopen(FILE *f, const char *path)
 	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
 	if (fd < 0)
 		return MOAT_EIO;
-	flockfile(f);
-	fflush(f);
-	int rc = dup3(fd, fileno(f), O_CLOEXEC) < 0 ? MOAT_EIO : 0;
-	funlockfile(f);
-	close(fd);
-	return rc;
+	return log_reopen_fd(f, fd);
 }
 
 void log_flush(FILE *f)

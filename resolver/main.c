@@ -1,7 +1,8 @@
 /* main.c: moatd's command line, start-up order, signals and shutdown; nothing else.
  * Start-up: flags and config -> validation -> policy snapshot -> log -> workers (listeners
  * bound) -> privileges dropped -> loops. SIGHUP reloads the policy and hands it to every worker
- * (a bad file leaves the running policy in place); SIGTERM and SIGINT stop cleanly: listeners
+ * (a bad file leaves the running policy in place); SIGUSR1 reopens the query log (logrotate);
+ * SIGUSR2 is ignored (reserved); SIGTERM and SIGINT stop cleanly: listeners
  * close, in-flight queries are dropped, the log is flushed. */
 #include <arpa/inet.h>
 #include <getopt.h>
@@ -18,8 +19,10 @@
 #include "moat/config.h"
 #include "moat/err.h"
 #include "moat/log.h"
+#include "moat/pathfd.h"
 #include "moat/metrics.h"
 #include "moat/policy.h"
+#include "moat/inflight.h"
 #include "moat/policy_lint.h"
 #include "moat/ratelimit.h"
 #include "moat/sdnotify.h"
@@ -29,6 +32,8 @@
 #include "dnstap_out.h"
 #include "fetch.h"
 #include "fwchan.h"
+#include "limits.h"
+#include "logreopen.h"
 #include "metrics_http.h"
 #include "privdrop.h"
 #include "server.h"
@@ -52,7 +57,12 @@ static void usage(FILE *f)
 	    "                         expiry when no upstream answers (RFC 8767; default 0: off)\n"
 	    "  --ratelimit QPS        queries per second per client (0: off, the default)\n"
 	    "  --workers N            threads sharing the port (SO_REUSEPORT); default 1\n"
-	    "  --user NAME            drop to this user once the sockets are bound\n"
+	    "  --tcp-max-queued BYTES answers queued per TCP connection before moatd stops\n"
+	    "                         reading it (default 65536)\n"
+	    "  --inflight-max N       questions waiting for an upstream, in all (default 2048)\n"
+	    "  --inflight-per-client N  of them per client (default 256); over a cap: SERVFAIL\n"
+	    "  --user NAME            drop to this user once the sockets are bound (default:\n"
+	    "                         moat if it exists, else nobody; root stays root)\n"
 	    "  --no-seccomp           skip the system-call filter (for debugging)\n"
 	    "  --allow FILE           allowlist: one name or *.name per line (repeatable)\n"
 	    "  --deny FORM            nxdomain (default), refused or sinkhole\n"
@@ -156,8 +166,9 @@ struct options {
 	struct sockaddr_storage *listen, *up; /* owned until handed to the config */
 	size_t nlisten, nup;
 	long timeout_ms;
-	long workers;     /* -1: not given */
-	long serve_stale; /* -1: not given */
+	long workers;                                   /* -1: not given */
+	long serve_stale;                               /* -1: not given */
+	long tcp_queued, inflight_max, inflight_client; /* -1: not given */
 	const char *control;
 	const char *metrics;
 };
@@ -224,6 +235,9 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		O_NOSECCOMP,
 		O_WORKERS,
 		O_STALE,
+		O_TCPQ,
+		O_INFL,
+		O_INFLC,
 		O_CONTROL,
 		O_METRICS,
 		O_ZONES,
@@ -247,6 +261,9 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 	    {"no-seccomp", no_argument, 0, O_NOSECCOMP},
 	    {"workers", required_argument, 0, O_WORKERS},
 	    {"serve-stale", required_argument, 0, O_STALE},
+	    {"tcp-max-queued", required_argument, 0, O_TCPQ},
+	    {"inflight-max", required_argument, 0, O_INFL},
+	    {"inflight-per-client", required_argument, 0, O_INFLC},
 	    {"control", required_argument, 0, O_CONTROL},
 	    {"metrics", required_argument, 0, O_METRICS},
 	    {"zones-dir", required_argument, 0, O_ZONES},
@@ -266,6 +283,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 	o->ratelimit = -1;
 	o->workers = -1;
 	o->serve_stale = -1;
+	o->tcp_queued = o->inflight_max = o->inflight_client = -1;
 	while ((ch = getopt_long(argc, argv, "c:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'c':
@@ -344,6 +362,21 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		case O_STALE:
 			if (opt_number(optarg, 0, 604800, "--serve-stale", "0 to 604800 (seconds)",
 			               &o->serve_stale) < 0)
+				return MOAT_EINVAL;
+			break;
+		case O_TCPQ:
+			if (opt_number(optarg, 1024, 16 << 20, "--tcp-max-queued",
+			               "1024 to 16777216 (bytes)", &o->tcp_queued) < 0)
+				return MOAT_EINVAL;
+			break;
+		case O_INFL:
+			if (opt_number(optarg, 1, 1000000, "--inflight-max", "1 to 1000000",
+			               &o->inflight_max) < 0)
+				return MOAT_EINVAL;
+			break;
+		case O_INFLC:
+			if (opt_number(optarg, 1, 1000000, "--inflight-per-client", "1 to 1000000",
+			               &o->inflight_client) < 0)
 				return MOAT_EINVAL;
 			break;
 		case O_CONTROL:
@@ -429,6 +462,12 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		cfg->serve_stale = (uint32_t)o->serve_stale;
 	if (o->cache_mb >= 0)
 		cfg->cache_bytes = (size_t)o->cache_mb << 20;
+	if (o->tcp_queued > 0)
+		cfg->tcp_max_queued = (uint32_t)o->tcp_queued;
+	if (o->inflight_max > 0)
+		cfg->inflight_max = (uint32_t)o->inflight_max;
+	if (o->inflight_client > 0)
+		cfg->inflight_per_client = (uint32_t)o->inflight_client;
 	if (o->firewall) {
 		free(cfg->fw_socket);
 		cfg->fw_socket = strdup(o->firewall);
@@ -491,9 +530,11 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 static struct server *workers; /* cfg.workers of them; workers[0] runs on this thread */
 static unsigned nworkers;
 static struct ratelimit *limiter; /* shared by the workers; NULL: no rate limit */
+static struct inflight *inflight; /* caps on questions in flight, shared by the workers */
 static struct config cfg;
 static struct options opts;
 static uv_signal_t sig_term, sig_int, sig_hup;
+static FILE *qlog; /* the query log (SIGUSR1 reopens it) */
 static uv_timer_t stats_timer;
 
 /* The lint at start-up and reload: every pattern of lists up to this size (about 0.1 s); larger
@@ -578,8 +619,13 @@ static void on_usr1(uv_signal_t *s, int signum)
 {
 	(void)s;
 	(void)signum;
-	if (log_reopen(workers[0].log, cfg.log_file) < 0)
-		fprintf(stderr, "moatd: cannot reopen log %s: %m\n", cfg.log_file);
+	/* Relative to the log's directory kept from start-up: moatd's user may not reach the
+	 * path, and its filter allows opening for writing only there. */
+	char err[256];
+	if (logreopen_now(qlog, err, sizeof(err)) < 0)
+		fprintf(stderr, "moatd: %s; still writing to the old file\n", err);
+	else
+		fprintf(stderr, "moatd: query log reopened\n");
 }
 
 static void usr1_start(uv_loop_t *loop)
@@ -604,6 +650,20 @@ static void on_stats(uv_timer_t *t)
 		        (unsigned long long)(now - last));
 		last = now;
 	}
+}
+
+/* Keep a descriptor of every policy file's directory, to read them again after the drop. */
+static void keep_policy_dirs(const struct config *c, const char *config_path)
+{
+	if (config_path)
+		pathfd_keep_dir(config_path);
+	for (size_t i = 0; i < c->nagents; i++)
+		for (size_t k = 0; k < c->agents[i].nallow; k++)
+			pathfd_keep_dir(c->agents[i].allow_files[k]);
+	for (size_t k = 0; k < c->nhighrisk; k++)
+		pathfd_keep_dir(c->highrisk_files[k]);
+	for (size_t k = 0; k < c->nranges; k++)
+		pathfd_keep_dir(c->range_files[k]);
 }
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -671,13 +731,29 @@ int main(int argc, char **argv)
 	}
 	lint_report(policy);
 
-	FILE *log = log_open(cfg.log_file);
+	FILE *log = qlog = log_open(cfg.log_file);
 	if (!log) {
 		fprintf(stderr, "moatd: cannot open log %s: %m\n", cfg.log_file);
 		return 1;
 	}
+	int log_dirfd = logreopen_init(cfg.log_file);
+	if (log_dirfd < -1) {
+		fprintf(stderr, "moatd: warning: the query log cannot be reopened on SIGUSR1\n");
+		log_dirfd = -1;
+	}
+	keep_policy_dirs(&cfg, opts.config_path);
 	if (cfg.rl_qps && !(limiter = ratelimit_new(cfg.rl_qps, cfg.rl_burst, 65536))) {
 		fprintf(stderr, "moatd: out of memory for the rate limiter\n");
+		return 1;
+	}
+	if (limits_fit_nofile(&cfg, err, sizeof(err)) < 0) {
+		fprintf(stderr, "moatd: %s\n", err);
+		return 1;
+	}
+	if (err[0])
+		fprintf(stderr, "moatd: %s\n", err);
+	if (!(inflight = inflight_new(cfg.inflight_max, cfg.inflight_per_client, 4096))) {
+		fprintf(stderr, "moatd: out of memory for the in-flight caps\n");
 		return 1;
 	}
 	nworkers = cfg.workers;
@@ -699,6 +775,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "moatd: %s\n", err);
 			return 1;
 		}
+	for (unsigned i = 0; i < nworkers; i++)
+		workers[i].inflight = inflight;
 	policy_unref(policy); /* the workers hold theirs */
 	uv_loop_t *loop = workers[0].loop;
 	uv_timer_init(loop, &stats_timer);
@@ -711,6 +789,7 @@ int main(int argc, char **argv)
 	uv_signal_start(&sig_int, on_signal, SIGINT);
 	uv_signal_start(&sig_hup, on_signal, SIGHUP);
 	signal(SIGPIPE, SIG_IGN);
+	signal(SIGUSR2, SIG_IGN); /* reserved; never fatal */
 	usr1_start(loop);
 	if (start_ops(loop, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moatd: %s\n", err);
@@ -728,7 +807,8 @@ int main(int argc, char **argv)
 	if (sdnotify_open() < 0)
 		fprintf(stderr, "moatd: NOTIFY_SOCKET: cannot reach the service manager\n");
 	/* Everything privileged is done: sockets bound, files open. */
-	if (privdrop_apply(cfg.user, cfg.seccomp, err, sizeof(err)) < 0) {
+	struct privdrop_opts drop = {cfg.user, cfg.seccomp, log_dirfd};
+	if (privdrop_apply(&drop, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moatd: %s\n", err);
 		_exit(1); /* the waiting threads go with the process */
 	}
@@ -757,16 +837,18 @@ int main(int argc, char **argv)
 		t.refused_clients += s->refused_clients;
 		t.upstream_mismatch += s->upstream_mismatch;
 		t.ratelimited += s->ratelimited;
+		t.inflight_refused += s->inflight_refused;
 	}
 	fprintf(stderr,
 	        "moatd: stopped: %llu queries, %llu answered, %llu denied, %llu forwarded, "
 	        "%llu servfail, %llu formerr, %llu dropped, %llu refused clients, %llu upstream "
-	        "mismatches, %llu rate-limited\n",
+	        "mismatches, %llu rate-limited, %llu over the in-flight caps\n",
 	        (unsigned long long)t.queries, (unsigned long long)t.answered,
 	        (unsigned long long)t.denied, (unsigned long long)t.forwarded,
 	        (unsigned long long)t.servfail, (unsigned long long)t.formerr,
 	        (unsigned long long)t.dropped, (unsigned long long)t.refused_clients,
-	        (unsigned long long)t.upstream_mismatch, (unsigned long long)t.ratelimited);
+	        (unsigned long long)t.upstream_mismatch, (unsigned long long)t.ratelimited,
+	        (unsigned long long)t.inflight_refused);
 	if (nworkers > 1)
 		for (unsigned i = 0; i < nworkers; i++)
 			fprintf(stderr, "moatd: worker %u: %llu queries\n", i,
@@ -776,7 +858,10 @@ int main(int argc, char **argv)
 	sdnotify_close();
 	free(workers);
 	ratelimit_free(limiter);
+	inflight_free(inflight);
 	log_close(log);
+	logreopen_release();
+	pathfd_release();
 	config_free(&cfg);
 	return 0;
 }

@@ -23,6 +23,7 @@
 #include "moat/policy.h"
 #include "moat/policy_lint.h"
 #include "policy_set.h"
+#include "moat/pathfd.h"
 
 #define SLOT_EMPTY 0
 #define SLOT_NAME(s, sl) ((s)->arena + (sl)->name_off - 1)
@@ -474,7 +475,7 @@ int policy_set_load_file(struct policy_set *s, const char *path, char *err, size
 		snprintf(err, errlen, "%s: a compiled set is read-only", path);
 		return MOAT_EINVAL;
 	}
-	FILE *f = fopen(path, "re");
+	FILE *f = pathfd_fopen(path); /* also after the privilege drop */
 	struct stat st;
 	if (!f || fstat(fileno(f), &st) < 0) {
 		snprintf(err, errlen, "%s: cannot open: %m", path);
@@ -689,14 +690,18 @@ static enum policy_verdict check_name(const struct policy *p, const struct polic
 		         out->rule.file, out->rule.line);
 		return out->verdict;
 	}
-	if (iplit_embedded_v4(lname, addr) &&
-	    class_blocks(addrguard_check(p->guard, addr, 4), agent)) {
-		out->verdict = POLICY_DENY_EMBEDDED;
-		out->alert = true;
-		snprintf(out->reason, sizeof(out->reason), "moat: name embeds the address %s",
-		         addrguard_format(addr, 4, txt, sizeof(txt)));
-		return out->verdict;
-	}
+	/* Every embedded address, not only the leftmost. */
+	uint8_t emb[IPLIT_EMBEDDED_MAX][4];
+	size_t nemb = iplit_embedded_v4_all(lname, emb, IPLIT_EMBEDDED_MAX);
+	for (size_t i = 0; i < nemb; i++)
+		if (class_blocks(addrguard_check(p->guard, emb[i], 4), agent)) {
+			out->verdict = POLICY_DENY_EMBEDDED;
+			out->alert = true;
+			snprintf(out->reason, sizeof(out->reason),
+			         "moat: name embeds the address %s",
+			         addrguard_format(emb[i], 4, txt, sizeof(txt)));
+			return out->verdict;
+		}
 	return POLICY_ALLOW;
 }
 

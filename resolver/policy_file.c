@@ -13,6 +13,7 @@
 
 #include "moat/err.h"
 #include "moat/name.h"
+#include "moat/pathfd.h"
 #include "moat/policy_file.h"
 #include "moat/policy_sig.h"
 #include "policy_set.h"
@@ -399,13 +400,13 @@ int policy_file_open(const char *path, bool highrisk, enum policy_file_verify mo
 {
 	if (sodium_init() < 0)
 		return MOAT_ENOMEM;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
+	FILE *f = pathfd_fopen(path); /* also after the privilege drop (moat/pathfd.h) */
+	if (!f) {
 		snprintf(err, errlen, "%s: cannot open: %m", path);
 		return MOAT_EIO;
 	}
-	int rc = pf_open_fd(fd, path, highrisk, mode, pubkey, out, err, errlen);
-	close(fd); /* the mapping keeps the file */
+	int rc = pf_open_fd(fileno(f), path, highrisk, mode, pubkey, out, err, errlen);
+	fclose(f); /* the mapping keeps the file */
 	return rc;
 }
 

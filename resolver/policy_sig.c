@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "moat/err.h"
+#include "moat/pathfd.h"
 #include "moat/policy_sig.h"
 
 #define SIG_CONTEXT "moat-sig-v1"
@@ -69,7 +70,7 @@ static int file_digest(int fd, uint8_t d[64])
 /* One line of at most cap-1 bytes from path, without its newline. */
 static int read_line(const char *path, char *line, size_t cap, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "re");
+	FILE *f = pathfd_fopen(path); /* also after the privilege drop (moat/pathfd.h) */
 	if (!f) {
 		int e = errno;
 		snprintf(err, errlen, "%s: cannot open: %m", path);
@@ -160,13 +161,13 @@ int policy_sig_verify_fd(int fd, const char *path, const uint8_t pk[32], char *e
 
 int policy_sig_verify_file(const char *path, const uint8_t pk[32], char *err, size_t errlen)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
+	FILE *f = pathfd_fopen(path);
+	if (!f) {
 		snprintf(err, errlen, "%s: cannot open: %m", path);
 		return MOAT_EIO;
 	}
-	int rc = policy_sig_verify_fd(fd, path, pk, err, errlen);
-	close(fd);
+	int rc = policy_sig_verify_fd(fileno(f), path, pk, err, errlen);
+	fclose(f);
 	return rc;
 }
 

@@ -10,6 +10,7 @@
 
 #include "moat/addrguard.h"
 #include "moat/err.h"
+#include "moat/inflight.h"
 #include "moat/log.h"
 #include "moat/metrics.h"
 #include "moat/policy.h"
@@ -29,8 +30,10 @@ struct query {
 	struct fetch_wait *wait; /* while the answer is on its way */
 	struct answer *ans;      /* reference, once it is here */
 	uint32_t fw_token;       /* while the firewall grant is pending */
-	uint64_t grant_t0;       /* when the grant was sent (us), for its latency */
-	const char *grant;       /* moat-fw's verdict for the log; NULL: not asked yet */
+	bool holds_slot;         /* counted in srv->inflight (slot) while it waits upstream */
+	uint32_t slot;
+	uint64_t grant_t0; /* when the grant was sent (us), for its latency */
+	const char *grant; /* moat-fw's verdict for the log; NULL: not asked yet */
 	uint32_t grant_life;
 	struct dlist link;
 	struct policy_decision decision;
@@ -107,6 +110,14 @@ static void answer_local(struct server *srv, struct reply_to *to, const struct w
 	srv->stats.answered++;
 }
 
+/* The question no longer waits for an upstream: its in-flight count goes back. */
+static void give_slot(struct query *qr)
+{
+	if (qr->holds_slot)
+		inflight_give(qr->srv->inflight, qr->slot);
+	qr->holds_slot = false;
+}
+
 #define LOG_MAXADDR 32
 
 struct addr_list {
@@ -167,6 +178,7 @@ static void log_query_done(struct query *qr, const char *decision, const char *r
 
 static void query_free(struct query *qr)
 {
+	give_slot(qr);
 	if (qr->fw_token)
 		fwchan_cancel(qr->srv->fw, qr->fw_token);
 	if (qr->wait)
@@ -402,6 +414,7 @@ static void on_fetched(void *ctx, int status, struct answer *ans)
 	struct query *qr = ctx;
 	struct server *srv = qr->srv;
 	qr->wait = NULL;
+	give_slot(qr);
 	if (status < 0) {
 		srv->stats.servfail++;
 		const char *why = status == MOAT_EFORMAT ? "moat: upstream answer was malformed"
@@ -416,6 +429,65 @@ static void on_fetched(void *ctx, int status, struct answer *ans)
 	ans->refs++;
 	qr->ans = ans;
 	on_answer(qr);
+}
+
+/* An allowed question: answered from the cache, or it waits for the upstream (within the caps
+ * on questions in flight), then goes through on_answer. */
+static void forward(struct server *srv, struct reply_to *to, const struct wire_query *q,
+                    const struct policy_agent *agent, const struct policy_decision *d)
+{
+	struct query *qr = malloc(sizeof(*qr));
+	if (!qr) {
+		answer_local(srv, to, q, agent, false, WIRE_SERVFAIL, 0, NULL);
+		return;
+	}
+	qr->srv = srv;
+	qr->policy = policy_ref(srv->policy);
+	qr->agent = agent;
+	qr->fwd = forward_pick(&agent->fwd, &srv->policy->fwd, q->lname);
+	qr->to = *to;
+	if (to->kind == REPLY_TCP)
+		tcp_conn_ref(to->conn);
+	qr->decision = *d;
+	qr->q = *q;
+	qr->wait = NULL;
+	qr->ans = NULL;
+	qr->fw_token = 0;
+	qr->grant = NULL;
+	qr->grant_life = 0;
+	qr->holds_slot = false;
+	dlist_add(&srv->live_queries, &qr->link);
+	/* Local answers (local_data:, hosts:) first: the operator's records, no upstream. */
+	struct answer *hit = local_answer(srv, srv->policy, q);
+	/* Over a cap on questions in flight, only the cache may answer. */
+	enum inflight_result cap =
+	    srv->inflight && !hit
+	        ? inflight_take(srv->inflight, (const struct sockaddr *)&to->client, &qr->slot)
+	        : INFLIGHT_OK;
+	qr->holds_slot = srv->inflight && !hit && cap == INFLIGHT_OK;
+	int rc = hit ? FETCH_HIT
+	             : fetch_answer(srv, qr->fwd, q->lname, q->qtype, q->qclass, q->edns_do,
+	                            cap == INFLIGHT_OK, on_fetched, qr, &hit, &qr->wait);
+	if (rc == FETCH_HIT) {
+		give_slot(qr);
+		qr->ans = hit;
+		on_answer(qr);
+	} else if (rc == FETCH_BUSY) {
+		srv->stats.servfail++;
+		srv->stats.inflight_refused++;
+		char why[96];
+		snprintf(why, sizeof(why), "moat: %s", inflight_result_str(cap));
+		answer_local(srv, to, q, agent, false, WIRE_SERVFAIL, WIRE_EDE_NOT_READY, why);
+		log_it(srv, to, q, agent->cfg.name, "allow", why, WIRE_SERVFAIL, false, NULL, -1);
+		query_free(qr);
+	} else if (rc < 0) {
+		answer_local(srv, to, q, agent, false, WIRE_SERVFAIL, 0, NULL);
+		log_it(srv, to, q, agent->cfg.name, "allow", "moat: could not reach upstream",
+		       WIRE_SERVFAIL, false, NULL, -1);
+		query_free(qr);
+	} else {
+		srv->stats.forwarded++;
+	}
 }
 
 void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, size_t len,
@@ -484,6 +556,15 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 		return;
 	}
 
+	/* Zone transfers, TSIG/TKEY, MAILA/MAILB, OPT as a type: never forwarded. */
+	if (wire_qtype_is_meta(q.qtype)) {
+		answer_local(srv, to, &q, NULL, false, WIRE_NOTIMP, WIRE_EDE_NOT_SUPPORTED,
+		             "moat: meta query type not supported");
+		log_it(srv, to, &q, agent->cfg.name, "notimp", "meta query type not supported",
+		       WIRE_NOTIMP, false, NULL, -1);
+		return;
+	}
+
 	/* Decide on the name. A deny is answered here and never leaves the box. */
 	struct policy_decision d;
 	policy_decide(srv->policy, agent, q.lname, q.qclass, &d);
@@ -526,48 +607,16 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 		return;
 	}
 
-	/* Forward with moatd's own query. */
-	struct query *qr = malloc(sizeof(*qr));
-	if (!qr) {
-		answer_local(srv, to, &q, agent, false, WIRE_SERVFAIL, 0, NULL);
-		return;
-	}
-	qr->srv = srv;
-	qr->policy = policy_ref(srv->policy);
-	qr->agent = agent;
-	qr->fwd = forward_pick(&agent->fwd, &srv->policy->fwd, q.lname);
-	qr->to = *to;
-	if (to->kind == REPLY_TCP)
-		tcp_conn_ref(to->conn);
-	qr->decision = d;
-	qr->q = q;
-	qr->wait = NULL;
-	qr->ans = NULL;
-	qr->fw_token = 0;
-	qr->grant = NULL;
-	qr->grant_life = 0;
-	dlist_add(&srv->live_queries, &qr->link);
-	/* Local answers (local_data:, hosts:) first: the operator's records, no upstream. */
-	struct answer *hit = local_answer(srv, srv->policy, &q);
-	int rc = hit ? FETCH_HIT
-	             : fetch_answer(srv, qr->fwd, q.lname, q.qtype, q.qclass, q.edns_do, on_fetched,
-	                            qr, &hit, &qr->wait);
-	if (rc == FETCH_HIT) {
-		qr->ans = hit;
-		on_answer(qr);
-	} else if (rc < 0) {
-		answer_local(srv, to, &q, agent, false, WIRE_SERVFAIL, 0, NULL);
-		log_it(srv, to, &q, agent->cfg.name, "allow", "moat: could not reach upstream",
-		       WIRE_SERVFAIL, false, NULL, -1);
-		query_free(qr);
-	} else {
-		srv->stats.forwarded++;
-	}
+	forward(srv, to, &q, agent, &d);
 }
 
 void query_cancel_all(struct server *srv)
 {
-	while (srv->live_queries.next != &srv->live_queries)
+	/* At shutdown: every query still waiting is dropped, and counted so (queries read =
+	 * answered + dropped, also when a client kept many waiting). */
+	while (srv->live_queries.next != &srv->live_queries) {
+		srv->stats.dropped++;
 		query_free((struct query *)((char *)srv->live_queries.next -
 		                            offsetof(struct query, link)));
+	}
 }

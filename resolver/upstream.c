@@ -67,6 +67,7 @@ struct upstream_pool {
 	uv_timer_t timer;
 	bool timer_closed;
 	struct upstream_req *dead; /* finished this turn, freed by upstream_flush */
+	uint32_t nsocks;           /* open or closing: at most srv->upool_max */
 };
 
 /* A TCP try at one upstream: its own handle, freed in its close callback, so a new attempt never
@@ -106,6 +107,13 @@ struct upstream_req {
 	struct sockaddr_storage addrs[]; /* the set's upstreams, copied */
 };
 
+uint32_t upstream_pool_max(uint32_t inflight_share, size_t nupstreams)
+{
+	/* Full sockets carry SOCK_INFLIGHT each; retired ones linger with fewer until their
+	 * last attempt ends: four times the tight count, and a few per upstream. */
+	return inflight_share / SOCK_INFLIGHT * 4 + 4 * (uint32_t)nupstreams + 4;
+}
+
 uint64_t server_now_us(void)
 {
 	return uv_hrtime() / 1000;
@@ -141,6 +149,7 @@ static struct up_sock *sock_of(struct dlist *d)
 static void on_sock_closed(uv_handle_t *h)
 {
 	struct up_sock *s = h->data;
+	s->srv->upool->nsocks--;
 	close(s->fd);
 	free(s);
 }
@@ -192,6 +201,10 @@ static struct up_sock *sock_open(struct server *srv, const struct sockaddr_stora
 	else
 		src.ss_family = to->sa_family;
 
+	/* The pool is bounded: at the cap an attempt fails over at once (and the caps on
+	 * questions in flight keep it from getting there in normal use). */
+	if (srv->upool->nsocks >= srv->upool_max)
+		return NULL;
 	int fd = socket(to->sa_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return NULL;
@@ -214,6 +227,7 @@ static struct up_sock *sock_open(struct server *srv, const struct sockaddr_stora
 	}
 	s->srv = srv;
 	s->fd = fd;
+	srv->upool->nsocks++;
 	memcpy(&s->to, u, sa_len(to));
 	s->born_ms = uv_now(srv->loop);
 	s->poll.data = s;

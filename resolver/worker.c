@@ -25,6 +25,7 @@ static pthread_barrier_t started, go;
  * a timer callback queued (a retry, a SERVFAIL) does not wait for the next event. */
 static void flush_all(struct server *w)
 {
+	tcp_resume_all(w);  /* first: what it answers is sent below */
 	metrics_publish(w); /* before the answers leave: a client that saw one sees it counted */
 	listen_flush_all(w);
 	upstream_flush(w);
@@ -74,6 +75,8 @@ int worker_init(struct server *w, unsigned index, unsigned nworkers, const struc
 	w->rl = rl;
 	w->reuseport = nworkers > 1;
 	w->tcp_max = (cfg->tcp_max_clients + nworkers - 1) / nworkers;
+	w->upool_max =
+	    upstream_pool_max((cfg->inflight_max + nworkers - 1) / nworkers, cfg->nupstreams);
 	dlist_init(&w->listeners);
 	dlist_init(&w->tcp_conns);
 	dlist_init(&w->upstream_reqs);

@@ -10,11 +10,18 @@
  *   upstream_attempts: 3                      # attempts in all before SERVFAIL
  *   tcp_idle_ms: 10000                        # idle TCP client connections are closed
  *   tcp_max_clients: 1024
+ *   tcp_max_queued: 65536                     # reply bytes queued per TCP connection; above
+ *                                             # it (or tcp_max_inflight) moatd stops reading
+ *   tcp_max_inflight: 64                      # queries in flight per TCP connection
+ *   inflight_max: 2048                        # questions waiting for an upstream, in all
+ *   inflight_per_client: 256                  # of them per client (IPv4, IPv6 /64); over
+ *                                             # either: SERVFAIL with EDE 14 (Not Ready)
  *   log: {file: /var/log/moat/queries.jsonl}  # "-" or absent: stdout
  *   highrisk: [extra-highrisk.txt]            # more names always denied (the shipped list stays)
  *   blocked_ranges: [extra-ranges.txt]        # more answer ranges refused (shipped list stays)
  *   zones_dir: /usr/share/moat                # where the shipped lists are (see moat/zonesdir.h)
- *   user: moat                                # drop to this user after binding (default: stay)
+ *   user: moat                                # drop to this user after binding (default:
+ *                                             # moat if it exists, else nobody; root: stay)
  *   workers: 1                                # threads, each with its own loop and cache share
  *   seccomp: true                             # system-call filter after start-up
  *   ratelimit_qps: 0                          # per client (IPv4, IPv6 /64); 0: no limit
@@ -129,6 +136,13 @@ struct config {
 	uint32_t upstream_attempts;
 	uint32_t tcp_idle_ms;
 	uint32_t tcp_max_clients;
+
+	/* Abuse limits (issue 12). */
+	uint32_t tcp_max_queued;   /* bytes of answers queued on one TCP connection */
+	uint32_t tcp_max_inflight; /* queries in flight on one TCP connection */
+	uint32_t inflight_max;     /* questions waiting for an upstream, in all */
+	uint32_t inflight_per_client;
+
 	uint32_t workers;          /* 1..CONFIG_WORKERS_MAX */
 	char *log_file;            /* owned; NULL means stdout */
 	char *user;                /* owned; NULL: keep the starting user */

@@ -63,6 +63,9 @@ void log_flush(FILE *f);
  * buffering stay; the new file descriptor replaces the old one under the stream's lock, so
  * other threads writing to f are safe. stdout is left alone. Returns 0 or MOAT_EIO. */
 int log_reopen(FILE *f, const char *path);
+/* The same with a descriptor already open for the new file (moatd under its filter opens it
+ * relative to the log's directory: logreopen.c). fd is consumed. */
+int log_reopen_fd(FILE *f, int fd);
 
 /* s as a JSON string with quotes ("null" for NULL) into out. Returns the length, or
  * MOAT_ESPACE (out is then cut but terminated). */

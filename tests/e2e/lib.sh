@@ -220,6 +220,9 @@ e2e_init() {
 	trap 'exit 143' TERM
 	e2e__reap_stale
 	E2E_WORK=$(mktemp -d "${TMPDIR:-/tmp}/moat-e2e-$E2E_NAME.XXXXXX")
+	# Searchable (not listable) by others: moatd started as root drops to an unprivileged user
+	# and re-reads its policy files there on SIGHUP (and reconnects to moat-fw's socket).
+	chmod 0711 "$E2E_WORK"
 	# AF_UNIX paths (the dnstap socket) must fit in 108 bytes.
 	((${#E2E_WORK} < 70)) || e2e_fail "work dir path too long: $E2E_WORK (set TMPDIR shorter)"
 	E2E_NS="moat-e2e-$E2E_NAME-$$"

@@ -24,8 +24,11 @@ run_demo() { # run_demo OUTFILE ARGS...: the demo's exit status
 summary() { grep '^moat-escape:' "$1" | tail -n 1; }
 escaped() { grep -E "^ +$2 " "$1" | grep -q ESCAPED; }
 
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+# In a directory of its own with a name of its own (a bare /tmp/tmp.* was seen swept away by
+# something else on a shared machine in the middle of a run).
+tmpdir=$(mktemp -d "${TMPDIR:-/tmp}/moat-test-demo.XXXXXX")
+out=$tmpdir/demo.out
+trap 'rm -rf "$tmpdir"' EXIT
 
 st=0
 run_demo "$out" || st=$?
@@ -52,6 +55,11 @@ grep -q "control failed" <<<"$(summary "$out")" || { cat "$out"; fail "--empty-a
 echo "empty allowlist: $(summary "$out")"
 
 # Stopped in the middle (TERM, as Ctrl-C would), the demo cleans up at once.
+# A file of its own, made before the demo starts: the redirection happens in the background
+# job, so the wait below could otherwise read the previous run's output from the same file
+# (seen: it found "escape tests against" there, then the new run truncated the file).
+out=$tmpdir/term.out
+: >"$out"
 setsid "$MOAT_SRC/tools/demo" --build-dir "$MOAT_BUILD" --no-deps >"$out" 2>&1 &
 demo=$!
 for ((i = 0; i < 300; i++)); do grep -q "escape tests against" "$out" && break; sleep 0.1; done

@@ -7,6 +7,9 @@
 # back by dnstap-ldns. All under the seccomp filter (the default).
 source "$(dirname "$0")/lib.sh"
 e2e_init operable
+# moatd drops to its default user (moat or nobody) and reopens its log here on SIGUSR1 as that
+# user: the log's directory is that user's, as an operator sets up /var/log/moat.
+chown "$(id -u moat 2>/dev/null || id -u nobody)" "$E2E_WORK"
 
 PY=/usr/bin/python3 # Debian's, where python3-prometheus-client lives
 CTL="$MOAT_BUILD/moatctl"

@@ -910,6 +910,29 @@ Test(config, daemon_key_defaults)
 	config_free(&cfg);
 }
 
+/* Issue 12: the abuse limits (TCP backpressure, questions in flight). */
+Test(config, abuse_limits)
+{
+	struct config cfg;
+	char err[256] = "";
+	config_init(&cfg);
+	cr_expect_eq(cfg.tcp_max_queued, 65536);
+	cr_expect_eq(cfg.tcp_max_inflight, 64);
+	cr_expect_eq(cfg.inflight_max, 2048);
+	cr_expect_eq(cfg.inflight_per_client, 256);
+	config_free(&cfg);
+	static const char text[] = "tcp_max_queued: 4096\ntcp_max_inflight: 8\n"
+	                           "inflight_max: 100\ninflight_per_client: 10\n";
+	cr_assert_eq(load(&cfg, text, err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(cfg.tcp_max_queued, 4096);
+	cr_expect_eq(cfg.tcp_max_inflight, 8);
+	cr_expect_eq(cfg.inflight_max, 100);
+	cr_expect_eq(cfg.inflight_per_client, 10);
+	config_free(&cfg);
+	expect_error("tcp_max_queued: 100\n", 1, "tcp_max_queued");
+	expect_error("inflight_per_client: 0\n", 1, "inflight_per_client");
+}
+
 Test(config, operating_keys)
 {
 	struct config cfg;

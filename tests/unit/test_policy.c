@@ -668,6 +668,21 @@ Test(snapshot, decide_embedded_address)
 	cr_expect_eq(d.verdict, POLICY_DENY_EMBEDDED, "private and not allow_private");
 }
 
+/* Regression (issue 12): only the leftmost embedded address was checked, so a harmless one in
+ * front hid a blocked one behind it. */
+Test(snapshot, decide_embedded_address_in_any_position)
+{
+	struct policy_decision d;
+	decide("10.1.2.4", "1-2-3-4.127-0-0-1.allowed.test", 1, &d);
+	cr_expect_eq(d.verdict, POLICY_DENY_EMBEDDED);
+	cr_expect_not_null(strstr(d.reason, "127.0.0.1"), "%s", d.reason);
+	decide("10.1.2.4", "x.8.8.8.8.a9fea9fe.allowed.test", 1, &d);
+	cr_expect_eq(d.verdict, POLICY_DENY_EMBEDDED);
+	cr_expect_not_null(strstr(d.reason, "169.254.169.254"), "%s", d.reason);
+	decide("10.1.2.4", "1-2-3-4.5-6-7-8.allowed.test", 1, &d);
+	cr_expect_eq(d.verdict, POLICY_ALLOW, "public addresses only: %s", d.reason);
+}
+
 Test(snapshot, decide_embedded_private_allowed)
 {
 	policy_unref(pol);
