@@ -4,7 +4,8 @@
 # atomic replace (moatctl compile renames over the file) plus SIGHUP switches the policy; a
 # corrupt or truncated replacement is refused and the old policy keeps answering; with
 # policy_pubkey only a compiled file signed by that key loads (unsigned, other key, changed
-# after signing and text lists are refused, the running policy stays).
+# after signing and text lists are refused, the running policy stays). moatd runs as its own
+# unprivileged user, so every reload maps and checks the files as that user.
 source "$(dirname "$0")/lib.sh"
 e2e_init compiled
 
@@ -35,6 +36,9 @@ e2e_assert_contains "$out" "configuration OK" "--check on compiled files"
 
 e2e_bg moatd "$MOAT_BUILD/moatd" -c "$C/moatd.yaml"
 e2e_wait_port udp 127.0.0.1 53
+# started as root, moatd runs as its own user: every reload below maps and checks as that user
+uid=$(awk '/^Uid:/ { print $3 }' "/proc/$(e2e_pid moatd)/status")
+[[ $uid != 0 ]] || e2e_fail "moatd kept root: the reloads would not show the unprivileged path"
 e2e_upstream_reset
 out=$(ask www.example.test)
 e2e_assert_eq NOERROR "$(status_of "$out")" "an allowed name"
