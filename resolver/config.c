@@ -19,6 +19,7 @@
 #include "moat/err.h"
 #include "moat/idn.h"
 #include "moat/name.h"
+#include "moat/policy_sig.h"
 #include "moat/pathfd.h"
 #include "moat/zonesdir.h"
 
@@ -1352,6 +1353,35 @@ static int config_agents(struct config_ctx *c, struct fy_node *v, int line)
 	return 0;
 }
 
+/* The keys of compiled and signed policy (moat/policy_file.h, moat/policy_sig.h). True if ks is
+ * one of them; *rc is then its result. The public key is read here so a bad one is an error at
+ * its line. */
+static bool config_policy_file_key(struct config_ctx *c, struct fy_node *v, int line,
+                                   const char *ks, size_t klen, int *rc)
+{
+	struct config *cfg = c->cfg;
+	if (config_key_is(ks, klen, "policy_pubkey")) {
+		char *path = NULL, why[512];
+		*rc = config_path(c, v, line, "policy_pubkey", true, &path);
+		if (*rc == 0 && policy_sig_read_key(path, cfg->policy_pubkey, 32, why, sizeof(why)))
+			*rc = config_fail(c, config_node_line(v, line), "policy_pubkey: %s", why);
+		cfg->has_policy_pubkey = *rc == 0;
+		free(path);
+		return true;
+	}
+	if (config_key_is(ks, klen, "policy_verify")) {
+		char mode[16];
+		*rc =
+		    config_scalar(c, v, line, "policy_verify", "full or quick", mode, sizeof(mode));
+		if (*rc == 0 && strcmp(mode, "full") && strcmp(mode, "quick"))
+			*rc = config_fail(c, config_node_line(v, line),
+			                  "policy_verify: expected full or quick");
+		cfg->policy_verify_quick = *rc == 0 && strcmp(mode, "quick") == 0;
+		return true;
+	}
+	return false;
+}
+
 static int config_root(struct config_ctx *c, struct fy_node *root)
 {
 	struct config *cfg = c->cfg;
@@ -1521,6 +1551,8 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 			rc = config_agents(c, v, line);
 		} else if (config_key_is(ks, klen, "forward")) {
 			rc = config_forwards(c, v, line, &cfg->forwards, &cfg->nforwards);
+		} else if (config_policy_file_key(c, v, line, ks, klen, &rc)) {
+			/* policy_pubkey, policy_verify */
 		} else if (config_key_is(ks, klen, "local_data")) {
 			rc = config_lines_list(c, v, line, "local_data", false, &cfg->local_data,
 			                       &cfg->local_lines, &cfg->nlocal);

@@ -57,6 +57,10 @@
  *       allow_private: true                   # answers may hold private addresses
  *   local_data: ["db.corp.internal A 10.1.2.3"]   # answered by moatd (A, AAAA, CNAME, TXT)
  *   hosts: [/etc/moat/hosts]                  # hosts(5) files answered the same way
+ *   policy_pubkey: /etc/moat/policy.key.pub   # load only compiled files signed with it
+ *   policy_verify: full                       # full | quick: how much of a compiled file
+ *                                             # is checked when it is mapped
+ * An allow: or highrisk: entry ending in .mpol is a compiled policy (moat/policy_file.h).
  */
 #ifndef MOAT_CONFIG_H
 #define MOAT_CONFIG_H
@@ -172,6 +176,11 @@ struct config {
 	 * costs about a microsecond a pattern; moatd sets a limit so a list of a million names
 	 * starts as fast as before, and --check always lints everything. */
 	size_t lint_max_patterns;
+	/* Compiled and signed policy (policy_file.h, policy_sig.h): with a key, only signed
+	 * compiled files load; quick checks a compiled file's header and small sections only. */
+	bool has_policy_pubkey;
+	uint8_t policy_pubkey[32];
+	bool policy_verify_quick;
 	/* operating the daemon (control.c, metrics_http.c, dnstap_out.c) */
 	char *control_path;  /* owned; NULL: no control socket */
 	char *control_group; /* owned; NULL: the group moatd starts with */

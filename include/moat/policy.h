@@ -92,7 +92,12 @@ bool policy_set_match(const struct policy_set *set, const uint8_t *lname, struct
 bool policy_set_match_below(const struct policy_set *set, const uint8_t *lname,
                             struct policy_rule *rule);
 
-/* Number of patterns. */
+/* Match more after set: policy_set_match and policy_set_match_below try set, then more (and
+ * what was chained to it before). set takes ownership of more. For the high-risk names, where
+ * the shipped text list and compiled files (moat/policy_file.h) are searched together. */
+void policy_set_chain(struct policy_set *set, struct policy_set *more);
+
+/* Number of patterns (of the set and what is chained to it). */
 size_t policy_set_count(const struct policy_set *set);
 
 /* Every distinct name of the set, in no particular order, with its exact and wildcard rules

@@ -37,6 +37,12 @@ static void usage(FILE *f)
 	      "  grants [AGENT] [--state DIR] moat-fw's live grants (its ledger, "
 	      "default " DEFAULT_STATE ")\n"
 	      "  check CONFIG                 validate a config and its policy files\n"
+	      "  compile [--highrisk] -o OUT.mpol FILE...\n"
+	      "                               compile text lists into one mapped file\n"
+	      "  verify [--pubkey K.pub] [--highrisk] FILE.mpol...\n"
+	      "                               check compiled files in full (and signatures)\n"
+	      "  sign --key K FILE...         write FILE.sig (Ed25519)\n"
+	      "  keygen -o K                  a signing key K and its public key K.pub\n"
 	      "  -s, --socket PATH            moatd's control socket (default " DEFAULT_SOCKET ")\n"
 	      "  --json                       print replies as one line of JSON\n",
 	      f);
@@ -256,6 +262,8 @@ int main(int argc, char **argv)
 	};
 	struct ctl_opts o = {DEFAULT_SOCKET, DEFAULT_STATE, NULL, NULL, false};
 	int ch;
+	if (ctl_policy_command(argc, argv, &ch)) /* compile, verify, sign, keygen: no daemon */
+		return ch;
 	while ((ch = getopt_long(argc, argv, "+s:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 's':
