@@ -38,13 +38,23 @@ static void mask_to(const uint8_t *in, unsigned bits, uint8_t *out)
 	}
 }
 
+/* MurmurHash3's finalizer: every input bit reaches the low bits the table index uses (IPv4
+ * ranges differ only in the last four bytes). */
+static uint64_t fmix64(uint64_t h)
+{
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ull;
+	return h ^ (h >> 33);
+}
+
 static size_t pc_hash(const uint8_t *a, uint8_t bits)
 {
 	uint64_t x, y;
 	memcpy(&x, a, 8);
 	memcpy(&y, a + 8, 8);
-	uint64_t h = (x * 0x9e3779b97f4a7c15ull) ^ (y + bits) * 0xc2b2ae3d27d4eb4full;
-	return (size_t)(h ^ (h >> 29));
+	return (size_t)fmix64(x ^ fmix64(y ^ bits));
 }
 
 static struct pc_slot *pc_find(const struct policy_clients *c, const uint8_t *a, uint8_t bits)

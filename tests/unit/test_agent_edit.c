@@ -261,8 +261,8 @@ Test(edit, index_matches_linear)
 			snprintf(addr, sizeof(addr), i % 4 == 1 ? "198.51.%u.%u" : "203.0.%u.%u", a,
 			         b);
 		else
-			snprintf(addr, sizeof(addr), i % 4 == 0 ? "2001:db8:%x::%x" : "10.%u.0.%u", a,
-			         b);
+			snprintf(addr, sizeof(addr), i % 4 == 0 ? "2001:db8:%x::%x" : "10.%u.0.%u",
+			         a, b);
 		const struct policy_agent *fast = agent_at(np, addr);
 		np->byclient = NULL;
 		const struct policy_agent *slow = agent_at(np, addr);

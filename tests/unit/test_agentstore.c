@@ -85,7 +85,8 @@ Test(format, refused)
 	for (size_t k = 1; k < n; k++)
 		for (int b = 0; b < 8; b++) {
 			v[k] ^= (uint8_t)(1u << b);
-			cr_assert_eq(decode("ci-2", v, n, &d, err), MOAT_EINVAL, "bit %d of %zu", b, k);
+			cr_assert_eq(decode("ci-2", v, n, &d, err), MOAT_EINVAL, "bit %d of %zu", b,
+			             k);
 			v[k] ^= (uint8_t)(1u << b);
 		}
 	/* the record of another name (the key is under the check) */
