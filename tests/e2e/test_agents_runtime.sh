@@ -4,8 +4,8 @@
 # are added in one batch (timed, checked against 2 s), and each answers by its own policy (a
 # sample across the range, plus agent A's name denied to agent B); they are still there after
 # a restart (the LMDB state_dir) and gone after `agent del`. Config agents are read-only, an
-# identical range and bad input are refused with a clear error. Under the seccomp filter (the
-# default): the store is written after the filter is in place.
+# identical range and bad input are refused with a clear error. As user nobody under the seccomp
+# filter (the default), two workers: the store is written after both are in place.
 source "$(dirname "$0")/lib.sh"
 e2e_init agentsrt
 
@@ -50,6 +50,8 @@ upstreams: ["127.0.0.1:5300"]
 log: {file: $E2E_WORK/queries.jsonl}
 control: $E2E_WORK/ctl.sock
 state_dir: $E2E_WORK/state
+user: nobody # agent add writes the store after privileges dropped and the filter is on
+workers: 2   # every worker gets each new snapshot
 agents:
   - name: ops
     clients: [127.0.0.1/32]
@@ -134,6 +136,8 @@ done
 out=$(dig_as "$(addr_of 8)" +short a8.fleet.test A)
 e2e_assert_eq 192.0.2.99 "$out" "a neighbour of a deleted agent keeps its policy"
 e2e_stop moatd2
+# This run stays root, so that the reload below can read the config in the private work dir.
+sed -i '/^user: nobody/d' "$E2E_WORK/moatd.yaml"
 start_moatd moatd3
 e2e_wait_log moatd3 "$((N - 23)) runtime agent(s) from"
 out=$(dig_as "$(addr_of 7)" a7.fleet.test A)
