@@ -1,7 +1,9 @@
 /* privdrop.c owns moatd's least-privilege step (see privdrop.h). The filter allows what
  * glibc, libuv (epoll, eventfd, timers, signals through a pipe) and moatd itself use: socket I/O
  * on already bound sockets, upstream sockets (socket/bind/connect), reading policy files again on
- * SIGHUP, memory management and clocks. Anything else fails with EPERM rather than killing the
+ * SIGHUP, memory management and clocks. The runtime agents' LMDB store (agentstore.c) is opened
+ * before the filter and written after it with only calls already here (pwrite64/writev, lseek,
+ * fdatasync on its open files, futex on its lock file's mutex): no call was added for it. Anything else fails with EPERM rather than killing the
  * process: a forgotten rare call then fails that one operation, closed, instead of taking the
  * resolver down. */
 #include <errno.h>
