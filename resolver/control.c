@@ -243,11 +243,10 @@ static void cmd_agents(struct ctl_conn *c)
 	for (size_t i = 0; i < p->nagents && n < REPLY_MAX - 512; i++) {
 		const struct policy_agent *a = &p->agents[i];
 		n += (size_t)snprintf(body + n, REPLY_MAX - n,
-		                      "%s{\"name\":\"%s\",\"runtime\":%s,\"deny\":\"%s\","
-		                      "\"allow_patterns\":%zu,"
+		                      "%s{\"name\":\"%s\",\"deny\":\"%s\",\"allow_patterns\":%zu,"
 		                      "\"strict_chain\":%s,\"allow_private\":%s,\"clients\":[",
-		                      i ? "," : "", a->cfg.name, a->runtime ? "true" : "false",
-		                      forms[a->cfg.deny], policy_set_count(a->allow),
+		                      i ? "," : "", a->cfg.name, forms[a->cfg.deny],
+		                      policy_set_count(a->allow),
 		                      a->cfg.strict_chain ? "true" : "false",
 		                      a->cfg.allow_private ? "true" : "false");
 		for (size_t k = 0; k < a->nclients && n < REPLY_MAX - 256; k++) {
@@ -255,7 +254,8 @@ static void cmd_agents(struct ctl_conn *c)
 			cidr_text(&a->clients[k], r, sizeof(r));
 			n += (size_t)snprintf(body + n, REPLY_MAX - n, "%s\"%s\"", k ? "," : "", r);
 		}
-		n += (size_t)snprintf(body + n, REPLY_MAX - n, "]}");
+		n += (size_t)snprintf(body + n, REPLY_MAX - n, "],\"runtime\":%s}",
+		                      a->runtime ? "true" : "false");
 	}
 	snprintf(body + n, REPLY_MAX - n, "]");
 	reply_ok(c, CTL_AGENTS, body);

@@ -115,8 +115,8 @@ check_agents() { # LABEL
 }
 check_agents "after add"
 out=$(ctl --json agents)
-e2e_assert_contains "$out" '"name":"a1000","runtime":true' "moatctl agents marks runtime agents"
-e2e_assert_contains "$out" '"name":"ops","runtime":false' "moatctl agents marks config agents"
+e2e_assert_contains "$(grep -o '{"name":"a1000"[^}]*}' <<<"$out")" '"runtime":true' "moatctl agents marks runtime agents"
+e2e_assert_contains "$(grep -o '{"name":"ops"[^}]*}' <<<"$out")" '"runtime":false' "moatctl agents marks config agents"
 out=$(ctl --json explain a7.fleet.test --client "$(addr_of 7)")
 e2e_assert_contains "$out" '"rule":"runtime:a7:1"' "explain names the runtime rule"
 
