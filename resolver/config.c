@@ -423,13 +423,14 @@ void config_free(struct config *cfg)
 	free(cfg->control_path);
 	free(cfg->control_group);
 	free(cfg->dnstap_path);
+	free(cfg->state_dir);
 	config_strv_free(&cfg->highrisk_files, &cfg->nhighrisk);
 	config_strv_free(&cfg->range_files, &cfg->nranges);
 	config_agents_free(cfg);
 	memset(cfg, 0, sizeof(*cfg));
 }
 
-static bool config_name_ok(const char *s, size_t len)
+bool config_name_ok(const char *s, size_t len)
 {
 	size_t i;
 
@@ -960,6 +961,15 @@ static int config_log(struct config_ctx *c, struct fy_node *v, int line)
 		return config_unknown(c, kline, ks, klen);
 	}
 	return 0;
+}
+
+/* state_dir: where moatd keeps the agents added at runtime (agentstore.c), relative to the
+ * config like the lists. */
+static int config_state_dir(struct config_ctx *c, struct fy_node *v, int line)
+{
+	free(c->cfg->state_dir);
+	c->cfg->state_dir = NULL;
+	return config_path(c, v, line, "state_dir", true, &c->cfg->state_dir);
 }
 
 /* dnstap: {file: PATH} or {socket: PATH}; exactly one of them. */
@@ -1535,6 +1545,8 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 			cfg->has_metrics = rc == 0;
 		} else if (config_key_is(ks, klen, "dnstap")) {
 			rc = config_dnstap(c, v, line);
+		} else if (config_key_is(ks, klen, "state_dir")) {
+			rc = config_state_dir(c, v, line);
 		} else if (config_key_is(ks, klen, "highrisk")) {
 			rc = config_paths(c, v, line, "highrisk", &cfg->highrisk_files,
 			                  &cfg->nhighrisk, true, NULL);

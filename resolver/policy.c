@@ -21,6 +21,7 @@
 #include "moat/local.h"
 #include "moat/name.h"
 #include "moat/policy.h"
+#include "moat/policy_clients.h"
 #include "moat/policy_lint.h"
 #include "policy_set.h"
 #include "moat/pathfd.h"
@@ -51,6 +52,7 @@ struct policy_set *policy_set_new(void)
 	if (!s)
 		return NULL;
 	randombytes_buf(s->key, sizeof(s->key));
+	s->refs = 1;
 	s->cap = 64;
 	s->slots = slots_alloc(s->cap);
 	if (!s->slots) {
@@ -60,8 +62,17 @@ struct policy_set *policy_set_new(void)
 	return s;
 }
 
+struct policy_set *policy_set_ref(struct policy_set *s)
+{
+	__atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
+	return s;
+}
+
 void policy_set_free(struct policy_set *s)
 {
+	/* The head's count covers the chain: the sets chained to it are its own. */
+	if (!s || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) > 0)
+		return;
 	while (s) {
 		struct policy_set *next = s->next;
 		if (s->map) {
@@ -531,6 +542,29 @@ int policy_set_load_file(struct policy_set *s, const char *path, char *err, size
 	return rc;
 }
 
+int policy_set_load_lines(struct policy_set *s, const char *const *lines, size_t n,
+                          const char *label, char *err, size_t errlen)
+{
+	size_t bytes = n;
+	for (size_t i = 0; i < n; i++)
+		bytes += strlen(lines[i]);
+	static _Thread_local struct load_batch bt;
+	bt.n = 0;
+	int rc = set_reserve(s, n, bytes);
+	if (!rc)
+		rc = set_file_index(s, label, &bt.fidx);
+	if (rc) {
+		snprintf(err, errlen, "%s: %s", label, moat_strerror(rc));
+		return rc;
+	}
+	for (size_t i = 0; i < n && !rc; i++)
+		rc = load_line(s, &bt, lines[i], strlen(lines[i]), label, (uint32_t)i + 1, err,
+		               errlen);
+	if (!rc && (rc = batch_flush(s, &bt)))
+		snprintf(err, errlen, "%s: %s", label, moat_strerror(rc));
+	return rc;
+}
+
 void policy_set_lint_to(struct policy_set *s, struct policy_lint *lint)
 {
 	s->lint = lint;
@@ -634,12 +668,18 @@ void policy_unref(struct policy *p)
 	/* Workers share snapshots: the last one to let go frees it, on its own thread. */
 	if (!p || __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) > 0)
 		return;
-	for (size_t i = 0; i < p->nagents; i++) {
+	for (size_t i = p->base ? p->nconfig : 0; i < p->nagents; i++) {
 		free(p->agents[i].clients);
 		policy_set_free(p->agents[i].allow);
 		forward_table_free(&p->agents[i].fwd);
 	}
 	free(p->agents);
+	policy_clients_free(p->byclient);
+	if (p->base) {
+		policy_unref(p->base);
+		free(p);
+		return;
+	}
 	policy_lint_free(p->lint);
 	forward_table_free(&p->fwd);
 	local_data_free(p->local);
@@ -650,6 +690,9 @@ void policy_unref(struct policy *p)
 
 const struct policy_agent *policy_agent_for(const struct policy *p, const struct sockaddr *client)
 {
+	if (p->byclient)
+		return policy_clients_find(p, client);
+	/* A snapshot without its index (built by hand, in tests): the same answer, linearly. */
 	const struct policy_agent *best = NULL;
 	int best_bits = -1;
 	for (size_t i = 0; i < p->nagents; i++)

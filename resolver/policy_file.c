@@ -323,6 +323,7 @@ static int pf_set(void *map, size_t len, const struct pfile_header *h, bool high
 		snprintf(err, errlen, "%s: out of memory", path);
 		return MOAT_ENOMEM;
 	}
+	s->refs = 1;
 	uint8_t *m = map;
 	s->map = map;
 	s->map_len = len;

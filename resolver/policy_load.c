@@ -10,6 +10,7 @@
 #include "moat/local.h"
 #include "moat/policy.h"
 #include "moat/policy_file.h"
+#include "moat/policy_clients.h"
 #include "moat/policy_lint.h"
 
 /* An allowlist that cannot be opened: say where the config names it. */
@@ -149,6 +150,9 @@ int policy_load(const struct config *cfg, struct policy **out, char *err, size_t
 			goto fail;
 	if ((rc = local_load(cfg, p, err, errlen)))
 		goto fail;
+	p->nconfig = p->nagents;
+	if (policy_clients_build(p))
+		goto fail_msg;
 	*out = p;
 	return 0;
 fail_msg:

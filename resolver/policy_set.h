@@ -36,6 +36,7 @@ struct pset_ports {
 };
 
 struct policy_set {
+	int refs;                 /* atomic: snapshots share sets (a runtime agent edit) */
 	struct policy_lint *lint; /* borrowed; NULL: duplicates pass silently */
 	uint8_t key[crypto_shorthash_KEYBYTES];
 	uint8_t *arena; /* owned (mapped: in the mapping): the wire names, back to back */

@@ -188,6 +188,7 @@ struct config {
 	bool has_metrics;
 	char *dnstap_path;  /* owned; NULL: no dnstap */
 	bool dnstap_socket; /* dnstap_path is a Frame Streams socket, not a file */
+	char *state_dir;    /* owned; NULL: no runtime agents (agentstore.c) */
 };
 
 /* Fill cfg with defaults (no listeners, no upstreams, no agents, shipped zone files from
@@ -230,6 +231,9 @@ void config_cidr_text(const struct cidr *c, char *out, size_t cap);
 
 /* True if the address (AF_INET or AF_INET6 sockaddr) lies in the range. */
 bool config_cidr_contains(const struct cidr *c, const struct sockaddr *sa);
+
+/* An agent name: 1 to CONFIG_NAME_MAX - 1 of A-Z a-z 0-9 _ . - */
+bool config_name_ok(const char *s, size_t len);
 
 /* Add a string to an owned string array (for flags). Returns 0 or MOAT_ENOMEM. */
 int config_strv_push(char ***v, size_t *n, const char *s);

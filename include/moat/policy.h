@@ -65,8 +65,11 @@ int policy_ports_union(struct policy_ports *into, const struct policy_ports *add
 /* "tcp/80,443 udp/123", or "any" for NULL. Returns the length or MOAT_ESPACE. */
 int policy_ports_format(const struct policy_ports *l, char *out, size_t cap);
 
-/* A new empty set. Ownership: caller frees with policy_set_free. NULL on allocation failure. */
+/* A new empty set. Ownership: caller frees with policy_set_free. NULL on allocation failure.
+ * Sets are reference-counted: policy_set_ref takes one more reference (snapshots that share an
+ * agent's set), policy_set_free drops one and frees the set with the last. */
 struct policy_set *policy_set_new(void);
+struct policy_set *policy_set_ref(struct policy_set *set);
 void policy_set_free(struct policy_set *set);
 
 /* Add one pattern (text, with or without "*." and trailing dot). file/line are recorded for
@@ -78,6 +81,11 @@ int policy_set_add(struct policy_set *set, const char *pattern, size_t len, cons
  * blank lines skipped. On the first bad line returns MOAT_EINVAL (MOAT_ELIMIT for too many ports)
  * with err = "path:line: reason". */
 int policy_set_load_file(struct policy_set *set, const char *path, char *err, size_t errlen);
+
+/* The same, from n lines in memory (a runtime agent's patterns, moat/agentstore.h): label
+ * stands for the file name in rules and errors ("label:line: reason"). */
+int policy_set_load_lines(struct policy_set *set, const char *const *lines, size_t n,
+                          const char *label, char *err, size_t errlen);
 
 /* Refuse ports in the files loaded into this set from now on (the high-risk list: a port there
  * would read as "high-risk only on this port"). */
@@ -116,6 +124,7 @@ struct policy_agent {
 	size_t nclients;
 	struct policy_set *allow; /* owned */
 	struct forward_table fwd; /* owned: this agent's forward zones */
+	bool runtime;             /* added by `moatctl agent add` (agent_edit.c), not the config */
 };
 
 struct policy {
@@ -128,6 +137,12 @@ struct policy {
 	bool lint_skipped;           /* more patterns than cfg->lint_max_patterns: not linted */
 	struct forward_table fwd;    /* owned: the global forward zones */
 	struct local_data *local;    /* owned: local answers (moat/local.h); NULL: none */
+	struct policy_clients *byclient; /* owned: agent by client address (policy_clients.h) */
+	/* A snapshot edited at runtime (agent_edit.c) borrows, through a reference to base (the
+	 * snapshot policy_load built), everything but the runtime agents: highrisk, guard, lint,
+	 * fwd, local and agents[0..nconfig), shallow copies of base's. */
+	struct policy *base; /* one reference; NULL: this is a loaded snapshot */
+	size_t nconfig;      /* agents from the config; the runtime ones follow */
 };
 
 /* Build a snapshot from a validated config: reads every allowlist, high-risk and range file.

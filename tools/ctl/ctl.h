@@ -22,4 +22,16 @@ int ctl_keygen_main(int argc, char **argv);  /* sign.c */
  * *status; false if it is not one of them. */
 bool ctl_policy_command(int argc, char **argv, int *status);
 
+/* main.c: send text (len bytes) on the control socket at path and read nreplies reply lines
+ * into a malloc'd string (the caller frees it). NULL on failure (message printed). */
+char *ctl_ask(const char *path, const char *text, size_t len, size_t nreplies);
+
+/* main.c: the reply's "error" text on stderr. */
+void ctl_print_error(const char *reply);
+
+/* agent.c: `moatctl agent add|del ...` (argv after "agent") and `moatctl batch`. Return the exit
+ * status. */
+int ctl_agent(int argc, char **argv, const char *sock, bool raw);
+int ctl_batch(const char *sock, bool raw);
+
 #endif
