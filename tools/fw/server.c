@@ -562,6 +562,11 @@ static void fwsrv_flush(struct fwsrv *srv)
 			denied++;
 		else
 			failed++;
+	}
+	/* Counted before the ACKs: a scrape after an ACK sees its grant. */
+	fwmetrics_grants(n, ok, denied, failed);
+	for (size_t i = 0; i < n; i++) {
+		struct fwsrv_pending *p = &srv->pending[i];
 		/* fwsrv_send_ack may close the connection, which clears later entries' conn. */
 		fwsrv_send_ack(p->conn, p->status, p->g.seq,
 		               p->status == FWPROTO_OK ? p->lifetime : 0);
@@ -571,7 +576,6 @@ static void fwsrv_flush(struct fwsrv *srv)
 	        "moat-fw: batch grants=%zu ok=%zu denied=%zu failed=%zu addresses=%zu "
 	        "nft_ms=%.3f ledger_ms=%.3f total_ms=%.3f\n",
 	        n, ok, denied, failed, u, nft_ms, ledger_ms, fwsrv_ms() - t0);
-	fwmetrics_grants(n, ok, denied, failed);
 }
 
 static void fwsrv_check_cb(uv_check_t *h)
