@@ -28,7 +28,7 @@ static void fw_usage(FILE *f)
 	    "               --resolver ADDR[:PORT]... [--state DIR] [--ranges FILE]...\n"
 	    "               [--inbound tcp/PORT|udp/PORT]... [--dhcp] [--allow-private]\n"
 	    "               [--moatd-user USER] [--socket-group GROUP] [--user USER]\n"
-	    "               [--min-lifetime S] [--max-lifetime S]\n"
+	    "               [--min-lifetime S] [--max-lifetime S] [--metrics ADDR:PORT]\n"
 	    "       moat-fw --remove [--netns NAME|PATH]\n"
 	    "  --socket PATH       Unix SOCK_SEQPACKET socket moatd sends grants to (mode 0660)\n"
 	    "  --netns NAME|PATH   filter inside the sandbox's network namespace: a name under\n"
@@ -54,6 +54,8 @@ static void fw_usage(FILE *f)
 	    "  --ranges FILE       more always-deny ranges (the shipped list is always loaded)\n"
 	    "  --min-lifetime S    shortest grant in seconds (default %d)\n"
 	    "  --max-lifetime S    longest grant in seconds (default %d, at most %d)\n"
+	    "  --metrics ADDR:PORT serve Prometheus metrics on GET /metrics there, in the\n"
+	    "                      namespace moat-fw starts in (off by default)\n"
 	    "  --remove            delete table inet moat and say what it held, then exit\n"
 	    "  --version           print the version and exit\n",
 	    FWSRV_DEFAULT_MIN, FWSRV_DEFAULT_MAX, FWSRV_LIFETIME_CAP);
@@ -238,6 +240,9 @@ static const char *fw_option(struct fw_cli *cli, int c, const char *arg)
 	case 'U':
 		cli->user = arg;
 		return NULL;
+	case 'P':
+		o->metrics = arg;
+		return NULL;
 	default: /* 'X' */
 		cli->remove = true;
 		return NULL;
@@ -285,6 +290,7 @@ int main(int argc, char **argv)
 	    {"moatd-user", required_argument, NULL, 'u'},
 	    {"socket-group", required_argument, NULL, 'g'},
 	    {"user", required_argument, NULL, 'U'},
+	    {"metrics", required_argument, NULL, 'P'},
 	    {"remove", no_argument, NULL, 'X'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},

@@ -8,11 +8,13 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* Drop to uid/gid (0/0: stay uid 0) with only CAP_NET_ADMIN, then load the filter. Returns 0,
- * or a negative MOAT_* code with err set (the caller then stops). */
-int fwprivs_drop(uid_t uid, gid_t gid, char *err, size_t errlen);
+/* Drop to uid/gid (0/0: stay uid 0) with only CAP_NET_ADMIN and no_new_privs. Returns 0, or a
+ * negative MOAT_* code with err set (the caller then stops). A thread started after it (the
+ * metrics server) inherits only that. */
+int fwprivs_drop_caps(uid_t uid, gid_t gid, char *err, size_t errlen);
 
-/* Only the system-call filter (exposed for the unit test, which loads it in a child). */
+/* Then the system-call filter, for every thread of the process (the unit test loads it in a
+ * child). Same returns. */
 int fwprivs_filter(char *err, size_t errlen);
 
 #endif

@@ -13,12 +13,14 @@
 
 #include "hostnet.h"
 #include "ledger.h"
+#include "metrics.h"
 #include "nft_batch.h"
 #include "privs.h"
 #include "startck.h"
 #include "moat/addrguard.h"
 #include "moat/err.h"
 #include "moat/sdnotify.h"
+#include "moat/version.h"
 #include "moat/zonesdir.h"
 
 #include <errno.h>
@@ -560,6 +562,11 @@ static void fwsrv_flush(struct fwsrv *srv)
 			denied++;
 		else
 			failed++;
+	}
+	/* Counted before the ACKs: a scrape after an ACK sees its grant. */
+	fwmetrics_grants(n, ok, denied, failed);
+	for (size_t i = 0; i < n; i++) {
+		struct fwsrv_pending *p = &srv->pending[i];
 		/* fwsrv_send_ack may close the connection, which clears later entries' conn. */
 		fwsrv_send_ack(p->conn, p->status, p->g.seq,
 		               p->status == FWPROTO_OK ? p->lifetime : 0);
@@ -583,6 +590,7 @@ static void fwsrv_sync_cb(uv_timer_t *h)
 	struct fwsrv *srv = h->data;
 	if (ledger_sync(srv->ledger) < 0)
 		fprintf(stderr, "moat-fw: ledger sync failed\n");
+	fwmetrics_refresh(srv->nft, srv->ledger);
 	if (srv->o->placement == FWNFT_FORWARD) {
 		/* The host's addresses may change; a failed read keeps the last list. */
 		struct fwnft_range *own = NULL;
@@ -911,6 +919,10 @@ int fwsrv_run(const struct fwsrv_opts *o)
 	 * every netlink socket libnftables opens from now on will talk. */
 	if (fwsrv_listen(srv) < 0)
 		goto out;
+	if (o->metrics && fwmetrics_bind(o->metrics, err, sizeof(err)) < 0) {
+		fprintf(stderr, "moat-fw: %s\n", err);
+		goto out;
+	}
 	if (o->netns && fwsrv_enter_sandbox(srv) < 0)
 		goto out;
 	if (fwsrv_open_nft(srv) < 0)
@@ -925,10 +937,13 @@ int fwsrv_run(const struct fwsrv_opts *o)
 	{
 		/* Set up: from here on only CAP_NET_ADMIN, and no network sockets. */
 		char perr[256];
-		if (fwprivs_drop(o->run_uid, o->run_gid, perr, sizeof(perr)) < 0) {
+		if (fwprivs_drop_caps(o->run_uid, o->run_gid, perr, sizeof(perr)) < 0 ||
+		    fwmetrics_serve(MOAT_VERSION_FULL, perr, sizeof(perr)) < 0 ||
+		    fwprivs_filter(perr, sizeof(perr)) < 0) {
 			fprintf(stderr, "moat-fw: %s\n", perr);
 			goto out;
 		}
+		fwmetrics_refresh(srv->nft, srv->ledger);
 	}
 	fprintf(stderr, "moat-fw: listening on %s (lifetimes %u..%u s)\n", o->socket_path,
 	        o->min_lifetime, o->max_lifetime);
@@ -950,6 +965,7 @@ out:
 		/* Only the path is removed; the rules stay (closed stays closed). */
 		unlink(o->socket_path);
 	}
+	fwmetrics_stop();
 	sdnotify_close();
 	ledger_close(srv->ledger);
 	fwnft_close(srv->nft);
