@@ -356,6 +356,80 @@ int policy_set_add(struct policy_set *s, const char *pattern, size_t len, const 
 	                  NULL);
 }
 
+int policy_set_add_wire(struct policy_set *s, const uint8_t *lname, bool wild, const char *file,
+                        uint32_t line)
+{
+	int wl = name_wire_len(lname, NAME_MAXWIRE);
+	if (wl < 0 || (wild && wl == 1))
+		return MOAT_EINVAL; /* "*." would match every name */
+	for (const uint8_t *p = lname; *p; p = name_parent(p))
+		if (memchr(p + 1, '*', *p))
+			return MOAT_EINVAL;
+	uint16_t fidx = 0;
+	int rc = set_file_index(s, file ? file : "-", &fidx);
+	if (rc)
+		return rc;
+	return set_insert(s, lname, (size_t)wl, set_tag(s, lname, (size_t)wl), wild, fidx, line,
+	                  NULL);
+}
+
+/* The slot stays (its name still leads probes to the names placed after it); only the rule
+ * goes, so a lookup that lands there finds nothing listed. */
+int policy_set_remove_wire(struct policy_set *s, const uint8_t *lname, bool wild)
+{
+	int wl = name_wire_len(lname, NAME_MAXWIRE);
+	if (wl < 0)
+		return MOAT_EINVAL;
+	struct pslot *sl = set_find(s, lname, (size_t)wl, set_tag(s, lname, (size_t)wl));
+	uint32_t *r = wild ? &sl->wild : &sl->exact;
+	if (sl->name_off == SLOT_EMPTY || !*r)
+		return MOAT_ENOENT;
+	ports_merge(s, *r, NULL); /* drops its port entry, if any */
+	*r = 0;
+	s->npatterns--;
+	return 0;
+}
+
+bool policy_set_has_wire(const struct policy_set *s, const uint8_t *lname, bool wild)
+{
+	int wl = name_wire_len(lname, NAME_MAXWIRE);
+	if (wl < 0)
+		return false;
+	const struct pslot *sl = set_find(s, lname, (size_t)wl, set_tag(s, lname, (size_t)wl));
+	return sl->name_off != SLOT_EMPTY && (wild ? sl->wild : sl->exact);
+}
+
+struct policy_set *policy_set_clone(const struct policy_set *o)
+{
+	struct policy_set *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	*s = *o;
+	s->lint = NULL;
+	s->arena = NULL;
+	s->files = NULL;
+	s->ports = NULL;
+	s->nfiles = s->nports = s->ports_cap = 0;
+	if (!(s->slots = slots_alloc(o->cap)) || (o->arena_cap && !(s->arena = malloc(o->arena_cap))) ||
+	    (o->nports && !(s->ports = malloc(o->nports * sizeof(*s->ports)))) ||
+	    (o->nfiles && !(s->files = calloc(o->nfiles, sizeof(*s->files))))) {
+		policy_set_free(s);
+		return NULL;
+	}
+	memcpy(s->slots, o->slots, o->cap * sizeof(*s->slots));
+	if (o->arena_len)
+		memcpy(s->arena, o->arena, o->arena_len);
+	if (o->nports)
+		memcpy(s->ports, o->ports, o->nports * sizeof(*s->ports));
+	s->nports = s->ports_cap = o->nports;
+	for (; s->nfiles < o->nfiles; s->nfiles++)
+		if (!(s->files[s->nfiles] = strdup(o->files[s->nfiles]))) {
+			policy_set_free(s);
+			return NULL;
+		}
+	return s;
+}
+
 /* Make room for n more names and bytes more arena at once: loading a large file then touches
  * each page of the table and the arena once instead of at every doubling. */
 static int set_reserve(struct policy_set *s, size_t n, size_t bytes)
@@ -550,17 +624,19 @@ void policy_set_each(const struct policy_set *s, policy_set_each_cb cb, void *ct
 {
 	for (size_t i = 0; i < s->cap; i++) {
 		const struct pslot *sl = &s->slots[i];
-		if (sl->name_off == SLOT_EMPTY)
-			continue;
+		if (sl->name_off == SLOT_EMPTY || (!sl->exact && !sl->wild))
+			continue; /* empty, or every rule of the name removed */
 		struct policy_rule ex = {0}, wi = {0};
 		if (sl->exact)
 			ex = (struct policy_rule){s->files[RULE_FILE(sl->exact) - 1],
 			                          RULE_LINE(sl->exact), false,
-			                          s->nports ? ports_find(s, sl->exact) : NULL};
+			                          s->nports ? ports_find(s, sl->exact) : NULL,
+			                          SLOT_NAME(s, sl)};
 		if (sl->wild)
 			wi = (struct policy_rule){s->files[RULE_FILE(sl->wild) - 1],
 			                          RULE_LINE(sl->wild), true,
-			                          s->nports ? ports_find(s, sl->wild) : NULL};
+			                          s->nports ? ports_find(s, sl->wild) : NULL,
+			                          SLOT_NAME(s, sl)};
 		cb(ctx, SLOT_NAME(s, sl), sl->exact ? &ex : NULL, sl->wild ? &wi : NULL);
 	}
 }
@@ -579,7 +655,8 @@ bool policy_set_match(const struct policy_set *s, const uint8_t *lname, struct p
 		if (rule)
 			*rule = (struct policy_rule){s->files[RULE_FILE(sl->exact) - 1],
 			                             RULE_LINE(sl->exact), false,
-			                             s->nports ? ports_find(s, sl->exact) : NULL};
+			                             s->nports ? ports_find(s, sl->exact) : NULL,
+			                             lname};
 		return true;
 	}
 	return policy_set_match_below(s, lname, rule);
@@ -596,7 +673,7 @@ bool policy_set_match_below(const struct policy_set *s, const uint8_t *lname,
 			if (rule)
 				*rule = (struct policy_rule){
 				    s->files[RULE_FILE(sl->wild) - 1], RULE_LINE(sl->wild), true,
-				    s->nports ? ports_find(s, sl->wild) : NULL};
+				    s->nports ? ports_find(s, sl->wild) : NULL, p};
 			return true;
 		}
 	}
@@ -616,6 +693,14 @@ void policy_unref(struct policy *p)
 	/* Workers share snapshots: the last one to let go frees it, on its own thread. */
 	if (!p || __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) > 0)
 		return;
+	if (p->base) { /* made by policy_with_rpz: only its RPZ array is its own */
+		struct policy *base = p->base;
+		policy_rpz_release(p);
+		free(p);
+		policy_unref(base);
+		return;
+	}
+	policy_rpz_release(p);
 	for (size_t i = 0; i < p->nagents; i++) {
 		free(p->agents[i].clients);
 		policy_set_free(p->agents[i].allow);
@@ -650,6 +735,8 @@ static bool class_blocks(enum addr_class cls, const struct policy_agent *agent)
 	return cls == ADDR_ALWAYS || (cls == ADDR_PRIVATE && !agent->cfg.allow_private);
 }
 
+static void reason_set(struct policy_decision *out, const char *a, const char *b, int line);
+
 /* The checks that apply to every name moat would send upstream, in order of severity. */
 static enum policy_verdict check_name(const struct policy *p, const struct policy_agent *agent,
                                       const uint8_t *lname, struct policy_decision *out)
@@ -670,6 +757,13 @@ static enum policy_verdict check_name(const struct policy *p, const struct polic
 		out->alert = true;
 		snprintf(out->reason, sizeof(out->reason), "moat: high-risk name (%s:%u)",
 		         out->rule.file, out->rule.line);
+		return out->verdict;
+	}
+	if (p->nhighrisk_rpz && policy_rpz_highrisk(p, lname, &out->rule, &out->nodata)) {
+		out->verdict = POLICY_DENY_HIGHRISK;
+		out->alert = true;
+		reason_set(out, "moat: high-risk name by ", out->rule.file,
+		           out->rule.line ? (int)out->rule.line : -1);
 		return out->verdict;
 	}
 	if (iplit_embedded_v4(lname, addr) &&
@@ -722,6 +816,12 @@ void policy_decide(const struct policy *p, const struct policy_agent *agent, con
 		reason_set(out, "allowed by ", out->rule.file, (int)out->rule.line);
 		return;
 	}
+	if (agent->nallow_rpz && policy_rpz_allows(p, agent, lname, &out->rule)) {
+		out->verdict = POLICY_ALLOW;
+		reason_set(out, "allowed by ", out->rule.file,
+		           out->rule.line ? (int)out->rule.line : -1);
+		return;
+	}
 	out->verdict = POLICY_DENY_NOT_ALLOWED;
 	reason_set(out, "moat: not on allowlist of agent ", agent->cfg.name, -1);
 }
@@ -732,7 +832,8 @@ enum policy_verdict policy_check_chain(const struct policy *p, const struct poli
 	memset(out, 0, sizeof(*out));
 	if (check_name(p, agent, lname, out) != POLICY_ALLOW)
 		return out->verdict;
-	bool listed = policy_set_match(agent->allow, lname, &out->rule);
+	bool listed = policy_set_match(agent->allow, lname, &out->rule) ||
+	              (agent->nallow_rpz && policy_rpz_allows(p, agent, lname, &out->rule));
 	if (agent->cfg.strict_chain && !listed) {
 		char txt[NAME_MAXTEXT];
 		name_to_text(lname, txt, sizeof(txt));

@@ -147,6 +147,8 @@ int policy_load(const struct config *cfg, struct policy **out, char *err, size_t
 			goto fail;
 	if ((rc = local_load(cfg, p, err, errlen)))
 		goto fail;
+	if ((rc = policy_rpz_load(cfg, p, err, errlen)))
+		goto fail;
 	*out = p;
 	return 0;
 fail_msg:

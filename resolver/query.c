@@ -413,9 +413,11 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 	if (d.verdict != POLICY_ALLOW) {
 		srv->stats.denied++;
 		bool class_deny = d.verdict == POLICY_DENY_CLASS;
-		answer_local(srv, to, &q, agent, !class_deny, WIRE_REFUSED, WIRE_EDE_BLOCKED,
-		             d.reason);
-		int rcode = class_deny || agent->cfg.deny == DENY_REFUSED ? WIRE_REFUSED
+		/* an RPZ NODATA trigger: NOERROR without records, whatever the agent's form */
+		answer_local(srv, to, &q, agent, !class_deny && !d.nodata,
+		             d.nodata ? WIRE_NOERROR : WIRE_REFUSED, WIRE_EDE_BLOCKED, d.reason);
+		int rcode = d.nodata ? WIRE_NOERROR
+		            : class_deny || agent->cfg.deny == DENY_REFUSED ? WIRE_REFUSED
 		            : agent->cfg.deny == DENY_SINKHOLE            ? WIRE_NOERROR
 		                                                          : WIRE_NXDOMAIN;
 		log_it(srv, to, &q, agent->cfg.name, policy_verdict_str(d.verdict), d.reason, rcode,

@@ -46,6 +46,14 @@
  *       allow_private: true                   # answers may hold private addresses
  *   local_data: ["db.corp.internal A 10.1.2.3"]   # answered by moatd (A, AAAA, CNAME, TXT)
  *   hosts: [/etc/moat/hosts]                  # hosts(5) files answered the same way
+ *   rpz:                                      # RPZ zones (moat/rpz.h), by file or transfer
+ *     - {name: feed, file: zones/feed.rpz}    # name: [A-Za-z0-9_.-]{1,63}
+ *     - name: threats
+ *       primary: 192.0.2.1:53                 # AXFR/IXFR from here; NOTIFY only from here
+ *       zone: rpz.example.                    # required with primary
+ *       tsig: {name: k1, algorithm: hmac-sha256, secret: BASE64}
+ *   highrisk_rpz: [threats]                   # RPZ zones of high-risk names
+ *   (an agent's allow: entry "rpz:NAME" takes the zone's rpz-passthru triggers)
  */
 #ifndef MOAT_CONFIG_H
 #define MOAT_CONFIG_H
@@ -80,6 +88,17 @@ struct config_forward {
 	int line;
 };
 
+/* An RPZ zone: from a file, or transferred from a primary (with TSIG if tsig_name is set). */
+struct config_rpz {
+	char name[CONFIG_NAME_MAX];
+	char *file;                      /* owned; NULL: transferred */
+	uint8_t zone[256];               /* lower-cased wire origin; zone[0] == 0: unset */
+	struct sockaddr_storage primary; /* ss_family 0: none */
+	char tsig_name[256], tsig_alg[64];
+	char *tsig_secret; /* owned; base64 */
+	int line;
+};
+
 struct config_agent {
 	char name[CONFIG_NAME_MAX];
 	struct cidr *clients; /* owned */
@@ -99,6 +118,9 @@ struct config_agent {
 	int sink_line;     /* of an explicit sinkhole: list; 0 when the defaults apply */
 	struct config_forward *forwards; /* owned: this agent's forward zones */
 	size_t nforwards;
+	char **allow_rpz; /* owned: names of RPZ zones in allow: ("rpz:NAME") */
+	int *allow_rpz_lines;
+	size_t nallow_rpz;
 };
 
 /* Lines of the top-level values checked after parsing (config_check.c). Each array belongs to
@@ -154,6 +176,11 @@ struct config {
 	 * costs about a microsecond a pattern; moatd sets a limit so a list of a million names
 	 * starts as fast as before, and --check always lints everything. */
 	size_t lint_max_patterns;
+	struct config_rpz *rpz; /* owned: RPZ zones */
+	size_t nrpz;
+	char **highrisk_rpz; /* owned: names of RPZ zones of high-risk names */
+	int *highrisk_rpz_lines;
+	size_t nhighrisk_rpz;
 };
 
 /* Fill cfg with defaults (no listeners, no upstreams, no agents, shipped zone files from
