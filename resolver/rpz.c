@@ -308,6 +308,7 @@ int rpz_load_file(enum rpz_kind kind, const char *path, const uint8_t *origin,
 		return rc;
 	}
 	d->loaded = true;
+	d->file = true;
 	*out = d;
 	return 0;
 }
@@ -337,7 +338,10 @@ bool rpz_match(const struct rpz_data *d, const uint8_t *lname, enum rpz_action *
 		return false;
 	if (act)
 		*act = (enum rpz_action)besta;
-	if (rule)
+	if (rule) {
 		*rule = best;
+		if (!d->file)
+			rule->line = 0; /* the set numbers every rule; a transfer has no lines */
+	}
 	return true;
 }

@@ -33,7 +33,8 @@ struct rpz_data {
 	char *label; /* owned: rule "file" for explanations (the file path, or "rpz:NAME") */
 	uint8_t origin[NAME_MAXWIRE]; /* lower-cased wire name; root until known */
 	uint32_t serial;
-	bool loaded;                          /* false: no zone yet (it lists nothing) */
+	bool loaded; /* false: no zone yet (it lists nothing) */
+	bool file;   /* read from a file: rules carry its lines (a transfer's carry none) */
 	struct policy_set *set[RPZ_NACTIONS]; /* owned: the triggers of each action */
 };
 
