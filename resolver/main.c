@@ -26,6 +26,7 @@
 #include "fetch.h"
 #include "fwchan.h"
 #include "privdrop.h"
+#include "rpz_feed.h"
 #include "server.h"
 #include "worker.h"
 
@@ -465,6 +466,15 @@ static struct config cfg;
 static struct options opts;
 static uv_signal_t sig_term, sig_int, sig_hup;
 static uv_timer_t stats_timer;
+static struct rpz_feed *feed; /* RPZ transfers; NULL until started */
+
+/* The feed's way to hand a snapshot to every worker (with its lock held). */
+static void publish_policy(void *ctx, struct policy *p)
+{
+	(void)ctx;
+	for (unsigned i = 0; i < nworkers; i++)
+		worker_post_policy(&workers[i], p);
+}
 
 /* The lint at start-up and reload: every pattern of lists up to this size (about 0.1 s); larger
  * ones are linted by --check. */
@@ -503,14 +513,17 @@ static void reload(void)
 	}
 	ncfg.lint_max_patterns = cfg.lint_max_patterns;
 	int rc = policy_load(opts.config_path ? &ncfg : &cfg, &np, err, sizeof(err));
-	config_free(&ncfg);
 	if (rc < 0) {
+		config_free(&ncfg);
 		fprintf(stderr, "moatd: reload failed, running policy kept: %s\n", err);
 		return;
 	}
 	lint_report(np);
-	for (unsigned i = 0; i < nworkers; i++)
-		worker_post_policy(&workers[i], np);
+	if (feed) /* transferred zones carry over; the feed publishes in order with its own */
+		rpz_feed_adopt(feed, opts.config_path ? &ncfg : &cfg, np);
+	else
+		publish_policy(NULL, np);
+	config_free(&ncfg);
 	fprintf(stderr, "moatd: policy reloaded (%zu agents)\n", np->nagents);
 	sdnotify_send("STATUS=serving; policy reloaded");
 	policy_unref(np);
@@ -598,6 +611,13 @@ int main(int argc, char **argv)
 			fprintf(stderr, "moatd: %s\n", err);
 			return 1;
 		}
+	/* The transfer thread starts before the system-call filter (which has no clone). */
+	if (rpz_feed_start(&feed, &cfg, policy, publish_policy, NULL) < 0) {
+		fprintf(stderr, "moatd: cannot start the RPZ transfer thread\n");
+		return 1;
+	}
+	for (unsigned i = 0; i < nworkers; i++)
+		workers[i].feed = feed;
 	policy_unref(policy); /* the workers hold theirs */
 	uv_loop_t *loop = workers[0].loop;
 	uv_timer_init(loop, &stats_timer);
@@ -635,6 +655,7 @@ int main(int argc, char **argv)
 	sdnotify_send("READY=1\nSTATUS=serving");
 	uv_run(loop, UV_RUN_DEFAULT);
 	worker_join(workers, nworkers);
+	rpz_feed_stop(feed);
 
 	struct server_stats t = {0};
 	for (unsigned i = 0; i < nworkers; i++) {

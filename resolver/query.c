@@ -16,6 +16,7 @@
 #include "fetch.h"
 #include "fwchan.h"
 #include "local_answer.h"
+#include "rpz_feed.h"
 #include "server.h"
 
 /* An allowed query: lives from the fetch until the reply. */
@@ -344,6 +345,28 @@ static void on_fetched(void *ctx, int status, struct answer *ans)
 	on_answer(qr);
 }
 
+/* A NOTIFY: accepted only for a transferred RPZ zone, from its primary, with its TSIG (then its
+ * transfer starts); anything else NOTIFY-related is REFUSED. */
+static void query_notify(struct server *srv, struct reply_to *to, const struct wire_query *q,
+                         const uint8_t *pkt, size_t len)
+{
+	uint8_t out[1024];
+	char why[200] = "no RPZ zone is transferred";
+	int n = srv->feed ? rpz_feed_notify(srv->feed, pkt, len,
+	                                    (const struct sockaddr *)&to->client, out, sizeof(out),
+	                                    why, sizeof(why))
+	                  : MOAT_EINVAL;
+	if (n > 0) {
+		reply_send(srv, to, out, (size_t)n);
+		srv->stats.answered++;
+		log_it(srv, to, q, NULL, "notify", "rpz NOTIFY accepted", WIRE_NOERROR, false, NULL,
+		       -1);
+		return;
+	}
+	answer_local(srv, to, q, NULL, false, WIRE_REFUSED, 0, NULL);
+	log_it(srv, to, q, NULL, "notify-refused", why, WIRE_REFUSED, true, NULL, -1);
+}
+
 void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, size_t len,
                   bool oversized)
 {
@@ -384,6 +407,10 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 		return;
 	case WQ_NOTIMP:
 		q.has_question = false;
+		if (q.opcode == 4 /* NOTIFY */) {
+			query_notify(srv, to, &q, pkt, len);
+			return;
+		}
 		answer_local(srv, to, &q, NULL, false, WIRE_NOTIMP, 0, NULL);
 		log_it(srv, to, &q, NULL, "notimp", "opcode not supported", WIRE_NOTIMP, false,
 		       NULL, -1);

@@ -59,6 +59,7 @@ struct server {
 	struct cache *cache;         /* NULL: no answer cache */
 	struct ratelimit *rl;        /* NULL: no per-client rate limit */
 	struct fetch_table *fetches; /* questions in flight (fetch.c) */
+	struct rpz_feed *feed;       /* borrowed: RPZ transfers (rpz_feed.h), for NOTIFY */
 	struct dlist listeners;      /* struct listener */
 	struct dlist tcp_conns;      /* struct tcp_conn */
 	struct dlist upstream_reqs;  /* struct upstream_req */
