@@ -24,6 +24,8 @@ allow_zone() { # SERIAL REFRESH NAMES...: the RPZ allow zone
 		printf '$ORIGIN allow.rpz.\n$TTL 60\n@ SOA ns.allow.rpz. h.allow.rpz. %s %s 1 600 60\n  NS ns.allow.rpz.\n' \
 			"$serial" "$refresh"
 		for n in "$@"; do printf '%s CNAME rpz-passthru.\n' "$n"; done
+		# enough triggers that an AXFR takes several messages, each with its own TSIG
+		for ((i = 0; i < 4000; i++)); do printf 'n%d.bulk.example.test CNAME rpz-passthru.\n' "$i"; done
 	} >"$K/allow.rpz.zone"
 }
 allow_zone 1 3600 www.example.test multi.example.test mail.example.test txt.example.test '*.wild.example.test'
@@ -110,10 +112,12 @@ wait_log() { # FILE PATTERN TRIES(x 20 ms): poll until the pattern is in the fil
 }
 status_of() { sed -n 's/.*status: \([A-Z]*\),.*/\1/p' <<<"$1"; }
 
-wait_log "$MLOG" 'rpz allowz: AXFR from 127.0.0.1#5310 serial 1 loaded \(5 triggers\)' 500 ||
+wait_log "$MLOG" 'rpz allowz: AXFR from 127.0.0.1#5310 serial 1 loaded \(4005 triggers\)' 500 ||
 	e2e_fail "allow zone not transferred: $(cat "$MLOG")"
 wait_log "$MLOG" 'rpz hrz: AXFR from 127.0.0.1#5310 serial 1 loaded \(2 triggers\)' 500 ||
 	e2e_fail "high-risk zone not transferred: $(cat "$MLOG")"
+grep -qE '\[allow.rpz.\] AXFR, outgoing.*finished.*, ([2-9]|[1-9][0-9]+) messages' "$KLOG" ||
+	e2e_fail "the allow zone's AXFR was not several messages: $(grep 'AXFR.*finished' "$KLOG")"
 # knotd's ACL takes transfers signed with k1 only: moatd's were
 out=$(e2e_dig @127.0.0.1 -p 5310 allow.rpz. AXFR 2>&1 || true)
 e2e_assert_contains "$out" "Transfer failed" "knotd refuses an unsigned AXFR"
@@ -156,7 +160,7 @@ notifies=$(grep -c '"decision":"notify","reason":"rpz NOTIFY accepted"' "$E2E_WO
 allow_zone 2 3600 www.example.test multi.example.test mail.example.test txt.example.test '*.wild.example.test' alias.example.test
 t0=$(date +%s%N)
 e2e_run knotc -c "$K/knot.conf" zone-reload allow.rpz. >/dev/null
-wait_log "$MLOG" 'rpz allowz: IXFR from 127.0.0.1#5310 serial 1 -> 2 applied \(1 changes, 6 triggers\)' 250 ||
+wait_log "$MLOG" 'rpz allowz: IXFR from 127.0.0.1#5310 serial 1 -> 2 applied \(1 changes, 4006 triggers\)' 250 ||
 	e2e_fail "no IXFR applied after the NOTIFY: $(tail -5 "$MLOG")"
 ms=$((($(date +%s%N) - t0) / 1000000))
 e2e_log "IXFR of one changed name: applied ${ms} ms after knotc zone-reload (NOTIFY)"
