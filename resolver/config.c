@@ -1660,12 +1660,13 @@ static int config_rpz_list(struct config_ctx *c, struct fy_node *v, int line)
 		void *mit = NULL;
 		z->line = config_node_line(m, line);
 		if (config_is_alias(m) || fy_node_get_type(m) != FYNT_MAPPING)
-			return config_fail(c, z->line, "rpz: expected {name, file} or {name, primary, zone}");
+			return config_fail(c, z->line,
+			                   "rpz: expected {name, file} or {name, primary, zone}");
 		if (config_dup_keys(c, m, z->line) != 0)
 			return MOAT_EINVAL;
 		while ((pair = fy_node_mapping_iterate(m, &mit)) != NULL)
-			if ((rc = config_rpz_key(c, fy_node_pair_key(pair), fy_node_pair_value(pair),
-			                         z->line, z)))
+			if ((rc = config_rpz_key(c, fy_node_pair_key(pair),
+			                         fy_node_pair_value(pair), z->line, z)))
 				return rc;
 		if (!z->name[0])
 			return config_fail(c, z->line, "rpz: zone without a name");

@@ -410,7 +410,8 @@ struct policy_set *policy_set_clone(const struct policy_set *o)
 	s->files = NULL;
 	s->ports = NULL;
 	s->nfiles = s->nports = s->ports_cap = 0;
-	if (!(s->slots = slots_alloc(o->cap)) || (o->arena_cap && !(s->arena = malloc(o->arena_cap))) ||
+	if (!(s->slots = slots_alloc(o->cap)) ||
+	    (o->arena_cap && !(s->arena = malloc(o->arena_cap))) ||
 	    (o->nports && !(s->ports = malloc(o->nports * sizeof(*s->ports)))) ||
 	    (o->nfiles && !(s->files = calloc(o->nfiles, sizeof(*s->files))))) {
 		policy_set_free(s);
@@ -628,15 +629,13 @@ void policy_set_each(const struct policy_set *s, policy_set_each_cb cb, void *ct
 			continue; /* empty, or every rule of the name removed */
 		struct policy_rule ex = {0}, wi = {0};
 		if (sl->exact)
-			ex = (struct policy_rule){s->files[RULE_FILE(sl->exact) - 1],
-			                          RULE_LINE(sl->exact), false,
-			                          s->nports ? ports_find(s, sl->exact) : NULL,
-			                          SLOT_NAME(s, sl)};
+			ex = (struct policy_rule){
+			    s->files[RULE_FILE(sl->exact) - 1], RULE_LINE(sl->exact), false,
+			    s->nports ? ports_find(s, sl->exact) : NULL, SLOT_NAME(s, sl)};
 		if (sl->wild)
-			wi = (struct policy_rule){s->files[RULE_FILE(sl->wild) - 1],
-			                          RULE_LINE(sl->wild), true,
-			                          s->nports ? ports_find(s, sl->wild) : NULL,
-			                          SLOT_NAME(s, sl)};
+			wi = (struct policy_rule){
+			    s->files[RULE_FILE(sl->wild) - 1], RULE_LINE(sl->wild), true,
+			    s->nports ? ports_find(s, sl->wild) : NULL, SLOT_NAME(s, sl)};
 		cb(ctx, SLOT_NAME(s, sl), sl->exact ? &ex : NULL, sl->wild ? &wi : NULL);
 	}
 }
@@ -653,10 +652,9 @@ bool policy_set_match(const struct policy_set *s, const uint8_t *lname, struct p
 	const struct pslot *sl = set_lookup(s, lname);
 	if (sl && sl->exact) {
 		if (rule)
-			*rule = (struct policy_rule){s->files[RULE_FILE(sl->exact) - 1],
-			                             RULE_LINE(sl->exact), false,
-			                             s->nports ? ports_find(s, sl->exact) : NULL,
-			                             lname};
+			*rule = (struct policy_rule){
+			    s->files[RULE_FILE(sl->exact) - 1], RULE_LINE(sl->exact), false,
+			    s->nports ? ports_find(s, sl->exact) : NULL, lname};
 		return true;
 	}
 	return policy_set_match_below(s, lname, rule);

@@ -41,17 +41,20 @@ static int zone_kinds(const struct config *cfg, int *kinds, char *err, size_t er
 	for (size_t i = 0; i < cfg->nagents; i++)
 		for (size_t k = 0; k < cfg->agents[i].nallow_rpz; k++) {
 			const struct config_agent *ca = &cfg->agents[i];
-			config_where_text(cfg, ca->allow_rpz_lines[k], "allow", where, sizeof(where));
+			config_where_text(cfg, ca->allow_rpz_lines[k], "allow", where,
+			                  sizeof(where));
 			if (zone_index(cfg, ca->allow_rpz[k], &z)) {
-				snprintf(err, errlen, "%s: allow: no rpz zone named '%s' (agent %s)",
-				         where, ca->allow_rpz[k], ca->name);
+				snprintf(err, errlen,
+				         "%s: allow: no rpz zone named '%s' (agent %s)", where,
+				         ca->allow_rpz[k], ca->name);
 				return MOAT_EINVAL;
 			}
 			if (kinds[z] == RPZ_HIGHRISK) {
-				snprintf(err, errlen,
-				         "%s: allow: rpz zone '%s' is also in highrisk_rpz: a zone is "
-				         "either an allow source or a high-risk source",
-				         where, ca->allow_rpz[k]);
+				snprintf(
+				    err, errlen,
+				    "%s: allow: rpz zone '%s' is also in highrisk_rpz: a zone is "
+				    "either an allow source or a high-risk source",
+				    where, ca->allow_rpz[k]);
 				return MOAT_EINVAL;
 			}
 			kinds[z] = RPZ_ALLOW;
@@ -96,7 +99,8 @@ int policy_rpz_load(const struct config *cfg, struct policy *p, char *err, size_
 	int *kinds = calloc(cfg->nrpz, sizeof(*kinds));
 	p->rpz = calloc(cfg->nrpz, sizeof(*p->rpz));
 	p->highrisk_rpz = calloc(cfg->nhighrisk_rpz + 1, sizeof(*p->highrisk_rpz));
-	int rc = kinds && p->rpz && p->highrisk_rpz ? zone_kinds(cfg, kinds, err, errlen) : MOAT_ENOMEM;
+	int rc =
+	    kinds && p->rpz && p->highrisk_rpz ? zone_kinds(cfg, kinds, err, errlen) : MOAT_ENOMEM;
 	if (!rc)
 		rc = load_zones(cfg, p, kinds, err, errlen);
 	for (size_t k = 0; !rc && k < cfg->nhighrisk_rpz; k++)

@@ -352,10 +352,10 @@ static void query_notify(struct server *srv, struct reply_to *to, const struct w
 {
 	uint8_t out[1024];
 	char why[200] = "no RPZ zone is transferred";
-	int n = srv->feed ? rpz_feed_notify(srv->feed, pkt, len,
-	                                    (const struct sockaddr *)&to->client, out, sizeof(out),
-	                                    why, sizeof(why))
-	                  : MOAT_EINVAL;
+	int n = srv->feed
+	            ? rpz_feed_notify(srv->feed, pkt, len, (const struct sockaddr *)&to->client,
+	                              out, sizeof(out), why, sizeof(why))
+	            : MOAT_EINVAL;
 	if (n > 0) {
 		reply_send(srv, to, out, (size_t)n);
 		srv->stats.answered++;
@@ -443,10 +443,10 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 		/* an RPZ NODATA trigger: NOERROR without records, whatever the agent's form */
 		answer_local(srv, to, &q, agent, !class_deny && !d.nodata,
 		             d.nodata ? WIRE_NOERROR : WIRE_REFUSED, WIRE_EDE_BLOCKED, d.reason);
-		int rcode = d.nodata ? WIRE_NOERROR
+		int rcode = d.nodata                                        ? WIRE_NOERROR
 		            : class_deny || agent->cfg.deny == DENY_REFUSED ? WIRE_REFUSED
-		            : agent->cfg.deny == DENY_SINKHOLE            ? WIRE_NOERROR
-		                                                          : WIRE_NXDOMAIN;
+		            : agent->cfg.deny == DENY_SINKHOLE              ? WIRE_NOERROR
+		                                                            : WIRE_NXDOMAIN;
 		log_it(srv, to, &q, agent->cfg.name, policy_verdict_str(d.verdict), d.reason, rcode,
 		       d.alert, NULL, -1);
 		return;

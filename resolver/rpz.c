@@ -153,7 +153,8 @@ static int rr_trigger(const struct rpz_data *d, const ldns_rr *rr, uint8_t *trig
 			return 1;
 		return snprintf(why, whylen, "only SOA and NS at the zone apex"), MOAT_EINVAL;
 	}
-	size_t rl = (size_t)(name_wire_len(lo, sizeof(lo)) - name_wire_len(d->origin, NAME_MAXWIRE));
+	size_t rl =
+	    (size_t)(name_wire_len(lo, sizeof(lo)) - name_wire_len(d->origin, NAME_MAXWIRE));
 	memcpy(trig, lo, rl);
 	trig[rl] = 0;
 	const char *tk = trigger_kind(trig);
@@ -170,10 +171,11 @@ static int rr_trigger(const struct rpz_data *d, const ldns_rr *rr, uint8_t *trig
 	if (type != LDNS_RR_TYPE_CNAME) {
 		const ldns_rr_descriptor *desc = ldns_rr_descript(type);
 		const char *t = desc && desc->_name ? desc->_name : "this";
-		return snprintf(why, whylen,
-		                "%s record: local data is not supported (QNAME triggers take a CNAME "
-		                "action only)",
-		                t),
+		return snprintf(
+		           why, whylen,
+		           "%s record: local data is not supported (QNAME triggers take a CNAME "
+		           "action only)",
+		           t),
 		       MOAT_EINVAL;
 	}
 	if (ldns_rr_rd_count(rr) != 1 || action_of(ldns_rr_rdf(rr, 0), act, why, whylen) < 0)
@@ -217,12 +219,14 @@ int rpz_data_apply(struct rpz_data *d, const ldns_rr *rr, bool add, const char *
 	if (!add) {
 		rc = policy_set_remove_wire(d->set[act], trig, wild);
 		if (rc == MOAT_ENOENT)
-			fail(rr, where, line, "deleted, but the zone does not hold it", err, errlen);
+			fail(rr, where, line, "deleted, but the zone does not hold it", err,
+			     errlen);
 		return rc;
 	}
 	for (int a = 0; a < RPZ_NACTIONS; a++)
 		if (a != (int)act && policy_set_has_wire(d->set[a], trig, wild))
-			return fail(rr, where, line, "trigger listed with two actions", err, errlen);
+			return fail(rr, where, line, "trigger listed with two actions", err,
+			            errlen);
 	rc = policy_set_add_wire(d->set[act], trig, wild, d->label, line);
 	if (rc == MOAT_EINVAL)
 		return fail(rr, where, line, "'*' inside a label (only *.name)", err, errlen);
@@ -252,9 +256,8 @@ static int load_records(struct rpz_data *d, FILE *f, const char *path, const uin
                         char *err, size_t errlen)
 {
 	uint32_t ttl = 3600;
-	ldns_rdf *orig = origin ? ldns_dname_new_frm_data((uint16_t)name_wire_len(origin, 255),
-	                                                  origin)
-	                        : NULL;
+	ldns_rdf *orig =
+	    origin ? ldns_dname_new_frm_data((uint16_t)name_wire_len(origin, 255), origin) : NULL;
 	ldns_rdf *prev = NULL;
 	int line = 0, rc = 0;
 	bool first = true;
@@ -264,7 +267,8 @@ static int load_records(struct rpz_data *d, FILE *f, const char *path, const uin
 		if (st == LDNS_STATUS_SYNTAX_EMPTY || st == LDNS_STATUS_SYNTAX_TTL ||
 		    st == LDNS_STATUS_SYNTAX_ORIGIN || st == LDNS_STATUS_SYNTAX_INCLUDE) {
 			if (st == LDNS_STATUS_SYNTAX_INCLUDE) {
-				snprintf(err, errlen, "%s:%d: $INCLUDE is not supported", path, line);
+				snprintf(err, errlen, "%s:%d: $INCLUDE is not supported", path,
+				         line);
 				rc = MOAT_EINVAL;
 			}
 			continue;

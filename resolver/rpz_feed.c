@@ -108,10 +108,11 @@ static void transfer_done(struct rpz_feed *f, size_t i, int rc, struct rpz_xfr_r
 	txt_addr(&z->primary, from, sizeof(from));
 	if (rc) {
 		uint32_t retry = res->retry ? res->retry : 10;
-		f->zones[i].due_ms = now + 1000ull * (retry < FEED_RETRY_MIN_S ? FEED_RETRY_MIN_S
-		                                                               : retry);
+		f->zones[i].due_ms =
+		    now + 1000ull * (retry < FEED_RETRY_MIN_S ? FEED_RETRY_MIN_S : retry);
 		if (had)
-			fprintf(stderr, "moatd: rpz %s: transfer from %s failed, serial %u kept: %s\n",
+			fprintf(stderr,
+			        "moatd: rpz %s: transfer from %s failed, serial %u kept: %s\n",
 			        z->name, from, old_serial, err);
 		else
 			fprintf(stderr, "moatd: rpz %s: transfer from %s failed, no zone yet: %s\n",
@@ -141,7 +142,8 @@ static void transfer_done(struct rpz_feed *f, size_t i, int rc, struct rpz_xfr_r
 		        z->name, from, old_serial, res->serial, res->changes, rpz_count(res->data),
 		        ms);
 	else
-		fprintf(stderr, "moatd: rpz %s: AXFR from %s serial %u loaded (%zu triggers) in %.1f ms\n",
+		fprintf(stderr,
+		        "moatd: rpz %s: AXFR from %s serial %u loaded (%zu triggers) in %.1f ms\n",
 		        z->name, from, res->serial, rpz_count(res->data), ms);
 }
 
@@ -259,7 +261,8 @@ static long same_zone(const struct rpz_feed *f, const struct config_rpz *z,
 {
 	for (size_t j = 0; j < f->view.nrpz && j < f->cur->nrpz; j++) {
 		const struct config_rpz *o = &f->view.rpz[j];
-		if (!strcmp(o->name, z->name) && o->primary.ss_family && name_equal(o->zone, z->zone) &&
+		if (!strcmp(o->name, z->name) && o->primary.ss_family &&
+		    name_equal(o->zone, z->zone) &&
 		    !memcmp(&o->primary, &z->primary, sizeof(o->primary)) &&
 		    f->cur->rpz[j]->kind == nd->kind)
 			return (long)j;
@@ -276,7 +279,8 @@ void rpz_feed_adopt(struct rpz_feed *f, const struct config *cfg, struct policy 
 		view_free(&nv, &nz);
 	} else {
 		for (size_t i = 0; i < nv.nrpz && i < np->nrpz; i++) {
-			long j = nv.rpz[i].primary.ss_family ? same_zone(f, &nv.rpz[i], np->rpz[i]) : -1;
+			long j =
+			    nv.rpz[i].primary.ss_family ? same_zone(f, &nv.rpz[i], np->rpz[i]) : -1;
 			if (j < 0)
 				continue; /* new: due now (calloc) */
 			nz[i] = f->zones[j];
@@ -299,9 +303,8 @@ void rpz_feed_adopt(struct rpz_feed *f, const struct config *cfg, struct policy 
 	pthread_mutex_unlock(&f->mu);
 }
 
-int rpz_feed_notify(struct rpz_feed *f, const uint8_t *pkt, size_t len,
-                    const struct sockaddr *from, uint8_t *out, size_t cap, char *why,
-                    size_t whylen)
+int rpz_feed_notify(struct rpz_feed *f, const uint8_t *pkt, size_t len, const struct sockaddr *from,
+                    uint8_t *out, size_t cap, char *why, size_t whylen)
 {
 	size_t zi = 0;
 	pthread_mutex_lock(&f->mu);

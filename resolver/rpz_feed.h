@@ -34,9 +34,8 @@ void rpz_feed_adopt(struct rpz_feed *f, const struct config *cfg, struct policy 
 /* A NOTIFY from a worker (any thread): checked (rpz_notify_check); if accepted, the zone's
  * transfer is started now and the response is in out (returns its length); else a negative
  * code and why. */
-int rpz_feed_notify(struct rpz_feed *f, const uint8_t *pkt, size_t len,
-                    const struct sockaddr *from, uint8_t *out, size_t cap, char *why,
-                    size_t whylen);
+int rpz_feed_notify(struct rpz_feed *f, const uint8_t *pkt, size_t len, const struct sockaddr *from,
+                    uint8_t *out, size_t cap, char *why, size_t whylen);
 
 void rpz_feed_stop(struct rpz_feed *f);
 

@@ -72,8 +72,8 @@ static int respond(const struct config_rpz *z, const ldns_pkt *req, uint8_t *out
 }
 
 int rpz_notify_check(const struct config *cfg, const uint8_t *pkt, size_t len,
-                     const struct sockaddr *from, uint8_t *out, size_t cap, size_t *zone,
-                     char *why, size_t whylen)
+                     const struct sockaddr *from, uint8_t *out, size_t cap, size_t *zone, char *why,
+                     size_t whylen)
 {
 	ldns_pkt *p = NULL;
 	int rc = MOAT_EINVAL;

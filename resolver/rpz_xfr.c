@@ -44,8 +44,8 @@ static int tcp_connect(const struct sockaddr_storage *to, uint64_t deadline)
 	int fd = socket(to->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return MOAT_EIO;
-	socklen_t sl = to->ss_family == AF_INET ? sizeof(struct sockaddr_in)
-	                                        : sizeof(struct sockaddr_in6);
+	socklen_t sl =
+	    to->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
 	int e = 0;
 	socklen_t el = sizeof(e);
 	if (connect(fd, (const struct sockaddr *)to, sl) < 0 &&
@@ -113,8 +113,8 @@ struct xfr_stream {
 	const struct config_rpz *z;
 	enum rpz_kind kind;
 	const struct rpz_data *cur;
-	struct rpz_data *data; /* owned while building */
-	size_t n;              /* records seen */
+	struct rpz_data *data;    /* owned while building */
+	size_t n;                 /* records seen */
 	uint32_t final, diff_new; /* the serial the stream ends on; the current diff's new one */
 	enum { XS_START, XS_AXFR, XS_IXFR_DEL, XS_IXFR_ADD } state;
 	bool done, ixfr;
@@ -134,8 +134,9 @@ static int stream_soa(struct xfr_stream *s, const ldns_rr *rr, char *err, size_t
 	switch (s->state) {
 	case XS_AXFR:
 		s->done = true;
-		return ser == s->final ? 0 : (snprintf(err, errlen, "AXFR ends on another serial"),
-		                              MOAT_EFORMAT);
+		return ser == s->final
+		           ? 0
+		           : (snprintf(err, errlen, "AXFR ends on another serial"), MOAT_EFORMAT);
 	case XS_IXFR_DEL:
 		s->diff_new = ser;
 		s->state = XS_IXFR_ADD;
@@ -197,8 +198,8 @@ static int stream_rr(struct xfr_stream *s, const ldns_rr *rr, char *err, size_t 
 
 /* Read and check one message of the answer (id, rcode, TSIG), feeding its records to s.
  * *mac is the MAC the next message's TSIG covers (the request's to begin with). */
-static int read_message(int fd, struct xfr_stream *s, uint16_t id, ldns_rdf **mac,
-                        size_t *total, uint64_t deadline, char *err, size_t errlen)
+static int read_message(int fd, struct xfr_stream *s, uint16_t id, ldns_rdf **mac, size_t *total,
+                        uint64_t deadline, char *err, size_t errlen)
 {
 	uint8_t lenb[2];
 	static _Thread_local uint8_t buf[65535];
@@ -224,9 +225,10 @@ static int read_message(int fd, struct xfr_stream *s, uint16_t id, ldns_rdf **ma
 		rc = MOAT_EIO;
 	} else if (s->z->tsig_name[0]) {
 		if (!ldns_pkt_tsig(p) ||
-		    !ldns_pkt_tsig_verify_next(p, buf, len, s->z->tsig_name, s->z->tsig_secret, *mac,
-		                               s->n > 0 /* after the first: timers only */)) {
-			snprintf(err, errlen, "answer without a valid TSIG of key %s", s->z->tsig_name);
+		    !ldns_pkt_tsig_verify_next(p, buf, len, s->z->tsig_name, s->z->tsig_secret,
+		                               *mac, s->n > 0 /* after the first: timers only */)) {
+			snprintf(err, errlen, "answer without a valid TSIG of key %s",
+			         s->z->tsig_name);
 			rc = MOAT_EINVAL;
 		} else {
 			ldns_rdf_deep_free(*mac);

@@ -195,7 +195,7 @@ struct policy_decision {
 	enum policy_verdict verdict;
 	struct policy_rule rule; /* the rule that allowed or denied, if any */
 	bool alert;              /* worth an operator's attention (high-risk, internal address) */
-	bool nodata; /* deny as NOERROR without records (an RPZ "CNAME *." trigger) */
+	bool nodata;             /* deny as NOERROR without records (an RPZ "CNAME *." trigger) */
 	char
 	    reason[160]; /* for the EDE text and the log: "moat: not on allowlist of agent ci-42" */
 };

@@ -19,9 +19,9 @@
 #define RPZ_XFR_MAX_BYTES ((size_t)1 << 30)
 
 struct rpz_xfr_result {
-	struct rpz_data *data; /* owned reference; NULL: the zone is up to date */
-	bool ixfr;             /* data is cur patched by an incremental transfer */
-	uint32_t serial;       /* the primary's serial */
+	struct rpz_data *data;   /* owned reference; NULL: the zone is up to date */
+	bool ixfr;               /* data is cur patched by an incremental transfer */
+	uint32_t serial;         /* the primary's serial */
 	uint32_t refresh, retry; /* from its SOA (seconds) */
 	size_t changes;          /* records added or deleted (IXFR) or held (AXFR) */
 };
@@ -38,7 +38,7 @@ int rpz_xfr_pull(const struct config_rpz *z, enum rpz_kind kind, const struct rp
  * returns its length, with *zone the index into cfg->rpz; otherwise returns MOAT_EINVAL with why
  * (the caller answers REFUSED). Pure. */
 int rpz_notify_check(const struct config *cfg, const uint8_t *pkt, size_t len,
-                     const struct sockaddr *from, uint8_t *out, size_t cap, size_t *zone,
-                     char *why, size_t whylen);
+                     const struct sockaddr *from, uint8_t *out, size_t cap, size_t *zone, char *why,
+                     size_t whylen);
 
 #endif

@@ -66,8 +66,9 @@ Test(rpz, allow_zone_accepts_passthru_name_and_wildcard)
 {
 	struct rpz_data *d;
 	char err[512], *path;
-	cr_assert_eq(load(RPZ_ALLOW, "api.example.com CNAME rpz-passthru.\n"
-	                             "*.pypi.org.rpz.test. CNAME rpz-passthru.\n",
+	cr_assert_eq(load(RPZ_ALLOW,
+	                  "api.example.com CNAME rpz-passthru.\n"
+	                  "*.pypi.org.rpz.test. CNAME rpz-passthru.\n",
 	                  &d, err, &path),
 	             0, "%s", err);
 	struct policy_rule r;
@@ -93,10 +94,11 @@ Test(rpz, highrisk_zone_nxdomain_nodata_and_precedence)
 {
 	struct rpz_data *d;
 	char err[512], *path;
-	cr_assert_eq(load(RPZ_HIGHRISK, "bad.test CNAME .\n"
-	                                "*.bad.test CNAME *.\n"
-	                                "*.x.bad.test CNAME .\n"
-	                                "quiet.x.bad.test CNAME *.\n",
+	cr_assert_eq(load(RPZ_HIGHRISK,
+	                  "bad.test CNAME .\n"
+	                  "*.bad.test CNAME *.\n"
+	                  "*.x.bad.test CNAME .\n"
+	                  "quiet.x.bad.test CNAME *.\n",
 	                  &d, err, &path),
 	             0, "%s", err);
 	enum rpz_action a;
@@ -124,8 +126,8 @@ Test(rpz, rejects_other_triggers_with_file_line)
 	              "ns.evil.rpz-nsdname.rpz.test.", "rpz-nsdname triggers");
 	expect_reject(RPZ_HIGHRISK, "32.1.2.0.192.rpz-nsip CNAME .\n", 4, "32.1.2.0.192.rpz-nsip",
 	              "rpz-nsip");
-	expect_reject(RPZ_HIGHRISK, "32.1.2.0.192.rpz-client-ip CNAME .\n", 4, "32.1.2.0.192.rpz-client-ip",
-	              "rpz-client-ip triggers");
+	expect_reject(RPZ_HIGHRISK, "32.1.2.0.192.rpz-client-ip CNAME .\n", 4,
+	              "32.1.2.0.192.rpz-client-ip", "rpz-client-ip triggers");
 	expect_reject(RPZ_ALLOW, "a.rpz-future CNAME rpz-passthru.\n", 4, "a.rpz-future",
 	              "unknown rpz- triggers");
 	expect_reject(RPZ_ALLOW, "*.rpz.test. CNAME rpz-passthru.\n", 4, "*.rpz.test.",
@@ -228,8 +230,9 @@ Test(rpz, transferred_records_and_patching_a_copy)
 Test(rpz, policy_decisions_and_cheap_snapshot)
 {
 	char err[512];
-	char *allow = write_tmp(SOA "ok.example CNAME rpz-passthru.\n*.ok.example CNAME rpz-passthru.\n"
-	                            "evil.example CNAME rpz-passthru.\n");
+	char *allow =
+	    write_tmp(SOA "ok.example CNAME rpz-passthru.\n*.ok.example CNAME rpz-passthru.\n"
+	                  "evil.example CNAME rpz-passthru.\n");
 	char *hr = write_tmp("$ORIGIN hr.test.\n@ SOA ns. h. 1 60 60 600 60\n"
 	                     "evil.example CNAME .\nquiet.ok.example CNAME *.\n");
 	char cfgtext[2048];

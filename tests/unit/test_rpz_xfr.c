@@ -112,8 +112,7 @@ static struct config_rpz zone_cfg(int port, bool signed_)
 }
 
 /* Run one pull against script s. */
-static int pull(struct script *s, const struct rpz_data *cur, struct rpz_xfr_result *res,
-                char *err)
+static int pull(struct script *s, const struct rpz_data *cur, struct rpz_xfr_result *res, char *err)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t al = sizeof(a);
@@ -227,15 +226,16 @@ Test(rpz_xfr, ixfr_up_to_date_and_answered_as_axfr)
 
 Test(rpz_xfr, ixfr_that_does_not_fit)
 {
-	static const char *const m[] = {SOA(2), SOA(1), "zz.test.rpz.test. CNAME .", SOA(2),
-	                                SOA(2), NULL};
+	static const char *const m[] = {SOA(2), SOA(1), "zz.test.rpz.test. CNAME .",
+	                                SOA(2), SOA(2), NULL};
 	struct script s = {.msgs = {m}, .secret = SECRET};
 	struct rpz_data *cur = zone_ab();
 	struct rpz_xfr_result r;
 	char err[512] = "";
 	cr_expect_eq(pull(&s, cur, &r, err), MOAT_ENOENT);
-	cr_expect(strstr(err, "rpz:feed: zz.test.rpz.test.: deleted, but the zone does not hold it"),
-	          "%s", err);
+	cr_expect(
+	    strstr(err, "rpz:feed: zz.test.rpz.test.: deleted, but the zone does not hold it"),
+	    "%s", err);
 	rpz_data_unref(cur);
 }
 
@@ -301,7 +301,8 @@ Test(rpz_notify, only_from_the_primary_with_its_key)
 	struct config_rpz z = zone_cfg(53, true);
 	cfg.rpz = &z;
 	cfg.nrpz = 1;
-	struct sockaddr_in from = {.sin_family = AF_INET, .sin_port = htons(40000),
+	struct sockaddr_in from = {.sin_family = AF_INET,
+	                           .sin_port = htons(40000),
 	                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	struct sockaddr_in other = from;
 	other.sin_addr.s_addr = htonl(0x7f000002);
@@ -325,21 +326,21 @@ Test(rpz_notify, only_from_the_primary_with_its_key)
 	             0);
 	cr_expect(strstr(why, "not from its primary"), "%s", why);
 	n = notify_wire("rpz.test.", NULL, pkt);
-	cr_expect_lt(rpz_notify_check(&cfg, pkt, n, (struct sockaddr *)&from, out, sizeof(out),
-	                              &zi, why, sizeof(why)),
+	cr_expect_lt(rpz_notify_check(&cfg, pkt, n, (struct sockaddr *)&from, out, sizeof(out), &zi,
+	                              why, sizeof(why)),
 	             0);
 	cr_expect(strstr(why, "without a valid TSIG"), "%s", why);
 	n = notify_wire("rpz.test.", OTHER, pkt);
-	cr_expect_lt(rpz_notify_check(&cfg, pkt, n, (struct sockaddr *)&from, out, sizeof(out),
-	                              &zi, why, sizeof(why)),
+	cr_expect_lt(rpz_notify_check(&cfg, pkt, n, (struct sockaddr *)&from, out, sizeof(out), &zi,
+	                              why, sizeof(why)),
 	             0);
 	cr_expect(strstr(why, "without a valid TSIG"), "%s", why);
 	n = notify_wire("other.test.", SECRET, pkt);
-	cr_expect_lt(rpz_notify_check(&cfg, pkt, n, (struct sockaddr *)&from, out, sizeof(out),
-	                              &zi, why, sizeof(why)),
+	cr_expect_lt(rpz_notify_check(&cfg, pkt, n, (struct sockaddr *)&from, out, sizeof(out), &zi,
+	                              why, sizeof(why)),
 	             0);
 	cr_expect(strstr(why, "does not transfer"), "%s", why);
-	cr_expect_lt(rpz_notify_check(&cfg, pkt, 5, (struct sockaddr *)&from, out, sizeof(out),
-	                              &zi, why, sizeof(why)),
+	cr_expect_lt(rpz_notify_check(&cfg, pkt, 5, (struct sockaddr *)&from, out, sizeof(out), &zi,
+	                              why, sizeof(why)),
 	             0);
 }
