@@ -40,6 +40,7 @@ static ldns_rr *RR(const char *text)
 	return rr;
 }
 
+/* The client may hang up after a bad message: no SIGPIPE, and errors ignored. */
 static void send_pkt(int fd, ldns_pkt *p)
 {
 	uint8_t *w = NULL, l[2];
@@ -47,8 +48,8 @@ static void send_pkt(int fd, ldns_pkt *p)
 	cr_assert_eq(ldns_pkt2wire(&w, p, &n), LDNS_STATUS_OK);
 	l[0] = (uint8_t)(n >> 8);
 	l[1] = (uint8_t)n;
-	cr_assert_eq(write(fd, l, 2), 2);
-	cr_assert_eq(write(fd, w, n), (ssize_t)n);
+	if (send(fd, l, 2, MSG_NOSIGNAL) == 2)
+		(void)!send(fd, w, n, MSG_NOSIGNAL);
 	free(w);
 }
 
@@ -87,7 +88,7 @@ static void *primary(void *arg)
 		ldns_pkt_free(r);
 	}
 	if (s->silent)
-		usleep(500000);
+		usleep(600000);
 	ldns_rdf_deep_free(mac);
 	ldns_pkt_free(q);
 	close(c);
@@ -123,7 +124,8 @@ static int pull(struct script *s, const struct rpz_data *cur, struct rpz_xfr_res
 	pthread_t t;
 	pthread_create(&t, NULL, primary, s);
 	struct config_rpz z = zone_cfg(ntohs(a.sin_port), !s->unkeyed);
-	int rc = rpz_xfr_pull(&z, RPZ_HIGHRISK, cur, 300, res, err, 512);
+	/* generous for a loaded machine; the silent primary outlasts a short one */
+	int rc = rpz_xfr_pull(&z, RPZ_HIGHRISK, cur, s->silent ? 200 : 5000, res, err, 512);
 	pthread_join(t, NULL);
 	close(s->fd);
 	return rc;
