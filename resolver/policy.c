@@ -198,6 +198,16 @@ static int set_file_index(struct policy_set *s, const char *file, uint16_t *idx)
 	return 0;
 }
 
+/* A '*' anywhere but as the whole first label of a pattern is a typo for a wildcard, not a
+ * literal label. */
+static bool star_inside(const uint8_t *wire)
+{
+	for (const uint8_t *p = wire; *p; p = name_parent(p))
+		if (memchr(p + 1, '*', *p))
+			return true;
+	return false;
+}
+
 /* Check a pattern and turn it into a lower-cased wire name. Returns the wire length or
  * MOAT_EINVAL. */
 static int pattern_parse(const char *pattern, size_t len, uint8_t *wire, bool *wild)
@@ -216,11 +226,7 @@ static int pattern_parse(const char *pattern, size_t len, uint8_t *wire, bool *w
 	int wl = name_from_text(pattern, len, wire);
 	if (wl < 0)
 		return wl;
-	/* A '*' anywhere else is a typo for a wildcard, not a literal label. */
-	for (const uint8_t *p = wire; *p; p = name_parent(p))
-		if (memchr(p + 1, '*', *p))
-			return MOAT_EINVAL;
-	return wl;
+	return star_inside(wire) ? MOAT_EINVAL : wl;
 }
 
 void policy_set_forbid_ports(struct policy_set *s)
@@ -348,12 +354,7 @@ int policy_set_add(struct policy_set *s, const char *pattern, size_t len, const 
 	int wl = pattern_parse(pattern, len, wire, &wild);
 	if (wl < 0)
 		return wl;
-	uint16_t fidx = 0;
-	int rc = set_file_index(s, file ? file : "-", &fidx);
-	if (rc)
-		return rc;
-	return set_insert(s, wire, (size_t)wl, set_tag(s, wire, (size_t)wl), wild, fidx, line,
-	                  NULL);
+	return policy_set_add_wire(s, wire, wild, file, line);
 }
 
 int policy_set_add_wire(struct policy_set *s, const uint8_t *lname, bool wild, const char *file,
@@ -362,9 +363,8 @@ int policy_set_add_wire(struct policy_set *s, const uint8_t *lname, bool wild, c
 	int wl = name_wire_len(lname, NAME_MAXWIRE);
 	if (wl < 0 || (wild && wl == 1))
 		return MOAT_EINVAL; /* "*." would match every name */
-	for (const uint8_t *p = lname; *p; p = name_parent(p))
-		if (memchr(p + 1, '*', *p))
-			return MOAT_EINVAL;
+	if (star_inside(lname))
+		return MOAT_EINVAL;
 	uint16_t fidx = 0;
 	int rc = set_file_index(s, file ? file : "-", &fidx);
 	if (rc)
