@@ -118,51 +118,68 @@ Test(rpz, highrisk_zone_nxdomain_nodata_and_precedence)
 	free(path);
 }
 
+struct reject_case {
+	enum rpz_kind kind;
+	const char *body;
+	int line;
+	const char *owner, *reason;
+};
+
+static void expect_rejects(const struct reject_case *c, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		expect_reject(c[i].kind, c[i].body, c[i].line, c[i].owner, c[i].reason);
+}
+
 Test(rpz, rejects_other_triggers_with_file_line)
 {
-	expect_reject(RPZ_HIGHRISK, "32.1.2.0.192.rpz-ip CNAME .\n", 4,
-	              "32.1.2.0.192.rpz-ip.rpz.test.", "rpz-ip triggers are not supported");
-	expect_reject(RPZ_HIGHRISK, "ok.test CNAME .\nns.evil.rpz-nsdname CNAME .\n", 5,
-	              "ns.evil.rpz-nsdname.rpz.test.", "rpz-nsdname triggers");
-	expect_reject(RPZ_HIGHRISK, "32.1.2.0.192.rpz-nsip CNAME .\n", 4, "32.1.2.0.192.rpz-nsip",
-	              "rpz-nsip");
-	expect_reject(RPZ_HIGHRISK, "32.1.2.0.192.rpz-client-ip CNAME .\n", 4,
-	              "32.1.2.0.192.rpz-client-ip", "rpz-client-ip triggers");
-	expect_reject(RPZ_ALLOW, "a.rpz-future CNAME rpz-passthru.\n", 4, "a.rpz-future",
-	              "unknown rpz- triggers");
-	expect_reject(RPZ_ALLOW, "*.rpz.test. CNAME rpz-passthru.\n", 4, "*.rpz.test.",
-	              "wildcard of the whole zone");
-	expect_reject(RPZ_ALLOW, "a.*.b CNAME rpz-passthru.\n", 4, "a.*.b.rpz.test.",
-	              "'*' inside a label");
-	expect_reject(RPZ_ALLOW, "other.zone. CNAME rpz-passthru.\n", 4, "other.zone.",
-	              "outside the zone");
-	expect_reject(RPZ_ALLOW, "@ IN TXT \"x\"\n", 4, "rpz.test.", "only SOA and NS");
+	static const struct reject_case cases[] = {
+	    {RPZ_HIGHRISK, "32.1.2.0.192.rpz-ip CNAME .\n", 4, "32.1.2.0.192.rpz-ip.rpz.test.",
+	     "rpz-ip triggers are not supported"},
+	    {RPZ_HIGHRISK, "ok.test CNAME .\nns.evil.rpz-nsdname CNAME .\n", 5,
+	     "ns.evil.rpz-nsdname.rpz.test.", "rpz-nsdname triggers"},
+	    {RPZ_HIGHRISK, "32.1.2.0.192.rpz-nsip CNAME .\n", 4, "32.1.2.0.192.rpz-nsip",
+	     "rpz-nsip"},
+	    {RPZ_HIGHRISK, "32.1.2.0.192.rpz-client-ip CNAME .\n", 4, "32.1.2.0.192.rpz-client-ip",
+	     "rpz-client-ip triggers"},
+	    {RPZ_ALLOW, "a.rpz-future CNAME rpz-passthru.\n", 4, "a.rpz-future",
+	     "unknown rpz- triggers"},
+	    {RPZ_ALLOW, "*.rpz.test. CNAME rpz-passthru.\n", 4, "*.rpz.test.",
+	     "wildcard of the whole zone"},
+	    {RPZ_ALLOW, "a.*.b CNAME rpz-passthru.\n", 4, "a.*.b.rpz.test.", "'*' inside a label"},
+	    {RPZ_ALLOW, "other.zone. CNAME rpz-passthru.\n", 4, "other.zone.", "outside the zone"},
+	    {RPZ_ALLOW, "@ IN TXT \"x\"\n", 4, "rpz.test.", "only SOA and NS"},
+	};
+	expect_rejects(cases, sizeof(cases) / sizeof(cases[0]));
 }
 
 Test(rpz, rejects_other_actions_with_file_line)
 {
-	expect_reject(RPZ_HIGHRISK, "a.test CNAME rpz-drop.\n", 4, "a.test.rpz.test.",
-	              "action rpz-drop is not supported");
-	expect_reject(RPZ_HIGHRISK, "a.test CNAME rpz-tcp-only.\n", 4, "a.test.rpz.test.",
-	              "action rpz-tcp-only is not supported");
-	expect_reject(RPZ_HIGHRISK, "a.test CNAME rpz-other.\n", 4, "a.test.rpz.test.",
-	              "unknown action rpz-other.");
-	expect_reject(RPZ_HIGHRISK, "a.test CNAME walled.garden.\n", 4, "a.test.rpz.test.",
-	              "CNAME walled.garden. is local data");
-	expect_reject(RPZ_HIGHRISK, "a.test CNAME *.walled.garden.\n", 4, "a.test.rpz.test.",
-	              "is local data");
-	expect_reject(RPZ_HIGHRISK, "a.test A 192.0.2.1\n", 4, "a.test.rpz.test.",
-	              "A record: local data is not supported");
-	expect_reject(RPZ_HIGHRISK, "a.test TXT \"x\"\n", 4, "a.test.rpz.test.", "TXT record");
-	expect_reject(RPZ_ALLOW, "a.test CNAME .\n", 4, "a.test.rpz.test.",
-	              "does not belong in an allow zone");
-	expect_reject(RPZ_ALLOW, "a.test CNAME *.\n", 4, "a.test.rpz.test.",
-	              "does not belong in an allow zone");
-	expect_reject(RPZ_HIGHRISK, "a.test CNAME rpz-passthru.\n", 4, "a.test.rpz.test.",
-	              "does not belong in a high-risk zone");
-	expect_reject(RPZ_HIGHRISK, "a.test CNAME .\nb.test CNAME .\na.test CNAME *.\n", 6,
-	              "a.test.rpz.test.", "two actions");
-	expect_reject(RPZ_HIGHRISK, "a.test CH CNAME .\n", 4, "a.test.rpz.test.", "class");
+	static const struct reject_case cases[] = {
+	    {RPZ_HIGHRISK, "a.test CNAME rpz-drop.\n", 4, "a.test.rpz.test.",
+	     "action rpz-drop is not supported"},
+	    {RPZ_HIGHRISK, "a.test CNAME rpz-tcp-only.\n", 4, "a.test.rpz.test.",
+	     "action rpz-tcp-only is not supported"},
+	    {RPZ_HIGHRISK, "a.test CNAME rpz-other.\n", 4, "a.test.rpz.test.",
+	     "unknown action rpz-other."},
+	    {RPZ_HIGHRISK, "a.test CNAME walled.garden.\n", 4, "a.test.rpz.test.",
+	     "CNAME walled.garden. is local data"},
+	    {RPZ_HIGHRISK, "a.test CNAME *.walled.garden.\n", 4, "a.test.rpz.test.",
+	     "is local data"},
+	    {RPZ_HIGHRISK, "a.test A 192.0.2.1\n", 4, "a.test.rpz.test.",
+	     "A record: local data is not supported"},
+	    {RPZ_HIGHRISK, "a.test TXT \"x\"\n", 4, "a.test.rpz.test.", "TXT record"},
+	    {RPZ_ALLOW, "a.test CNAME .\n", 4, "a.test.rpz.test.",
+	     "does not belong in an allow zone"},
+	    {RPZ_ALLOW, "a.test CNAME *.\n", 4, "a.test.rpz.test.",
+	     "does not belong in an allow zone"},
+	    {RPZ_HIGHRISK, "a.test CNAME rpz-passthru.\n", 4, "a.test.rpz.test.",
+	     "does not belong in a high-risk zone"},
+	    {RPZ_HIGHRISK, "a.test CNAME .\nb.test CNAME .\na.test CNAME *.\n", 6,
+	     "a.test.rpz.test.", "two actions"},
+	    {RPZ_HIGHRISK, "a.test CH CNAME .\n", 4, "a.test.rpz.test.", "class"},
+	};
+	expect_rejects(cases, sizeof(cases) / sizeof(cases[0]));
 }
 
 Test(rpz, file_errors)
