@@ -523,6 +523,9 @@ static void reload(void)
 		rpz_feed_adopt(feed, opts.config_path ? &ncfg : &cfg, np);
 	else
 		publish_policy(NULL, np);
+	if (!feed && rpz_feed_wanted(&ncfg))
+		fprintf(stderr, "moatd: rpz: transferred zones need a restart (none at start-up, "
+		                "so no transfer thread); they stay empty until then\n");
 	config_free(&ncfg);
 	fprintf(stderr, "moatd: policy reloaded (%zu agents)\n", np->nagents);
 	sdnotify_send("STATUS=serving; policy reloaded");
@@ -612,7 +615,8 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	/* The transfer thread starts before the system-call filter (which has no clone). */
-	if (rpz_feed_start(&feed, &cfg, policy, publish_policy, NULL) < 0) {
+	if (rpz_feed_wanted(&cfg) &&
+	    rpz_feed_start(&feed, &cfg, policy, publish_policy, NULL) < 0) {
 		fprintf(stderr, "moatd: cannot start the RPZ transfer thread\n");
 		return 1;
 	}

@@ -220,6 +220,14 @@ static void *feed_main(void *arg)
 	return NULL;
 }
 
+bool rpz_feed_wanted(const struct config *cfg)
+{
+	for (size_t i = 0; i < cfg->nrpz; i++)
+		if (cfg->rpz[i].primary.ss_family)
+			return true;
+	return false;
+}
+
 int rpz_feed_start(struct rpz_feed **out, const struct config *cfg, struct policy *p,
                    rpz_publish_fn publish, void *ctx)
 {

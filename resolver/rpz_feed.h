@@ -7,6 +7,7 @@
 #ifndef MOAT_RPZ_FEED_H
 #define MOAT_RPZ_FEED_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -19,6 +20,10 @@ struct rpz_feed;
 /* Hands a snapshot to every worker (main.c: worker_post_policy on each); called with the feed's
  * lock held, so snapshots reach the workers in the order they were made. */
 typedef void (*rpz_publish_fn)(void *ctx, struct policy *p);
+
+/* Whether cfg transfers any zone (moatd starts the thread only then: a reload cannot start it
+ * later, the system-call filter has no clone). */
+bool rpz_feed_wanted(const struct config *cfg);
 
 /* Start the thread (before the system-call filter: it creates a thread). Copies the zones of
  * cfg; takes a reference to p, the snapshot the workers run. Ownership: stop with
