@@ -71,6 +71,9 @@ static int load_zones(const struct config *cfg, struct policy *p, const int *kin
 		enum rpz_kind kind = kinds[i] < 0 ? RPZ_ALLOW : (enum rpz_kind)kinds[i];
 		const uint8_t *origin = z->zone[0] ? z->zone : NULL;
 		int rc = 0;
+		/* HOOK (issue 16, signed bundles): with policy_pubkey set, an RPZ file must verify
+		 * before it is read: rc = policy_sig_verify_file(z->file, pk, err, errlen) here
+		 * (include/moat/policy_sig.h, another helper's), refusing the load on failure. */
 		if (z->file)
 			rc = rpz_load_file(kind, z->file, origin, &p->rpz[i], err, errlen);
 		else {
