@@ -19,7 +19,9 @@
 
 struct feed_zone {
 	uint64_t due_ms; /* next transfer; 0: now */
+	uint32_t retry;  /* the SOA's retry timer of the last transfer (s); 0: none yet */
 	bool notified;
+	uint64_t notify_us; /* when the first NOTIFY not yet served came (monotonic); 0: none */
 };
 
 struct rpz_feed {
@@ -40,6 +42,13 @@ static uint64_t now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
 static void zone_copy_free(struct config_rpz *z)
@@ -100,14 +109,16 @@ static void txt_addr(const struct sockaddr_storage *ss, char *out, size_t cap)
 
 /* The outcome of one transfer, with the lock held: publish, or keep the last zone. */
 static void transfer_done(struct rpz_feed *f, size_t i, int rc, struct rpz_xfr_result *res,
-                          uint32_t old_serial, bool had, double ms, const char *err)
+                          uint32_t old_serial, bool had, double ms, uint64_t notify_us,
+                          const char *err)
 {
+	char after[64] = ""; /* how long since the NOTIFY that asked for it */
 	const struct config_rpz *z = &f->view.rpz[i];
 	char from[80];
 	uint64_t now = now_ms();
 	txt_addr(&z->primary, from, sizeof(from));
 	if (rc) {
-		uint32_t retry = res->retry ? res->retry : 10;
+		uint32_t retry = f->zones[i].retry ? f->zones[i].retry : 10;
 		f->zones[i].due_ms =
 		    now + 1000ull * (retry < FEED_RETRY_MIN_S ? FEED_RETRY_MIN_S : retry);
 		if (had)
@@ -120,6 +131,7 @@ static void transfer_done(struct rpz_feed *f, size_t i, int rc, struct rpz_xfr_r
 		return;
 	}
 	uint32_t refresh = res->refresh < 1 ? 1 : res->refresh;
+	f->zones[i].retry = res->retry > FEED_REFRESH_MAX_S ? FEED_REFRESH_MAX_S : res->retry;
 	f->zones[i].due_ms =
 	    now + 1000ull * (refresh > FEED_REFRESH_MAX_S ? FEED_REFRESH_MAX_S : refresh);
 	if (!res->data) {
@@ -135,16 +147,20 @@ static void transfer_done(struct rpz_feed *f, size_t i, int rc, struct rpz_xfr_r
 	f->publish(f->ctx, np);
 	policy_unref(f->cur);
 	f->cur = np;
+	if (notify_us)
+		snprintf(after, sizeof(after), ", %.1f ms after NOTIFY",
+		         (double)(now_us() - notify_us) / 1e3);
 	if (res->ixfr)
 		fprintf(stderr,
 		        "moatd: rpz %s: IXFR from %s serial %u -> %u applied (%zu changes, %zu "
-		        "triggers) in %.1f ms\n",
+		        "triggers) in %.1f ms%s\n",
 		        z->name, from, old_serial, res->serial, res->changes, rpz_count(res->data),
-		        ms);
+		        ms, after);
 	else
-		fprintf(stderr,
-		        "moatd: rpz %s: AXFR from %s serial %u loaded (%zu triggers) in %.1f ms\n",
-		        z->name, from, res->serial, rpz_count(res->data), ms);
+		fprintf(
+		    stderr,
+		    "moatd: rpz %s: AXFR from %s serial %u loaded (%zu triggers) in %.1f ms%s\n",
+		    z->name, from, res->serial, rpz_count(res->data), ms, after);
 }
 
 /* The next zone due, or -1 with *wait_ms until one is. */
@@ -169,7 +185,9 @@ static void transfer(struct rpz_feed *f, size_t i)
 	struct config_rpz z;
 	char err[512] = "";
 	struct rpz_xfr_result res = {0};
+	uint64_t notify_us = f->zones[i].notify_us;
 	f->zones[i].notified = false;
+	f->zones[i].notify_us = 0;
 	if (zone_copy(&z, &f->view.rpz[i]) || i >= f->cur->nrpz) {
 		f->zones[i].due_ms = now_ms() + 10000;
 		return;
@@ -186,7 +204,7 @@ static void transfer(struct rpz_feed *f, size_t i)
 	double ms = (double)(now_ms() - t0);
 	pthread_mutex_lock(&f->mu);
 	if (gen == f->gen)
-		transfer_done(f, i, rc, &res, cur->serial, cur->loaded, ms, err);
+		transfer_done(f, i, rc, &res, cur->serial, cur->loaded, ms, notify_us, err);
 	rpz_data_unref(res.data);
 	rpz_data_unref(cur);
 	zone_copy_free(&z);
@@ -319,6 +337,8 @@ int rpz_feed_notify(struct rpz_feed *f, const uint8_t *pkt, size_t len, const st
 	int n = rpz_notify_check(&f->view, pkt, len, from, out, cap, &zi, why, whylen);
 	if (n > 0) {
 		f->zones[zi].notified = true;
+		if (!f->zones[zi].notify_us)
+			f->zones[zi].notify_us = now_us();
 		pthread_cond_signal(&f->cv);
 	}
 	pthread_mutex_unlock(&f->mu);

@@ -78,6 +78,15 @@ int rpz_notify_check(const struct config *cfg, const uint8_t *pkt, size_t len,
 	ldns_pkt *p = NULL;
 	int rc = MOAT_EINVAL;
 	long zi;
+	bool primary = false;
+	/* Sandboxes may send NOTIFYs too: anything not from a primary is refused before ldns
+	 * reads a byte of it. */
+	for (size_t i = 0; i < cfg->nrpz && !primary; i++)
+		primary = cfg->rpz[i].primary.ss_family && same_host(from, &cfg->rpz[i].primary);
+	if (!primary) {
+		snprintf(why, whylen, "NOTIFY not from a configured primary");
+		return MOAT_EINVAL;
+	}
 	if (ldns_wire2pkt(&p, pkt, len) != LDNS_STATUS_OK) {
 		snprintf(why, whylen, "malformed NOTIFY");
 		return MOAT_EINVAL;

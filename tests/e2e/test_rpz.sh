@@ -151,7 +151,7 @@ out=$(e2e_dig @127.0.0.1 +opcode=notify allow.rpz. SOA -y "hmac-sha256:k1:$WRONG
 e2e_assert_eq REFUSED "$(status_of "$out")" "NOTIFY with a wrong key is refused"
 out=$(e2e_dig @127.0.0.1 +opcode=notify other.zone. SOA -y "hmac-sha256:k1:$SECRET")
 e2e_assert_eq REFUSED "$(status_of "$out")" "NOTIFY for another zone is refused"
-grep -q '"decision":"notify-refused","reason":"NOTIFY for rpz allowz not from its primary' "$E2E_WORK/query.jsonl" ||
+grep -q '"decision":"notify-refused","reason":"NOTIFY not from a configured primary' "$E2E_WORK/query.jsonl" ||
 	e2e_fail "refused NOTIFY not logged with its reason"
 
 # --- a change plus NOTIFY: applied by IXFR within 1 s ---
@@ -163,9 +163,12 @@ e2e_run knotc -c "$K/knot.conf" zone-reload allow.rpz. >/dev/null
 wait_log "$MLOG" 'rpz allowz: IXFR from 127.0.0.1#5310 serial 1 -> 2 applied \(1 changes, 4006 triggers\)' 250 ||
 	e2e_fail "no IXFR applied after the NOTIFY: $(tail -5 "$MLOG")"
 ms=$((($(date +%s%N) - t0) / 1000000))
-e2e_log "IXFR of one changed name: applied ${ms} ms after knotc zone-reload (NOTIFY)"
-echo "BENCH rpz_ixfr_after_notify_ms=$ms" >&2
-((ms <= 1000)) || e2e_fail "IXFR applied after ${ms} ms (target <= 1000)"
+# moatd times it from the NOTIFY's arrival to the new snapshot handed to the workers
+after=$(sed -n 's/.*rpz allowz: IXFR .*serial 1 -> 2 applied.*, \([0-9.]*\) ms after NOTIFY$/\1/p' "$MLOG")
+[[ -n "$after" ]] || e2e_fail "the IXFR was not asked for by a NOTIFY: $(grep 'serial 1 -> 2' "$MLOG")"
+e2e_log "IXFR of one changed name: applied ${after} ms after the NOTIFY (${ms} ms after knotc zone-reload, polled)"
+echo "BENCH rpz_ixfr_after_notify_ms=$after rpz_ixfr_after_zone_reload_ms=$ms" >&2
+awk -v a="$after" 'BEGIN { exit !(a <= 1000) }' || e2e_fail "IXFR applied ${after} ms after NOTIFY (target <= 1000)"
 wait_log "$KLOG" '\[allow.rpz.\] IXFR, outgoing.*serial 1 -> 2' 100 || e2e_fail "knotd logged no IXFR"
 e2e_assert_eq "$axfrs" "$(grep -c 'AXFR, outgoing' "$KLOG" || true)" "no AXFR for the change"
 n=$(grep -c '"decision":"notify","reason":"rpz NOTIFY accepted"' "$E2E_WORK/query.jsonl" || true)

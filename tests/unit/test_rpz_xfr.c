@@ -335,7 +335,14 @@ Test(rpz_notify, only_from_the_primary_with_its_key)
 	cr_expect_eq(ldns_pkt_id(r), 4242);
 	cr_expect_not_null(ldns_pkt_tsig(r), "the response is signed");
 	ldns_pkt_free(r);
-	refused(&cfg, pkt, n, &other, "not from its primary");
+	refused(&cfg, pkt, n, &other, "not from a configured primary");
+	struct config_rpz z2 = zone_cfg(53, true);
+	struct config_rpz two[2] = {z, z2};
+	snprintf(two[1].name, sizeof(two[1].name), "second");
+	name_from_text("other.test", 10, two[1].zone);
+	((struct sockaddr_in *)&two[1].primary)->sin_addr.s_addr = htonl(0x7f000002);
+	struct config cfg2 = {.rpz = two, .nrpz = 2};
+	refused(&cfg2, pkt, n, &other, "NOTIFY for rpz feed not from its primary");
 	n = notify_wire("rpz.test.", NULL, pkt);
 	refused(&cfg, pkt, n, &from, "without a valid TSIG");
 	n = notify_wire("rpz.test.", OTHER, pkt);
