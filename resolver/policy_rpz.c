@@ -176,3 +176,20 @@ bool policy_rpz_highrisk(const struct policy *p, const uint8_t *lname, struct po
 		}
 	return false;
 }
+
+void policy_rpz_report(const struct config *cfg, const struct policy *p, FILE *out)
+{
+	for (size_t i = 0; i < p->nrpz && i < cfg->nrpz; i++) {
+		const struct rpz_data *d = p->rpz[i];
+		const char *kind = d->kind == RPZ_ALLOW ? "allow" : "high-risk";
+		if (d->loaded)
+			fprintf(out,
+			        "moatd: rpz %s: %s zone from its file, %zu trigger(s), serial %u\n",
+			        cfg->rpz[i].name, kind, rpz_count(d), d->serial);
+		else
+			fprintf(out,
+			        "moatd: rpz %s: %s zone, transferred from its primary once moatd "
+			        "runs\n",
+			        cfg->rpz[i].name, kind);
+	}
+}

@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/socket.h>
 
 #include "moat/config.h"
@@ -159,6 +160,9 @@ int policy_rpz_load(const struct config *cfg, struct policy *p, char *err, size_
  * zones are shared, the rest of the policy is borrowed from cur's base. Cheap (no file read).
  * Ownership: one reference, released with policy_unref. NULL on allocation failure. */
 struct policy *policy_with_rpz(struct policy *cur, size_t idx, struct rpz_data *d);
+
+/* For --check: each RPZ zone, its kind and (files) its triggers, one line each, to out. */
+void policy_rpz_report(const struct config *cfg, const struct policy *p, FILE *out);
 
 /* Release what the snapshot owns of its RPZ part (policy_unref calls it). */
 void policy_rpz_release(struct policy *p);

@@ -97,6 +97,8 @@ agents:
 Y
 }
 moat_cfg "$SECRET"
+out=$("$MOAT_BUILD/moatd" -c "$E2E_WORK/moatd.yaml" --check 2>&1)
+e2e_assert_contains "$out" "rpz hrz: high-risk zone, transferred from its primary once moatd runs" "--check names the zones"
 e2e_bg moatd "$MOAT_BUILD/moatd" -c "$E2E_WORK/moatd.yaml"
 e2e_wait_port udp 127.0.0.1 53
 MLOG="$E2E_WORK/moatd.log"
