@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "moat/err.h"
 #include "moat/idn.h"
@@ -1602,6 +1603,23 @@ static int config_rpz_tsig(struct config_ctx *c, struct fy_node *m, int line, st
 	}
 	if (!rc && (!z->tsig_name[0] || !z->tsig_secret))
 		rc = config_fail(c, line, "tsig: name and secret are required");
+	/* the HMACs ldns signs with; a typo must fail here, not at the first transfer */
+	static const char *const algs[] = {"hmac-md5.sig-alg.reg.int",
+	                                   "hmac-sha1",
+	                                   "hmac-sha224",
+	                                   "hmac-sha256",
+	                                   "hmac-sha384",
+	                                   "hmac-sha512"};
+	bool known = false;
+	size_t al = strlen(z->tsig_alg);
+	if (al && z->tsig_alg[al - 1] == '.')
+		z->tsig_alg[--al] = 0;
+	for (size_t i = 0; i < sizeof(algs) / sizeof(algs[0]); i++)
+		known |= strcasecmp(z->tsig_alg, algs[i]) == 0;
+	if (!rc && !known)
+		rc = config_fail(c, line,
+		                 "tsig.algorithm: expected hmac-sha256 (or hmac-sha1, -sha224, "
+		                 "-sha384, -sha512, hmac-md5.sig-alg.reg.int)");
 	return rc;
 }
 

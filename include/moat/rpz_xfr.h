@@ -4,7 +4,8 @@
  * or a copy of the current zone with only the changes applied (IXFR).
  *
  * Bounded: a deadline for the whole transfer, at most RPZ_XFR_MAX_BYTES read. Every message of
- * a signed transfer must carry a valid TSIG (Knot DNS, BIND and NSD sign each one). Blocking:
+ * a signed transfer must carry a valid TSIG (Knot DNS signs each one; unsigned intermediate
+ * messages, which RFC 8945 allows, are refused: ldns cannot verify across them). Blocking:
  * run it off the query path (rpz_feed.c's thread). Uses ldns for the packets and the TSIG. */
 #ifndef MOAT_RPZ_XFR_H
 #define MOAT_RPZ_XFR_H

@@ -318,6 +318,9 @@ Test(rpz, config_errors)
 	    {"rpz:\n  - {name: z, file: a}\n  - {name: z, file: b}\n", "duplicate name"},
 	    {"rpz:\n  - {name: z, primary: \"192.0.2.1\", zone: a., tsig: {name: k}}\n",
 	     "name and secret are required"},
+	    {"rpz:\n  - {name: z, primary: \"192.0.2.1\", zone: a., tsig: {name: k, secret: x, "
+	     "algorithm: hmac-sha257}}\n",
+	     "tsig.algorithm: expected hmac-sha256"},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct config cfg;
