@@ -98,8 +98,7 @@ int rpz_notify_check(const struct config *cfg, const uint8_t *pkt, size_t len,
 	else if (!same_host(from, &cfg->rpz[zi].primary))
 		snprintf(why, whylen, "NOTIFY for rpz %s not from its primary", cfg->rpz[zi].name);
 	else if (cfg->rpz[zi].tsig_name[0] &&
-	         (!ldns_pkt_tsig(p) || !ldns_pkt_tsig_verify(p, pkt, len, cfg->rpz[zi].tsig_name,
-	                                                     cfg->rpz[zi].tsig_secret, NULL)))
+	         !rpz_tsig_verify(p, pkt, len, &cfg->rpz[zi], NULL, false))
 		snprintf(why, whylen, "NOTIFY for rpz %s without a valid TSIG of key %s",
 		         cfg->rpz[zi].name, cfg->rpz[zi].tsig_name);
 	else if ((rc = respond(&cfg->rpz[zi], p, out, cap, why, whylen)) > 0)

@@ -196,6 +196,19 @@ static int stream_rr(struct xfr_stream *s, const ldns_rr *rr, char *err, size_t 
 	return rc;
 }
 
+bool rpz_tsig_verify(ldns_pkt *p, const uint8_t *wire, size_t len, const struct config_rpz *z,
+                     const ldns_rdf *mac, bool timers_only)
+{
+	ldns_rr *t = ldns_pkt_tsig(p);
+	if (!t)
+		return false;
+	bool ok =
+	    ldns_pkt_tsig_verify_next(p, wire, len, z->tsig_name, z->tsig_secret, mac, timers_only);
+	if (!ok && !ldns_pkt_tsig(p))
+		ldns_rr_free(t); /* detached by ldns and not put back */
+	return ok;
+}
+
 /* Read and check one message of the answer (id, rcode, TSIG), feeding its records to s.
  * *mac is the MAC the next message's TSIG covers (the request's to begin with). */
 static int read_message(int fd, struct xfr_stream *s, uint16_t id, ldns_rdf **mac, size_t *total,
@@ -224,9 +237,8 @@ static int read_message(int fd, struct xfr_stream *s, uint16_t id, ldns_rdf **ma
 		             : "");
 		rc = MOAT_EIO;
 	} else if (s->z->tsig_name[0]) {
-		if (!ldns_pkt_tsig(p) ||
-		    !ldns_pkt_tsig_verify_next(p, buf, len, s->z->tsig_name, s->z->tsig_secret,
-		                               *mac, s->n > 0 /* after the first: timers only */)) {
+		if (!rpz_tsig_verify(p, buf, len, s->z, *mac,
+		                     s->n > 0 /* after the first: timers only */)) {
 			snprintf(err, errlen, "answer without a valid TSIG of key %s",
 			         s->z->tsig_name);
 			rc = MOAT_EINVAL;

@@ -33,6 +33,13 @@ struct rpz_xfr_result {
 int rpz_xfr_pull(const struct config_rpz *z, enum rpz_kind kind, const struct rpz_data *cur,
                  uint32_t timeout_ms, struct rpz_xfr_result *res, char *err, size_t errlen);
 
+/* Whether message wire[0..len) (parsed as p) carries a valid TSIG of z's key; mac: the request's
+ * MAC (NULL for a request), timers_only for the later messages of a transfer. Works around
+ * ldns 1.8 losing the packet's TSIG record when the MAC cannot be computed (an unknown
+ * algorithm): it is freed here then, not leaked. */
+bool rpz_tsig_verify(ldns_pkt *p, const uint8_t *wire, size_t len, const struct config_rpz *z,
+                     const ldns_rdf *mac, bool timers_only);
+
 /* Check a NOTIFY (opcode 4) that arrived from `from` against the zones of cfg: it must name a
  * transferred zone, come from that zone's primary address, and carry a valid TSIG when the zone
  * has a key. On acceptance writes the NOTIFY response (signed like the request) to out and
