@@ -10,6 +10,7 @@
  * and allocate nothing. */
 #include "moat/addrguard.h"
 #include "moat/err.h"
+#include "moat/pathfd.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -369,7 +370,7 @@ int addrguard_load_file(struct addrguard *g, const char *path, char *err, size_t
 		err[0] = '\0';
 	if (!g || !path)
 		return MOAT_EINVAL;
-	FILE *f = fopen(path, "r");
+	FILE *f = pathfd_fopen(path); /* also after the privilege drop */
 	if (!f) {
 		if (err && errlen)
 			snprintf(err, errlen, "%s:0: cannot open: %s", path, strerror(errno));

@@ -26,7 +26,8 @@
 #define CACHE_AVG_ENTRY 200
 #define CACHE_MIN_BUCKETS 16u
 #define CACHE_MAX_BUCKETS ((size_t)1 << 26) /* a 512 MiB table would be a config mistake */
-#define CACHE_MAXKEY (NAME_MAXWIRE + 8)     /* name + qtype + qclass + variant */
+#define CACHE_KEYTAIL 8                     /* after the name: qtype, qclass, variant */
+#define CACHE_MAXKEY (NAME_MAXWIRE + CACHE_KEYTAIL)
 
 struct cache_entry {
 	struct cache_entry *hnext;   /* next in the bucket chain */
@@ -309,4 +310,22 @@ const uint8_t *cache_get_stale(struct cache *c, const uint8_t *lname, uint16_t q
 void cache_get_stats(const struct cache *c, struct cache_stats *out)
 {
 	*out = c->st;
+}
+
+size_t cache_flush(struct cache *c, const uint8_t *lname)
+{
+	size_t n = 0;
+	int nl = lname ? name_wire_len(lname, NAME_MAXWIRE) : 0;
+	if (nl < 0)
+		return 0;
+	for (struct cache_entry *e = c->newest, *next; e; e = next) {
+		next = e->older;
+		/* The key starts with the name, lower-cased like lname. */
+		if (!lname || (e->keylen == (size_t)nl + CACHE_KEYTAIL &&
+		               !memcmp(e->data, lname, (size_t)nl))) {
+			cache_remove(c, e);
+			n++;
+		}
+	}
+	return n;
 }

@@ -82,9 +82,7 @@ static void report_listen(const struct config *cfg, const struct policy *p, FILE
 
 int check_report(const struct config *cfg, struct policy *p, bool strict, FILE *out, FILE *errs)
 {
-	size_t n = 0, warnings = policy_lint_count(p->lint);
-	for (size_t i = 0; i < p->nagents; i++)
-		n += policy_set_count(p->agents[i].allow);
+	size_t n = policy_allow_count(p), warnings = policy_lint_count(p->lint);
 	policy_lint_print(p->lint, errs, "");
 	report_overlaps(p, out);
 	report_listen(cfg, p, out);

@@ -20,6 +20,7 @@
 #include "moat/err.h"
 #include "moat/idn.h"
 #include "moat/name.h"
+#include "moat/pathfd.h"
 #include "moat/zonesdir.h"
 
 /* Limits on numeric keys. Values outside them are almost certainly typos (a timeout in seconds
@@ -402,6 +403,10 @@ void config_init(struct config *cfg)
 	cfg->upstream_attempts = 3;
 	cfg->tcp_idle_ms = 10000;
 	cfg->tcp_max_clients = 1024;
+	cfg->tcp_max_queued = 64 * 1024;
+	cfg->tcp_max_inflight = 64;
+	cfg->inflight_max = 2048;
+	cfg->inflight_per_client = 256;
 	cfg->workers = 1;
 	cfg->fw_timeout_ms = 1000;
 	cfg->seccomp = true;
@@ -434,6 +439,9 @@ void config_free(struct config *cfg)
 	free(cfg->local_lines);
 	free(cfg->hosts_lines);
 	config_strv_free(&cfg->hosts_files, &cfg->nhosts);
+	free(cfg->control_path);
+	free(cfg->control_group);
+	free(cfg->dnstap_path);
 	config_strv_free(&cfg->highrisk_files, &cfg->nhighrisk);
 	config_strv_free(&cfg->range_files, &cfg->nranges);
 	config_agents_free(cfg);
@@ -979,6 +987,33 @@ static int config_log(struct config_ctx *c, struct fy_node *v, int line)
 	return 0;
 }
 
+/* dnstap: {file: PATH} or {socket: PATH}; exactly one of them. */
+static int config_dnstap(struct config_ctx *c, struct fy_node *v, int line)
+{
+	struct fy_node_pair *pair;
+	void *it = NULL;
+	if (config_is_alias(v) || fy_node_get_type(v) != FYNT_MAPPING ||
+	    fy_node_mapping_item_count(v) != 1)
+		return config_fail(c, config_node_line(v, line),
+		                   "dnstap: expected {file: PATH} or {socket: PATH}");
+	pair = fy_node_mapping_iterate(v, &it);
+	struct fy_node *k = fy_node_pair_key(pair);
+	int kline = config_node_line(k, line);
+	const char *ks = NULL;
+	size_t klen = 0;
+	int rc = config_key(c, k, line, &ks, &klen);
+	if (rc != 0)
+		return rc;
+	bool sock = config_key_is(ks, klen, "socket");
+	if (!sock && !config_key_is(ks, klen, "file"))
+		return config_unknown(c, kline, ks, klen);
+	free(c->cfg->dnstap_path);
+	c->cfg->dnstap_path = NULL;
+	c->cfg->dnstap_socket = sock;
+	return config_path(c, fy_node_pair_value(pair), kline,
+	                   sock ? "dnstap.socket" : "dnstap.file", false, &c->cfg->dnstap_path);
+}
+
 static int config_sinkhole(struct config_ctx *c, struct config_agent *a, struct fy_node *v,
                            int line)
 {
@@ -1412,6 +1447,17 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 		} else if (config_key_is(ks, klen, "tcp_max_clients")) {
 			rc = config_u32(c, v, line, "tcp_max_clients", CONFIG_CLIENTS_MIN,
 			                CONFIG_CLIENTS_MAX, &cfg->tcp_max_clients);
+		} else if (config_key_is(ks, klen, "tcp_max_queued")) {
+			rc = config_u32(c, v, line, "tcp_max_queued", 1024, 16u << 20,
+			                &cfg->tcp_max_queued);
+		} else if (config_key_is(ks, klen, "tcp_max_inflight")) {
+			rc = config_u32(c, v, line, "tcp_max_inflight", 1, 65535,
+			                &cfg->tcp_max_inflight);
+		} else if (config_key_is(ks, klen, "inflight_max")) {
+			rc = config_u32(c, v, line, "inflight_max", 1, 1000000, &cfg->inflight_max);
+		} else if (config_key_is(ks, klen, "inflight_per_client")) {
+			rc = config_u32(c, v, line, "inflight_per_client", 1, 1000000,
+			                &cfg->inflight_per_client);
 		} else if (config_key_is(ks, klen, "user")) {
 			char u[64];
 			rc = config_scalar(c, v, line, "user", "a user name", u, sizeof(u));
@@ -1468,6 +1514,25 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 		} else if (config_key_is(ks, klen, "log")) {
 			rc = config_log(c, v, line);
 			cfg->where.log = config_node_line(v, line);
+		} else if (config_key_is(ks, klen, "control")) {
+			free(cfg->control_path);
+			cfg->control_path = NULL;
+			rc = config_path(c, v, line, "control", false, &cfg->control_path);
+		} else if (config_key_is(ks, klen, "control_group")) {
+			char g[CONFIG_NAME_MAX];
+			rc = config_scalar(c, v, line, "control_group", "a group name", g,
+			                   sizeof(g));
+			free(cfg->control_group);
+			cfg->control_group = rc == 0 ? strdup(g) : NULL;
+		} else if (config_key_is(ks, klen, "metrics")) {
+			char a[INET6_ADDRSTRLEN + 16];
+			rc = config_scalar(c, v, line, "metrics", "ADDR:PORT", a, sizeof(a));
+			if (rc == 0 && config_parse_addrport(a, 0, &cfg->metrics_addr) < 0)
+				rc = config_fail(c, config_node_line(v, line),
+				                 "metrics: expected ADDR:PORT");
+			cfg->has_metrics = rc == 0;
+		} else if (config_key_is(ks, klen, "dnstap")) {
+			rc = config_dnstap(c, v, line);
 		} else if (config_key_is(ks, klen, "highrisk")) {
 			rc = config_paths(c, v, line, "highrisk", &cfg->highrisk_files,
 			                  &cfg->nhighrisk, true, NULL);
@@ -1907,7 +1972,7 @@ int config_load_file(struct config *cfg, const char *path, char *err, size_t err
 		return MOAT_EINVAL;
 	}
 	/* Read it ourselves: a clear I/O error, and a size cap before libfyaml sees anything. */
-	f = fopen(path, "rb");
+	f = pathfd_fopen(path); /* also after the privilege drop */
 	if (f == NULL) {
 		config_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
 		return MOAT_EIO;

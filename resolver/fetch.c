@@ -237,8 +237,8 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
 }
 
 int fetch_answer(struct server *srv, const struct upstream_set *set, const uint8_t *lname,
-                 uint16_t qtype, uint16_t qclass, bool dnssec_ok, fetch_cb cb, void *ctx,
-                 struct answer **hit, struct fetch_wait **wait)
+                 uint16_t qtype, uint16_t qclass, bool dnssec_ok, bool may_wait, fetch_cb cb,
+                 void *ctx, struct answer **hit, struct fetch_wait **wait)
 {
 	int nl = name_wire_len(lname, NAME_MAXWIRE);
 	if (nl < 0)
@@ -258,6 +258,8 @@ int fetch_answer(struct server *srv, const struct upstream_set *set, const uint8
 		}
 	}
 
+	if (!may_wait)
+		return FETCH_BUSY;
 	struct fetch_table *t = srv->fetches;
 	uint64_t h = question_hash(t, lname, (size_t)nl, qtype, qclass, variant);
 	struct dlist *b = &t->buckets[h & (FETCH_BUCKETS - 1)];

@@ -33,6 +33,7 @@ void answer_unref(struct answer *a);
 enum fetch_result {
 	FETCH_HIT = 0,  /* *hit holds a reference the caller owns; no callback */
 	FETCH_WAIT = 1, /* cb runs once later, unless fetch_cancel */
+	FETCH_BUSY = 2, /* not in the cache and may_wait was false: nothing started */
 };
 
 /* status 0: ans is the answer (borrowed: take a reference with ans->refs++ to keep it);
@@ -43,10 +44,12 @@ struct fetch_wait;
 
 /* Find or start the answer for (lname, qtype, qclass, DO) from upstream set (NULL: the global
  * upstreams; a forward zone's set is only read during the call). Returns FETCH_HIT, FETCH_WAIT
- * (with *wait for fetch_cancel) or a negative MOAT_* code (nothing will be called). */
+ * (with *wait for fetch_cancel), FETCH_BUSY (only when may_wait is false: the caller is over its
+ * in-flight cap, and only the cache could answer) or a negative MOAT_* code (nothing will be
+ * called). */
 int fetch_answer(struct server *srv, const struct upstream_set *set, const uint8_t *lname,
-                 uint16_t qtype, uint16_t qclass, bool dnssec_ok, fetch_cb cb, void *ctx,
-                 struct answer **hit, struct fetch_wait **wait);
+                 uint16_t qtype, uint16_t qclass, bool dnssec_ok, bool may_wait, fetch_cb cb,
+                 void *ctx, struct answer **hit, struct fetch_wait **wait);
 
 /* Stop waiting: cb will not run. The upstream question goes on for the other waiters (or is
  * cancelled when none are left). */

@@ -224,20 +224,32 @@ static bool il_hex8_at(const char *s, uint8_t addr[4])
 	return true;
 }
 
-/* The leftmost match wins, as in the services' own regular expressions: that is the address
- * they answer with. Matches start at the start of the name or right after a '.' or '-'. */
-bool iplit_embedded_v4(const uint8_t *wire, uint8_t addr[4])
+/* Matches start at the start of the name or right after a '.' or '-'; they are collected left
+ * to right, overlapping ones too ("1-2-3-4.127-0-0-1" also reads 2.3.4.127, ..., 127.0.0.1). */
+size_t iplit_embedded_v4_all(const uint8_t *wire, uint8_t (*addrs)[4], size_t max)
 {
 	char buf[IPLIT_MAXWIRE + 1];
+	size_t found = 0;
 
-	if (!wire || !addr || il_check_wire(wire) <= 0)
-		return false;
+	if (!wire || !addrs || il_check_wire(wire) <= 0)
+		return 0;
 	size_t n = il_join(wire, buf);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n && found < max; i++) {
 		if (i > 0 && !il_is_sep(buf[i - 1]))
 			continue;
-		if (il_dec4_at(buf + i, addr) || il_hex8_at(buf + i, addr))
-			return true;
+		if (il_dec4_at(buf + i, addrs[found]) || il_hex8_at(buf + i, addrs[found]))
+			found++;
 	}
-	return false;
+	return found;
+}
+
+/* The leftmost match wins, as in the services' own regular expressions: that is the address
+ * they answer with. */
+bool iplit_embedded_v4(const uint8_t *wire, uint8_t addr[4])
+{
+	uint8_t one[1][4];
+	if (!addr || iplit_embedded_v4_all(wire, one, 1) == 0)
+		return false;
+	memcpy(addr, one[0], 4);
+	return true;
 }

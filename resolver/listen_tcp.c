@@ -1,10 +1,19 @@
 /* listen_tcp.c owns client TCP connections: accept (up to tcp_max_clients; when full, the
  * connection quiet longest with no query in flight makes room), read length-prefixed messages
  * (several per connection, pipelined), answer each on the same connection in the order answers
- * are ready, and close connections that stay idle for tcp_idle_ms (only whole messages and
- * answers count as activity, so a message trickled in slowly is cut off too). A connection is
- * reference-counted: forwarded queries keep it alive (but closed) until their answer arrives and is
- * dropped. */
+ * are ready, and close connections that stay idle for tcp_idle_ms. Only a whole message
+ * received counts as activity: a message trickled in slowly is cut off, and so is a client
+ * that sends queries but never reads the answers (sends do not count).
+ *
+ * Backpressure: a connection with tcp_max_queued bytes of answers queued (not yet taken by the
+ * kernel) or tcp_max_inflight queries in flight is not read any more (uv_read_stop); messages
+ * already read wait in its buffer. Once it has drained to half the byte cap and below the
+ * query cap it is read again, from the worker's flush step (never from inside a query's
+ * callback). A client that pipelines and never reads so stops being read, sends nothing more
+ * that counts, and is closed after tcp_idle_ms: its memory is bounded by the caps.
+ *
+ * A connection is reference-counted: forwarded queries keep it alive (but closed) until their
+ * answer arrives and is dropped. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,27 +28,69 @@ struct tcp_conn {
 	struct sockaddr_storage peer;
 	uint8_t *buf; /* owned: bytes read and not yet consumed */
 	size_t len, cap;
+	size_t queued;    /* answer bytes handed to uv_write and not yet written */
+	unsigned queries; /* forwarded queries holding a reference */
 	int refs;
 	int handles; /* open libuv handles */
 	bool closed;
+	bool paused;        /* not read: over a cap */
+	bool resume_queued; /* on srv->tcp_resume (holds a reference) */
+	struct tcp_conn *resume_next;
 };
 
 struct tcp_send {
 	uv_write_t req;
+	struct tcp_conn *conn;
+	size_t bytes;
 	uint8_t data[];
 };
 
-void tcp_conn_ref(struct tcp_conn *c)
-{
-	c->refs++;
-}
-
-void tcp_conn_unref(struct tcp_conn *c)
+static void conn_put(struct tcp_conn *c)
 {
 	if (--c->refs == 0) {
 		free(c->buf);
 		free(c);
 	}
+}
+
+static bool conn_full(const struct tcp_conn *c)
+{
+	const struct config *cfg = c->srv->cfg;
+	return c->queued >= cfg->tcp_max_queued || c->queries >= cfg->tcp_max_inflight;
+}
+
+static void conn_pause(struct tcp_conn *c)
+{
+	if (c->paused || c->closed)
+		return;
+	c->paused = true;
+	uv_read_stop((uv_stream_t *)&c->tcp);
+}
+
+/* A paused connection that has drained enough is queued to be read again at the next flush. */
+static void conn_wake(struct tcp_conn *c)
+{
+	const struct config *cfg = c->srv->cfg;
+	if (!c->paused || c->closed || c->resume_queued || c->queued > cfg->tcp_max_queued / 2 ||
+	    c->queries >= cfg->tcp_max_inflight)
+		return;
+	c->resume_queued = true;
+	c->refs++;
+	c->resume_next = c->srv->tcp_resume;
+	c->srv->tcp_resume = c;
+}
+
+void tcp_conn_ref(struct tcp_conn *c)
+{
+	c->refs++;
+	c->queries++;
+}
+
+void tcp_conn_unref(struct tcp_conn *c)
+{
+	c->queries--;
+	conn_wake(c);
+	conn_put(c);
 }
 
 bool tcp_conn_closed(const struct tcp_conn *c)
@@ -51,7 +102,7 @@ static void on_handle_closed(uv_handle_t *h)
 {
 	struct tcp_conn *c = h->data;
 	if (--c->handles == 0)
-		tcp_conn_unref(c); /* the connection's own reference */
+		conn_put(c); /* the connection's own reference */
 }
 
 static void conn_close(struct tcp_conn *c)
@@ -80,7 +131,7 @@ static void conn_touch(struct tcp_conn *c)
 }
 
 /* At tcp_max_clients, make room for a new client by closing the connection that has been quiet
- * longest and has no query in flight (refs == 1: only its own reference), so a client holding
+ * longest and has no query in flight, so a client holding
  * many idle connections cannot lock everyone else out of TCP. Looks at a bounded number from
  * the tail. Returns false when there is none to close. */
 static bool conn_evict_idle(struct server *srv, const struct tcp_conn *keep)
@@ -90,7 +141,7 @@ static bool conn_evict_idle(struct server *srv, const struct tcp_conn *keep)
 	     d = d->prev, n++) {
 		struct tcp_conn *v =
 		    (struct tcp_conn *)((char *)d - offsetof(struct tcp_conn, link));
-		if (v != keep && v->refs == 1) {
+		if (v != keep && v->queries == 0) {
 			conn_close(v);
 			return true;
 		}
@@ -100,10 +151,17 @@ static bool conn_evict_idle(struct server *srv, const struct tcp_conn *keep)
 
 static void on_written(uv_write_t *req, int status)
 {
+	struct tcp_send *s = (struct tcp_send *)req;
+	struct tcp_conn *c = s->conn;
 	(void)status;
-	free(req);
+	c->queued -= s->bytes;
+	free(s);
+	conn_wake(c);
+	conn_put(c);
 }
 
+/* Queue one answer. Sends are not activity: a client that never reads must not keep its
+ * connection open by making us write. */
 void tcp_conn_send(struct tcp_conn *c, const uint8_t *msg, size_t len)
 {
 	if (c->closed)
@@ -113,6 +171,8 @@ void tcp_conn_send(struct tcp_conn *c, const uint8_t *msg, size_t len)
 		conn_close(c); /* a lost answer on TCP would leave the client waiting */
 		return;
 	}
+	s->conn = c;
+	s->bytes = 2 + len;
 	s->data[0] = (uint8_t)(len >> 8);
 	s->data[1] = (uint8_t)len;
 	memcpy(s->data + 2, msg, len);
@@ -122,7 +182,10 @@ void tcp_conn_send(struct tcp_conn *c, const uint8_t *msg, size_t len)
 		conn_close(c);
 		return;
 	}
-	conn_touch(c);
+	c->refs++; /* until on_written */
+	c->queued += s->bytes;
+	if (conn_full(c))
+		conn_pause(c);
 }
 
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
@@ -148,23 +211,19 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 	*buf = uv_buf_init((char *)c->buf + c->len, (unsigned)(c->cap - c->len));
 }
 
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+/* Answer the whole messages in the buffer, until the connection is over a cap. */
+static void conn_process(struct tcp_conn *c)
 {
-	struct tcp_conn *c = s->data;
-	(void)buf;
-	if (n < 0) {
-		conn_close(c);
-		return;
-	}
-	c->len += (size_t)n;
 	size_t off = 0;
-	while (c->len - off >= 2 && !c->closed) {
+	while (c->len - off >= 2 && !c->closed && !c->paused) {
 		size_t mlen = (size_t)(c->buf[off] << 8 | c->buf[off + 1]);
 		if (c->len - off < 2 + mlen)
 			break;
 		struct reply_to to = {.kind = REPLY_TCP, .conn = c, .client = c->peer};
 		query_handle(c->srv, &to, c->buf + off + 2, mlen, false);
 		off += 2 + mlen;
+		if (conn_full(c))
+			conn_pause(c);
 	}
 	if (off) {
 		/* Only whole messages count as activity: a message trickled in a byte at a time
@@ -174,6 +233,39 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 			conn_touch(c);
 		memmove(c->buf, c->buf + off, c->len - off);
 		c->len -= off;
+	}
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+	struct tcp_conn *c = s->data;
+	(void)buf;
+	if (n < 0) {
+		conn_close(c);
+		return;
+	}
+	c->len += (size_t)n;
+	c->refs++; /* a query's answer may close c while we look at it */
+	conn_process(c);
+	conn_put(c);
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
+
+void tcp_resume_all(struct server *srv)
+{
+	while (srv->tcp_resume) {
+		struct tcp_conn *c = srv->tcp_resume;
+		srv->tcp_resume = c->resume_next;
+		c->resume_queued = false;
+		if (!c->closed && c->paused) {
+			c->paused = false;
+			conn_process(c);
+			if (!c->paused && !c->closed &&
+			    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0)
+				conn_close(c);
+		}
+		conn_put(c);
 	}
 }
 
@@ -237,6 +329,12 @@ int listen_tcp_start(struct server *srv, const struct sockaddr *addr)
 
 void tcp_close_all(struct server *srv)
 {
+	while (srv->tcp_resume) {
+		struct tcp_conn *c = srv->tcp_resume;
+		srv->tcp_resume = c->resume_next;
+		c->resume_queued = false;
+		conn_put(c);
+	}
 	while (srv->tcp_conns.next != &srv->tcp_conns)
 		conn_close((struct tcp_conn *)((char *)srv->tcp_conns.next -
 		                               offsetof(struct tcp_conn, link)));

@@ -1,12 +1,15 @@
 /* log.c writes the query log: one JSON line per query (format in moat/log.h), escaped so that
  * any byte a hostile client puts in a name stays inside its string. */
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "moat/err.h"
 #include "moat/log.h"
 #include "moat/name.h"
 #include "moat/wire.h"
@@ -19,6 +22,26 @@ FILE *log_open(const char *path)
 	if (f)
 		setvbuf(f, NULL, _IOFBF, 1 << 16);
 	return f;
+}
+
+int log_reopen_fd(FILE *f, int fd)
+{
+	flockfile(f);
+	fflush(f);
+	int rc = dup3(fd, fileno(f), O_CLOEXEC) < 0 ? MOAT_EIO : 0;
+	funlockfile(f);
+	close(fd);
+	return rc;
+}
+
+int log_reopen(FILE *f, const char *path)
+{
+	if (!f || f == stdout || !path || strcmp(path, "-") == 0)
+		return 0;
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	if (fd < 0)
+		return MOAT_EIO;
+	return log_reopen_fd(f, fd);
 }
 
 void log_flush(FILE *f)
@@ -144,6 +167,19 @@ static void json_str(struct line *l, const char *s)
 	put(l, "\"", 1);
 }
 
+int log_json_quote(const char *s, char *out, size_t cap)
+{
+	static _Thread_local struct line l;
+	l.n = 0;
+	json_str(&l, s);
+	if (cap == 0)
+		return MOAT_ESPACE;
+	size_t n = l.n < cap ? l.n : cap - 1;
+	memcpy(out, l.buf, n);
+	out[n] = 0;
+	return l.n < cap && l.n < sizeof(l.buf) ? (int)n : MOAT_ESPACE;
+}
+
 /* "2026-11-30T07:55:01": formatted once a second, not once a query. */
 static const char *when_seconds(time_t sec)
 {
@@ -156,6 +192,47 @@ static const char *when_seconds(time_t sec)
 		last = sec;
 	}
 	return text;
+}
+
+/* The version 2 keys (see log.h), and the closing brace. */
+static void put_v2(struct line *l, const struct log_query *e)
+{
+	puts_(l, ",\"v\":2,\"rule\":");
+	if (e->rule_file) {
+		json_str(l, e->rule_file);
+		l->n--; /* reopen the string for ":line" */
+		put(l, ":", 1);
+		put_uint(l, e->rule_line);
+		put(l, "\"", 1);
+	} else {
+		puts_(l, "null");
+	}
+	puts_(l, ",\"answer\":");
+	if (e->has_answer) {
+		put(l, "[", 1);
+		const uint8_t *a = e->answer;
+		for (unsigned i = 0; i < e->nanswer; i++) {
+			char txt[INET6_ADDRSTRLEN];
+			int fam = e->alen[i] == 4 ? AF_INET : AF_INET6;
+			if (i)
+				put(l, ",", 1);
+			put(l, "\"", 1);
+			puts_(l, inet_ntop(fam, a, txt, sizeof(txt)) ? txt : "?");
+			put(l, "\"", 1);
+			a += e->alen[i];
+		}
+		put(l, "]", 1);
+	} else {
+		puts_(l, "null");
+	}
+	puts_(l, ",\"grant\":");
+	json_str(l, e->grant);
+	puts_(l, ",\"grant_lifetime\":");
+	if (e->has_grant_life)
+		put_uint(l, e->grant_life);
+	else
+		puts_(l, "null");
+	put(l, "}", 1);
 }
 
 void log_write_query(FILE *f, const struct log_query *e)
@@ -207,7 +284,8 @@ void log_write_query(FILE *f, const struct log_query *e)
 	} else {
 		puts_(&l, "null");
 	}
-	puts_(&l, e->alert ? ",\"alert\":true}" : ",\"alert\":false}");
+	puts_(&l, e->alert ? ",\"alert\":true" : ",\"alert\":false");
+	put_v2(&l, e);
 	if (l.n == sizeof(l.buf))
 		l.n--; /* an overlong line is cut, never left without its newline */
 	l.buf[l.n++] = '\n';

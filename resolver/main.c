@@ -1,7 +1,8 @@
 /* main.c: moatd's command line, start-up order, signals and shutdown; nothing else.
  * Start-up: flags and config -> validation -> policy snapshot -> log -> workers (listeners
  * bound) -> privileges dropped -> loops. SIGHUP reloads the policy and hands it to every worker
- * (a bad file leaves the running policy in place); SIGTERM and SIGINT stop cleanly: listeners
+ * (a bad file leaves the running policy in place); SIGUSR1 reopens the query log (logrotate);
+ * SIGUSR2 is ignored (reserved); SIGTERM and SIGINT stop cleanly: listeners
  * close, in-flight queries are dropped, the log is flushed. */
 #include <arpa/inet.h>
 #include <getopt.h>
@@ -11,20 +12,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "moat/check.h"
 #include "moat/config.h"
 #include "moat/err.h"
 #include "moat/log.h"
+#include "moat/pathfd.h"
+#include "moat/metrics.h"
 #include "moat/policy.h"
+#include "moat/inflight.h"
 #include "moat/policy_lint.h"
 #include "moat/ratelimit.h"
 #include "moat/sdnotify.h"
 #include "moat/version.h"
 #include "moat/zonesdir.h"
+#include "control.h"
+#include "dnstap_out.h"
 #include "fetch.h"
 #include "fwchan.h"
+#include "limits.h"
+#include "logreopen.h"
+#include "metrics_http.h"
 #include "privdrop.h"
 #include "rpz_feed.h"
 #include "server.h"
@@ -48,7 +58,12 @@ static void usage(FILE *f)
 	    "                         expiry when no upstream answers (RFC 8767; default 0: off)\n"
 	    "  --ratelimit QPS        queries per second per client (0: off, the default)\n"
 	    "  --workers N            threads sharing the port (SO_REUSEPORT); default 1\n"
-	    "  --user NAME            drop to this user once the sockets are bound\n"
+	    "  --tcp-max-queued BYTES answers queued per TCP connection before moatd stops\n"
+	    "                         reading it (default 65536)\n"
+	    "  --inflight-max N       questions waiting for an upstream, in all (default 2048)\n"
+	    "  --inflight-per-client N  of them per client (default 256); over a cap: SERVFAIL\n"
+	    "  --user NAME            drop to this user once the sockets are bound (default:\n"
+	    "                         moat if it exists, else nobody; root stays root)\n"
 	    "  --no-seccomp           skip the system-call filter (for debugging)\n"
 	    "  --allow FILE           allowlist: one name or *.name per line (repeatable)\n"
 	    "  --deny FORM            nxdomain (default), refused or sinkhole\n"
@@ -59,6 +74,8 @@ static void usage(FILE *f)
 	    "  -c CONFIG              YAML config with agents (see zones/moatd.example.yaml)\n"
 	    "  --check                validate config and policy, print the result, exit\n"
 	    "  --strict               with --check: lint warnings are errors (exit 1)\n"
+	    "  --control PATH         control socket for moatctl (mode 0660)\n"
+	    "  --metrics ADDR:PORT    Prometheus metrics endpoint (off by default)\n"
 	    "  --zones-dir DIR        where the shipped lists are (highrisk.txt,\n"
 	    "                         blocked-ranges.txt); default: the install's share/moat\n"
 	    "  --version              print the version and exit\n"
@@ -150,8 +167,11 @@ struct options {
 	struct sockaddr_storage *listen, *up; /* owned until handed to the config */
 	size_t nlisten, nup;
 	long timeout_ms;
-	long workers;     /* -1: not given */
-	long serve_stale; /* -1: not given */
+	long workers;                                   /* -1: not given */
+	long serve_stale;                               /* -1: not given */
+	long tcp_queued, inflight_max, inflight_client; /* -1: not given */
+	const char *control;
+	const char *metrics;
 };
 
 static int add_addr(struct sockaddr_storage **v, size_t *n, const char *s, uint16_t port)
@@ -216,6 +236,11 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		O_NOSECCOMP,
 		O_WORKERS,
 		O_STALE,
+		O_TCPQ,
+		O_INFL,
+		O_INFLC,
+		O_CONTROL,
+		O_METRICS,
 		O_ZONES,
 	};
 	static const struct option longopts[] = {
@@ -237,6 +262,11 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 	    {"no-seccomp", no_argument, 0, O_NOSECCOMP},
 	    {"workers", required_argument, 0, O_WORKERS},
 	    {"serve-stale", required_argument, 0, O_STALE},
+	    {"tcp-max-queued", required_argument, 0, O_TCPQ},
+	    {"inflight-max", required_argument, 0, O_INFL},
+	    {"inflight-per-client", required_argument, 0, O_INFLC},
+	    {"control", required_argument, 0, O_CONTROL},
+	    {"metrics", required_argument, 0, O_METRICS},
 	    {"zones-dir", required_argument, 0, O_ZONES},
 	    {"config", required_argument, 0, 'c'},
 	    {"help", no_argument, 0, 'h'},
@@ -254,6 +284,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 	o->ratelimit = -1;
 	o->workers = -1;
 	o->serve_stale = -1;
+	o->tcp_queued = o->inflight_max = o->inflight_client = -1;
 	while ((ch = getopt_long(argc, argv, "c:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'c':
@@ -334,6 +365,27 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 			               &o->serve_stale) < 0)
 				return MOAT_EINVAL;
 			break;
+		case O_TCPQ:
+			if (opt_number(optarg, 1024, 16 << 20, "--tcp-max-queued",
+			               "1024 to 16777216 (bytes)", &o->tcp_queued) < 0)
+				return MOAT_EINVAL;
+			break;
+		case O_INFL:
+			if (opt_number(optarg, 1, 1000000, "--inflight-max", "1 to 1000000",
+			               &o->inflight_max) < 0)
+				return MOAT_EINVAL;
+			break;
+		case O_INFLC:
+			if (opt_number(optarg, 1, 1000000, "--inflight-per-client", "1 to 1000000",
+			               &o->inflight_client) < 0)
+				return MOAT_EINVAL;
+			break;
+		case O_CONTROL:
+			o->control = optarg;
+			break;
+		case O_METRICS:
+			o->metrics = optarg;
+			break;
 		case O_CACHE:
 			if (opt_number(optarg, 0, 65536, "--cache-size", "0 to 65536 (MB)",
 			               &o->cache_mb) < 0)
@@ -411,9 +463,26 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		cfg->serve_stale = (uint32_t)o->serve_stale;
 	if (o->cache_mb >= 0)
 		cfg->cache_bytes = (size_t)o->cache_mb << 20;
+	if (o->tcp_queued > 0)
+		cfg->tcp_max_queued = (uint32_t)o->tcp_queued;
+	if (o->inflight_max > 0)
+		cfg->inflight_max = (uint32_t)o->inflight_max;
+	if (o->inflight_client > 0)
+		cfg->inflight_per_client = (uint32_t)o->inflight_client;
 	if (o->firewall) {
 		free(cfg->fw_socket);
 		cfg->fw_socket = strdup(o->firewall);
+	}
+	if (o->control) {
+		free(cfg->control_path);
+		cfg->control_path = strdup(o->control);
+	}
+	if (o->metrics) {
+		if (config_parse_addrport(o->metrics, 0, &cfg->metrics_addr) < 0) {
+			fprintf(stderr, "moatd: --metrics %s: expected ADDR:PORT\n", o->metrics);
+			return MOAT_EINVAL;
+		}
+		cfg->has_metrics = true;
 	}
 	if (!o->config_path) {
 		struct config_agent *a = calloc(1, sizeof(*a));
@@ -462,9 +531,11 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 static struct server *workers; /* cfg.workers of them; workers[0] runs on this thread */
 static unsigned nworkers;
 static struct ratelimit *limiter; /* shared by the workers; NULL: no rate limit */
+static struct inflight *inflight; /* caps on questions in flight, shared by the workers */
 static struct config cfg;
 static struct options opts;
 static uv_signal_t sig_term, sig_int, sig_hup;
+static FILE *qlog; /* the query log (SIGUSR1 reopens it) */
 static uv_timer_t stats_timer;
 static struct rpz_feed *feed; /* RPZ transfers; NULL until started */
 
@@ -490,21 +561,38 @@ static void lint_report(struct policy *p)
 		        LINT_AT_START_MAX);
 }
 
-/* Load the policy again (SIGHUP) and hand it to every worker; a bad file changes nothing. */
-static void reload(void)
+/* The running policy's size, for the metrics. */
+static void policy_measured(const struct policy *p, bool ok)
 {
-	char err[512];
+	metrics_set(&metrics_global.policy_agents, p->nagents);
+	metrics_set(&metrics_global.policy_patterns, policy_allow_count(p));
+	metrics_set(&metrics_global.last_reload_unix, (uint64_t)time(NULL));
+	metrics_set(&metrics_global.last_reload_ok, ok);
+}
+
+static void reload_failed(void)
+{
+	metrics_inc(&metrics_global.reloads_failed);
+	metrics_set(&metrics_global.last_reload_unix, (uint64_t)time(NULL));
+	metrics_set(&metrics_global.last_reload_ok, 0);
+}
+
+/* Load the policy again (SIGHUP, moatctl reload) and hand it to every worker; a bad file
+ * changes nothing. Returns 0, or < 0 with "file:line: reason" in err. */
+static int reload(char *err, size_t errlen)
+{
 	struct config ncfg;
 	struct policy *np = NULL;
 
 	config_init(&ncfg);
 	if (opts.config_path) {
-		if (config_load_file(&ncfg, opts.config_path, err, sizeof(err)) < 0 ||
+		if (config_load_file(&ncfg, opts.config_path, err, errlen) < 0 ||
 		    (opts.zones_dir && zonesdir_apply(&ncfg, opts.zones_dir) < 0) ||
-		    config_validate(&ncfg, err, sizeof(err)) < 0) {
+		    config_validate(&ncfg, err, errlen) < 0) {
 			fprintf(stderr, "moatd: reload failed, running policy kept: %s\n", err);
 			config_free(&ncfg);
-			return;
+			reload_failed();
+			return MOAT_EINVAL;
 		}
 		for (size_t i = 0; i < ncfg.nagents; i++) {
 			ncfg.agents[i].strict_chain |= opts.strict_chain;
@@ -512,24 +600,60 @@ static void reload(void)
 		}
 	}
 	ncfg.lint_max_patterns = cfg.lint_max_patterns;
-	int rc = policy_load(opts.config_path ? &ncfg : &cfg, &np, err, sizeof(err));
+	int rc = policy_load(opts.config_path ? &ncfg : &cfg, &np, err, errlen);
 	if (rc < 0) {
 		config_free(&ncfg);
 		fprintf(stderr, "moatd: reload failed, running policy kept: %s\n", err);
-		return;
+		reload_failed();
+		return rc;
 	}
 	lint_report(np);
-	if (feed) /* transferred zones carry over; the feed publishes in order with its own */
+	/* The feed fills np's transferred zones before anyone sees np, and hands it on itself. */
+	if (feed)
 		rpz_feed_adopt(feed, opts.config_path ? &ncfg : &cfg, np);
-	else
-		publish_policy(NULL, np);
-	if (!feed && rpz_feed_wanted(&ncfg))
+	else if (rpz_feed_wanted(&ncfg))
 		fprintf(stderr, "moatd: rpz: transferred zones need a restart (none at start-up, "
 		                "so no transfer thread); they stay empty until then\n");
 	config_free(&ncfg);
+	/* Worker 0 is this thread: it takes the snapshot now, so a control reply that follows
+	 * (explain) already sees it. */
+	policy_unref(workers[0].policy);
+	workers[0].policy = policy_ref(np);
+	for (unsigned i = 1; i < nworkers; i++)
+		worker_post_policy(&workers[i], np);
 	fprintf(stderr, "moatd: policy reloaded (%zu agents)\n", np->nagents);
+	metrics_inc(&metrics_global.reloads_ok);
+	policy_measured(np, true);
 	sdnotify_send("STATUS=serving; policy reloaded");
 	policy_unref(np);
+	return 0;
+}
+
+/* ---- logrotate: SIGUSR1 reopens the query log (kept apart from the other signals) ---- */
+static uv_signal_t sig_usr1;
+
+static void on_usr1(uv_signal_t *s, int signum)
+{
+	(void)s;
+	(void)signum;
+	/* Relative to the log's directory kept from start-up: moatd's user may not reach the
+	 * path, and its filter allows opening for writing only there. */
+	char err[256];
+	if (logreopen_now(qlog, err, sizeof(err)) < 0)
+		fprintf(stderr, "moatd: %s; still writing to the old file\n", err);
+	else
+		fprintf(stderr, "moatd: query log reopened\n");
+}
+
+static void usr1_start(uv_loop_t *loop)
+{
+	uv_signal_init(loop, &sig_usr1);
+	uv_signal_start(&sig_usr1, on_usr1, SIGUSR1);
+}
+
+static void usr1_stop(void)
+{
+	uv_close((uv_handle_t *)&sig_usr1, NULL);
 }
 
 /* Rate-limited queries are not logged one by one; this says how many there were. */
@@ -545,11 +669,29 @@ static void on_stats(uv_timer_t *t)
 	}
 }
 
+/* Keep a descriptor of every policy file's directory, to read them again after the drop. */
+static void keep_policy_dirs(const struct config *c, const char *config_path)
+{
+	if (config_path)
+		pathfd_keep_dir(config_path);
+	for (size_t i = 0; i < c->nagents; i++)
+		for (size_t k = 0; k < c->agents[i].nallow; k++)
+			pathfd_keep_dir(c->agents[i].allow_files[k]);
+	for (size_t k = 0; k < c->nhighrisk; k++)
+		pathfd_keep_dir(c->highrisk_files[k]);
+	for (size_t k = 0; k < c->nranges; k++)
+		pathfd_keep_dir(c->range_files[k]);
+	for (size_t k = 0; k < c->nrpz; k++)
+		if (c->rpz[k].file)
+			pathfd_keep_dir(c->rpz[k].file);
+}
+
 static void on_signal(uv_signal_t *s, int signum)
 {
 	(void)s;
 	if (signum == SIGHUP) {
-		reload();
+		char err[512];
+		reload(err, sizeof(err));
 		return;
 	}
 	if (workers[0].stopping)
@@ -562,6 +704,21 @@ static void on_signal(uv_signal_t *s, int signum)
 	uv_close((uv_handle_t *)&sig_term, NULL);
 	uv_close((uv_handle_t *)&sig_int, NULL);
 	uv_close((uv_handle_t *)&sig_hup, NULL);
+	usr1_stop();
+	control_stop();
+}
+
+/* The control socket and the metrics endpoint: bound as root, before the filter. */
+static int start_ops(uv_loop_t *loop, char *err, size_t errlen)
+{
+	struct control_ops ops = {workers, nworkers, reload, MOAT_VERSION, opts.config_path};
+	if (cfg.control_path &&
+	    control_start(loop, cfg.control_path, cfg.control_group, &ops, err, errlen) < 0)
+		return MOAT_EIO;
+	if (cfg.has_metrics && metrics_http_start((const struct sockaddr *)&cfg.metrics_addr,
+	                                          workers, nworkers, MOAT_VERSION, err, errlen) < 0)
+		return MOAT_EIO;
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -594,16 +751,40 @@ int main(int argc, char **argv)
 	}
 	lint_report(policy);
 
-	FILE *log = log_open(cfg.log_file);
+	FILE *log = qlog = log_open(cfg.log_file);
 	if (!log) {
 		fprintf(stderr, "moatd: cannot open log %s: %m\n", cfg.log_file);
 		return 1;
 	}
+	int log_dirfd = logreopen_init(cfg.log_file);
+	if (log_dirfd < -1) {
+		fprintf(stderr, "moatd: warning: the query log cannot be reopened on SIGUSR1\n");
+		log_dirfd = -1;
+	}
+	keep_policy_dirs(&cfg, opts.config_path);
 	if (cfg.rl_qps && !(limiter = ratelimit_new(cfg.rl_qps, cfg.rl_burst, 65536))) {
 		fprintf(stderr, "moatd: out of memory for the rate limiter\n");
 		return 1;
 	}
+	if (limits_fit_nofile(&cfg, err, sizeof(err)) < 0) {
+		fprintf(stderr, "moatd: %s\n", err);
+		return 1;
+	}
+	if (err[0])
+		fprintf(stderr, "moatd: %s\n", err);
+	if (!(inflight = inflight_new(cfg.inflight_max, cfg.inflight_per_client, 4096))) {
+		fprintf(stderr, "moatd: out of memory for the in-flight caps\n");
+		return 1;
+	}
 	nworkers = cfg.workers;
+	metrics_global.start_unix = (uint64_t)time(NULL);
+	metrics_global.workers = nworkers;
+	policy_measured(policy, true);
+	if (dnstap_out_start(&cfg, nworkers, "moatd", "moatd " MOAT_VERSION, err, sizeof(err)) <
+	    0) {
+		fprintf(stderr, "moatd: %s\n", err);
+		return 1;
+	}
 	if (!(workers = calloc(nworkers, sizeof(*workers)))) {
 		fprintf(stderr, "moatd: out of memory\n");
 		return 1;
@@ -614,6 +795,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "moatd: %s\n", err);
 			return 1;
 		}
+	for (unsigned i = 0; i < nworkers; i++)
+		workers[i].inflight = inflight;
 	/* The transfer thread starts before the system-call filter (which has no clone). */
 	if (rpz_feed_wanted(&cfg) &&
 	    rpz_feed_start(&feed, &cfg, policy, publish_policy, NULL) < 0) {
@@ -634,6 +817,12 @@ int main(int argc, char **argv)
 	uv_signal_start(&sig_int, on_signal, SIGINT);
 	uv_signal_start(&sig_hup, on_signal, SIGHUP);
 	signal(SIGPIPE, SIG_IGN);
+	signal(SIGUSR2, SIG_IGN); /* reserved; never fatal */
+	usr1_start(loop);
+	if (start_ops(loop, err, sizeof(err)) < 0) {
+		fprintf(stderr, "moatd: %s\n", err);
+		return 1;
+	}
 
 	/* The other workers' threads wait at a barrier until the whole process has dropped its
 	 * privileges and every thread carries the system-call filter. */
@@ -646,7 +835,8 @@ int main(int argc, char **argv)
 	if (sdnotify_open() < 0)
 		fprintf(stderr, "moatd: NOTIFY_SOCKET: cannot reach the service manager\n");
 	/* Everything privileged is done: sockets bound, files open. */
-	if (privdrop_apply(cfg.user, cfg.seccomp, err, sizeof(err)) < 0) {
+	struct privdrop_opts drop = {cfg.user, cfg.seccomp, log_dirfd};
+	if (privdrop_apply(&drop, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moatd: %s\n", err);
 		_exit(1); /* the waiting threads go with the process */
 	}
@@ -659,6 +849,8 @@ int main(int argc, char **argv)
 	sdnotify_send("READY=1\nSTATUS=serving");
 	uv_run(loop, UV_RUN_DEFAULT);
 	worker_join(workers, nworkers);
+	metrics_http_stop();
+	dnstap_out_stop();
 	rpz_feed_stop(feed);
 
 	struct server_stats t = {0};
@@ -674,16 +866,18 @@ int main(int argc, char **argv)
 		t.refused_clients += s->refused_clients;
 		t.upstream_mismatch += s->upstream_mismatch;
 		t.ratelimited += s->ratelimited;
+		t.inflight_refused += s->inflight_refused;
 	}
 	fprintf(stderr,
 	        "moatd: stopped: %llu queries, %llu answered, %llu denied, %llu forwarded, "
 	        "%llu servfail, %llu formerr, %llu dropped, %llu refused clients, %llu upstream "
-	        "mismatches, %llu rate-limited\n",
+	        "mismatches, %llu rate-limited, %llu over the in-flight caps\n",
 	        (unsigned long long)t.queries, (unsigned long long)t.answered,
 	        (unsigned long long)t.denied, (unsigned long long)t.forwarded,
 	        (unsigned long long)t.servfail, (unsigned long long)t.formerr,
 	        (unsigned long long)t.dropped, (unsigned long long)t.refused_clients,
-	        (unsigned long long)t.upstream_mismatch, (unsigned long long)t.ratelimited);
+	        (unsigned long long)t.upstream_mismatch, (unsigned long long)t.ratelimited,
+	        (unsigned long long)t.inflight_refused);
 	if (nworkers > 1)
 		for (unsigned i = 0; i < nworkers; i++)
 			fprintf(stderr, "moatd: worker %u: %llu queries\n", i,
@@ -693,7 +887,10 @@ int main(int argc, char **argv)
 	sdnotify_close();
 	free(workers);
 	ratelimit_free(limiter);
+	inflight_free(inflight);
 	log_close(log);
+	logreopen_release();
+	pathfd_release();
 	config_free(&cfg);
 	return 0;
 }

@@ -22,6 +22,7 @@
 #include "moat/name.h"
 #include "moat/policy.h"
 #include "moat/policy_lint.h"
+#include "moat/pathfd.h"
 
 /* 16 bytes a name. The tag (32 bits of the name's SipHash) picks the home slot and is compared
  * before the name itself, so a probe rarely touches the name arena (a cache miss each), and the
@@ -560,7 +561,7 @@ static int load_line(struct policy_set *s, struct load_batch *bt, const char *li
 
 int policy_set_load_file(struct policy_set *s, const char *path, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "re");
+	FILE *f = pathfd_fopen(path); /* also after the privilege drop */
 	struct stat st;
 	if (!f || fstat(fileno(f), &st) < 0) {
 		snprintf(err, errlen, "%s: cannot open: %m", path);
@@ -680,6 +681,14 @@ bool policy_set_match_below(const struct policy_set *s, const uint8_t *lname,
 	return false;
 }
 
+size_t policy_allow_count(const struct policy *p)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < p->nagents; i++)
+		n += policy_set_count(p->agents[i].allow);
+	return n;
+}
+
 struct policy *policy_ref(struct policy *p)
 {
 	__atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);
@@ -764,14 +773,18 @@ static enum policy_verdict check_name(const struct policy *p, const struct polic
 		           out->rule.line ? (int)out->rule.line : -1);
 		return out->verdict;
 	}
-	if (iplit_embedded_v4(lname, addr) &&
-	    class_blocks(addrguard_check(p->guard, addr, 4), agent)) {
-		out->verdict = POLICY_DENY_EMBEDDED;
-		out->alert = true;
-		snprintf(out->reason, sizeof(out->reason), "moat: name embeds the address %s",
-		         addrguard_format(addr, 4, txt, sizeof(txt)));
-		return out->verdict;
-	}
+	/* Every embedded address, not only the leftmost. */
+	uint8_t emb[IPLIT_EMBEDDED_MAX][4];
+	size_t nemb = iplit_embedded_v4_all(lname, emb, IPLIT_EMBEDDED_MAX);
+	for (size_t i = 0; i < nemb; i++)
+		if (class_blocks(addrguard_check(p->guard, emb[i], 4), agent)) {
+			out->verdict = POLICY_DENY_EMBEDDED;
+			out->alert = true;
+			snprintf(out->reason, sizeof(out->reason),
+			         "moat: name embeds the address %s",
+			         addrguard_format(emb[i], 4, txt, sizeof(txt)));
+			return out->verdict;
+		}
 	return POLICY_ALLOW;
 }
 

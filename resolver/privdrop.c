@@ -1,16 +1,23 @@
 /* privdrop.c owns moatd's least-privilege step (see privdrop.h). The filter allows what
  * glibc, libuv (epoll, eventfd, timers, signals through a pipe) and moatd itself use: socket I/O
  * on already bound sockets, upstream sockets (socket/bind/connect), reading policy files again on
- * SIGHUP, memory management and clocks. Anything else fails with EPERM rather than killing the
- * process: a forgotten rare call then fails that one operation, closed, instead of taking the
- * resolver down. */
+ * SIGHUP, memory management and clocks. The calls that could reach further are allowed only
+ * with checked arguments: socket() only for AF_INET/AF_INET6 datagram or stream sockets and
+ * AF_UNIX (the firewall channel, a control socket); openat() only read-only, or for writing
+ * only relative to the log's directory (the reopen on SIGUSR1); kill()/tgkill() only to moatd
+ * itself; ioctl() only the few requests libuv makes (FIONBIO, FIOCLEX, FIONCLEX, FIONREAD).
+ * Anything else fails with EPERM rather than killing the process: a forgotten rare call then
+ * fails that one operation, closed, instead of taking the resolver down. */
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <seccomp.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "moat/err.h"
@@ -25,20 +32,17 @@ static const char *const allowed_calls[] = {
     "pread64",
     "pwrite64",
     "close",
-    "openat",
     "fstat",
     "newfstatat",
     "statx",
     "lseek",
     "fcntl",
-    "ioctl",
     "dup",
     "dup2",
     "dup3",
     "fsync",
     "fdatasync",
     /* sockets */
-    "socket",
     "bind",
     "connect",
     "listen",
@@ -90,13 +94,16 @@ static const char *const allowed_calls[] = {
     "uname",
     "prlimit64",
     "getrusage",
+    /* a thread created just before the filter (libmicrohttpd's for the metrics endpoint,
+     * libfstrm's dnstap writer) may register with the kernel only after it: harmless calls,
+     * and glibc aborts the thread's start when rseq is refused */
+    "rseq",
+    "set_robust_list",
     /* signals and exit */
     "rt_sigaction",
     "rt_sigprocmask",
     "rt_sigreturn",
     "sigaltstack",
-    "tgkill",
-    "kill",
     "restart_syscall",
     "exit",
     "exit_group",
@@ -113,8 +120,6 @@ static const char *const allowed_calls[] = {
     "prctl",
     "sched_getaffinity",
     "getppid",
-    "set_robust_list",
-    "rseq",
     "sysinfo",
     "unlink",
     "mkdir",
@@ -126,7 +131,37 @@ static const char *const allowed_calls[] = {
 #endif
 };
 
-static int install_filter(char *err, size_t errlen)
+/* The calls allowed only with checked arguments (see the file comment). */
+static int add_checked(scmp_filter_ctx ctx, int log_dirfd)
+{
+	const scmp_datum_t wflags = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND;
+	const scmp_datum_t pid = (scmp_datum_t)getpid();
+	int rc = 0;
+	rc |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat), 1,
+	                       SCMP_A2(SCMP_CMP_MASKED_EQ, wflags, 0));
+	if (log_dirfd >= 0)
+		rc |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat), 1,
+		                       SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)log_dirfd));
+	rc |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
+	                       SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
+	static const int fams[] = {AF_INET, AF_INET6}, types[] = {SOCK_DGRAM, SOCK_STREAM};
+	for (int f = 0; f < 2; f++)
+		for (int t = 0; t < 2; t++)
+			/* the type's low bits; SOCK_NONBLOCK and SOCK_CLOEXEC may be or-ed in */
+			rc |= seccomp_rule_add(
+			    ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 2,
+			    SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)fams[f]),
+			    SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, (scmp_datum_t)types[t]));
+	rc |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(kill), 1, SCMP_A0(SCMP_CMP_EQ, pid));
+	rc |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1, SCMP_A0(SCMP_CMP_EQ, pid));
+	static const unsigned long ioctls[] = {FIONBIO, FIOCLEX, FIONCLEX, FIONREAD};
+	for (size_t i = 0; i < sizeof(ioctls) / sizeof(ioctls[0]); i++)
+		rc |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+		                       SCMP_A1(SCMP_CMP_EQ, (scmp_datum_t)ioctls[i]));
+	return rc;
+}
+
+static int install_filter(int log_dirfd, char *err, size_t errlen)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
 	if (!ctx) {
@@ -149,6 +184,11 @@ static int install_filter(char *err, size_t errlen)
 			return MOAT_EINVAL;
 		}
 	}
+	if (add_checked(ctx, log_dirfd) != 0) {
+		snprintf(err, errlen, "seccomp: cannot add the argument checks");
+		seccomp_release(ctx);
+		return MOAT_EINVAL;
+	}
 	int rc = seccomp_load(ctx);
 	seccomp_release(ctx);
 	if (rc < 0) {
@@ -158,27 +198,46 @@ static int install_filter(char *err, size_t errlen)
 	return 0;
 }
 
-int privdrop_apply(const char *user, bool filter, char *err, size_t errlen)
+const char *privdrop_pick_user(const char *configured)
 {
-	if (user) {
-		struct passwd *pw = getpwnam(user);
-		if (!pw) {
-			snprintf(err, errlen, "no such user '%s'", user);
-			return MOAT_EINVAL;
-		}
-		/* Groups first: after setuid there is no permission left to change them. */
-		if (setgroups(0, NULL) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0) {
-			snprintf(err, errlen, "cannot become user '%s': %m", user);
-			return MOAT_EIO;
-		}
-		if (setuid(0) == 0) {
-			snprintf(err, errlen, "could regain root after dropping to '%s'", user);
-			return MOAT_EIO;
-		}
+	if (configured)
+		return strcmp(configured, "root") == 0 ? NULL : configured;
+	if (geteuid() != 0)
+		return NULL; /* nothing to drop */
+	return getpwnam("moat") ? "moat" : "nobody";
+}
+
+static int become(const char *user, char *err, size_t errlen)
+{
+	struct passwd *pw = getpwnam(user);
+	if (!pw) {
+		snprintf(err, errlen, "no such user '%s'", user);
+		return MOAT_EINVAL;
 	}
+	/* Groups first: after setuid there is no permission left to change them. */
+	if (setgroups(0, NULL) < 0 || setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0) {
+		snprintf(err, errlen, "cannot become user '%s': %m", user);
+		return MOAT_EIO;
+	}
+	if (pw->pw_uid != 0 && setuid(0) == 0) {
+		snprintf(err, errlen, "could regain root after dropping to '%s'", user);
+		return MOAT_EIO;
+	}
+	return 0;
+}
+
+int privdrop_apply(const struct privdrop_opts *o, char *err, size_t errlen)
+{
+	const char *user = privdrop_pick_user(o->user);
+	if (o->user && !user && geteuid() == 0)
+		fprintf(stderr, "moatd: warning: --user root: staying root (the system-call filter "
+		                "still applies)\n");
+	int rc;
+	if (user && (rc = become(user, err, errlen)) < 0)
+		return rc;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
 		snprintf(err, errlen, "cannot set no_new_privs: %m");
 		return MOAT_EIO;
 	}
-	return filter ? install_filter(err, errlen) : 0;
+	return o->filter ? install_filter(o->log_dirfd, err, errlen) : 0;
 }

@@ -7,10 +7,21 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Switch to user (and its primary group, no supplementary groups) when user is not NULL, set
- * no_new_privs, and install the system-call filter when filter is true. Returns 0, or a
+/* The user moatd becomes: the configured one; without one, when started as root, "moat" if
+ * that user exists, else "nobody". NULL: stay as started (not root and none configured, or
+ * "root" configured, which moatd warns about). */
+const char *privdrop_pick_user(const char *configured);
+
+struct privdrop_opts {
+	const char *user; /* configured (--user, user:); NULL: the default above */
+	bool filter;      /* install the system-call filter */
+	int log_dirfd;    /* the log's directory (logreopen_init); -1: none */
+};
+
+/* Switch to the user privdrop_pick_user picks (its primary group, no supplementary groups),
+ * set no_new_privs, and install the system-call filter when o->filter is set. Returns 0, or a
  * negative MOAT_* code with err set; the caller must then exit (half-dropped is not a state to
  * serve in). */
-int privdrop_apply(const char *user, bool filter, char *err, size_t errlen);
+int privdrop_apply(const struct privdrop_opts *o, char *err, size_t errlen);
 
 #endif

@@ -10,7 +10,9 @@
 
 #include "moat/addrguard.h"
 #include "moat/err.h"
+#include "moat/inflight.h"
 #include "moat/log.h"
+#include "moat/metrics.h"
 #include "moat/policy.h"
 #include "moat/ratelimit.h"
 #include "fetch.h"
@@ -29,10 +31,22 @@ struct query {
 	struct fetch_wait *wait; /* while the answer is on its way */
 	struct answer *ans;      /* reference, once it is here */
 	uint32_t fw_token;       /* while the firewall grant is pending */
+	bool holds_slot;         /* counted in srv->inflight (slot) while it waits upstream */
+	uint32_t slot;
+	uint64_t grant_t0; /* when the grant was sent (us), for its latency */
+	const char *grant; /* moat-fw's verdict for the log; NULL: not asked yet */
+	uint32_t grant_life;
 	struct dlist link;
 	struct policy_decision decision;
 	struct wire_query q;
 };
+
+/* Every log line goes through here, and so is counted (moat/metrics.h). */
+static void log_emit(struct server *srv, const struct reply_to *to, const struct log_query *e)
+{
+	log_write_query(srv->log, e);
+	metrics_count_query(srv->metrics, e->agent, e->decision, to->kind == REPLY_TCP, e->rcode);
+}
 
 static void log_it(struct server *srv, const struct reply_to *to, const struct wire_query *q,
                    const char *agent, const char *decision, const char *reason, int rcode,
@@ -52,7 +66,7 @@ static void log_it(struct server *srv, const struct reply_to *to, const struct w
 	    .upstream_us = up_us,
 	    .alert = alert,
 	};
-	log_write_query(srv->log, &e);
+	log_emit(srv, to, &e);
 }
 
 /* The largest answer this client can take over its transport. */
@@ -97,8 +111,75 @@ static void answer_local(struct server *srv, struct reply_to *to, const struct w
 	srv->stats.answered++;
 }
 
+/* The question no longer waits for an upstream: its in-flight count goes back. */
+static void give_slot(struct query *qr)
+{
+	if (qr->holds_slot)
+		inflight_give(qr->srv->inflight, qr->slot);
+	qr->holds_slot = false;
+}
+
+#define LOG_MAXADDR 32
+
+struct addr_list {
+	uint8_t addr[LOG_MAXADDR * 16];
+	uint8_t len[LOG_MAXADDR];
+	unsigned n;
+	size_t used;
+};
+
+static int on_log_addr(void *ctx, const uint8_t *addr, size_t len, uint16_t rrtype)
+{
+	struct addr_list *l = ctx;
+	(void)rrtype;
+	if (l->n == LOG_MAXADDR)
+		return 1; /* the log lists the first 32 */
+	memcpy(l->addr + l->used, addr, len);
+	l->len[l->n++] = (uint8_t)len;
+	l->used += len;
+	return 0;
+}
+
+/* The log line of an allowed query once its answer is settled: v2 adds the rule that allowed
+ * it, the addresses released (when released) and the grant's outcome. */
+static void log_query_done(struct query *qr, const char *decision, const char *reason, int rcode,
+                           bool alert, bool released)
+{
+	const struct answer *a = qr->ans; /* NULL: no upstream answered */
+	struct addr_list al;
+	al.n = 0;
+	al.used = 0;
+	if (released && a)
+		wire_resp_each_passed_addr(a->pkt, a->len, &a->resp, on_log_addr, &al);
+	struct log_query e = {
+	    .client = (const struct sockaddr *)&qr->to.client,
+	    .transport = qr->to.kind == REPLY_UDP ? "udp" : "tcp",
+	    .agent = qr->agent->cfg.name,
+	    .qname = qr->q.qname,
+	    .qtype = qr->q.qtype,
+	    .qclass = qr->q.qclass,
+	    .decision = decision,
+	    .reason = reason,
+	    .rcode = rcode,
+	    .upstream = !a || a->cached || a->local ? NULL : (const struct sockaddr *)&a->upstream,
+	    .upstream_us = a ? a->up_us : -1,
+	    .alert = alert,
+	    .rule_file = qr->decision.rule.file,
+	    .rule_line = qr->decision.rule.line,
+	    .answer = al.addr,
+	    .alen = al.len,
+	    .nanswer = al.n,
+	    .has_answer = released,
+	    .grant = qr->grant,
+	    .has_grant_life = qr->grant && !strcmp(qr->grant, "OK"),
+	    .grant_life = qr->grant_life,
+	};
+	log_emit(qr->srv, &qr->to, &e);
+}
+
 static void query_free(struct query *qr)
 {
+	give_slot(qr);
 	if (qr->fw_token)
 		fwchan_cancel(qr->srv->fw, qr->fw_token);
 	if (qr->wait)
@@ -175,12 +256,12 @@ static void release(struct query *qr, uint32_t ttl_cap)
 {
 	struct server *srv = qr->srv;
 	const struct answer *a = qr->ans;
-	const struct sockaddr *from =
-	    a->cached || a->local ? NULL : (const struct sockaddr *)&a->upstream;
 	static _Thread_local uint8_t out[WIRE_MAXMSG]; /* one answer built at a time per loop */
 	size_t limit = reply_limit(&qr->to, &qr->q);
 	if (a->stale && ttl_cap > STALE_TTL)
 		ttl_cap = STALE_TTL;
+	if (!qr->grant)
+		qr->grant = "none"; /* no firewall, or nothing to grant */
 	int n = wire_resp_build(a->pkt, a->len, &a->resp, &qr->q, ttl_cap, limit, out, sizeof(out));
 	if (n > 0 && a->stale && qr->q.edns) {
 		/* EDE 3, Stale Answer; left out (not the answer) if it would not fit. */
@@ -192,17 +273,17 @@ static void release(struct query *qr, uint32_t ttl_cap)
 	if (n < 0) {
 		srv->stats.servfail++;
 		answer_local(srv, &qr->to, &qr->q, qr->agent, false, WIRE_SERVFAIL, 0, NULL);
-		log_it(srv, &qr->to, &qr->q, qr->agent->cfg.name, "allow",
-		       "moat: answer could not be rebuilt", WIRE_SERVFAIL, false, from, a->up_us);
+		log_query_done(qr, "allow", "moat: answer could not be rebuilt", WIRE_SERVFAIL,
+		               false, false);
 	} else {
 		reply_send(srv, &qr->to, out, (size_t)n);
 		srv->stats.answered++;
-		log_it(srv, &qr->to, &qr->q, qr->agent->cfg.name,
-		       a->stale    ? "allow-stale"
-		       : a->cached ? "allow-cached"
-		       : a->local  ? "allow-local"
-		                   : "allow",
-		       qr->decision.reason, out[3] & 0xF, false, from, a->up_us);
+		log_query_done(qr,
+		               a->stale    ? "allow-stale"
+		               : a->cached ? "allow-cached"
+		               : a->local  ? "allow-local"
+		                           : "allow",
+		               qr->decision.reason, out[3] & 0xF, false, true);
 	}
 	query_free(qr);
 }
@@ -212,6 +293,11 @@ static void on_granted(void *ctx, uint16_t status, uint32_t lifetime)
 	struct query *qr = ctx;
 	struct server *srv = qr->srv;
 	qr->fw_token = 0;
+	metrics_observe(&srv->metrics->grant, server_now_us() - qr->grant_t0);
+	metrics_inc(status == FWPROTO_OK ? &srv->metrics->grants_acked
+	                                 : &srv->metrics->grants_failed);
+	qr->grant = fwproto_status_str(status);
+	qr->grant_life = lifetime;
 	if (qr->to.kind == REPLY_TCP && tcp_conn_closed(qr->to.conn)) {
 		srv->stats.dropped++;
 		query_free(qr);
@@ -231,8 +317,7 @@ static void on_granted(void *ctx, uint16_t status, uint32_t lifetime)
 	srv->stats.servfail++;
 	answer_local(srv, &qr->to, &qr->q, qr->agent, false, WIRE_SERVFAIL, WIRE_EDE_PROHIBITED,
 	             why);
-	log_it(srv, &qr->to, &qr->q, qr->agent->cfg.name, "allow", why, WIRE_SERVFAIL,
-	       status == FWPROTO_DENIED, NULL, qr->ans->up_us);
+	log_query_done(qr, "allow", why, WIRE_SERVFAIL, status == FWPROTO_DENIED, false);
 	query_free(qr);
 }
 
@@ -282,6 +367,8 @@ static bool grant_first(struct query *qr)
 		g.client.family = 6;
 		memcpy(g.client.addr, &((const struct sockaddr_in6 *)c)->sin6_addr, 16);
 	}
+	metrics_inc(&qr->srv->metrics->grants_sent);
+	qr->grant_t0 = server_now_us();
 	/* The callback may already have run (channel down); qr is then gone. */
 	uint32_t token = fwchan_grant(qr->srv->fw, &g, on_granted, qr);
 	if (token)
@@ -328,6 +415,7 @@ static void on_fetched(void *ctx, int status, struct answer *ans)
 	struct query *qr = ctx;
 	struct server *srv = qr->srv;
 	qr->wait = NULL;
+	give_slot(qr);
 	if (status < 0) {
 		srv->stats.servfail++;
 		const char *why = status == MOAT_EFORMAT ? "moat: upstream answer was malformed"
@@ -335,8 +423,7 @@ static void on_fetched(void *ctx, int status, struct answer *ans)
 		if (qr->to.kind == REPLY_UDP || !tcp_conn_closed(qr->to.conn))
 			answer_local(srv, &qr->to, &qr->q, qr->agent, false, WIRE_SERVFAIL,
 			             WIRE_EDE_NO_REACHABLE_AUTHORITY, why);
-		log_it(srv, &qr->to, &qr->q, qr->agent->cfg.name, "allow", why, WIRE_SERVFAIL,
-		       false, NULL, -1);
+		log_query_done(qr, "allow", why, WIRE_SERVFAIL, false, false);
 		query_free(qr);
 		return;
 	}
@@ -367,11 +454,72 @@ static void query_notify(struct server *srv, struct reply_to *to, const struct w
 	log_it(srv, to, q, NULL, "notify-refused", why, WIRE_REFUSED, true, NULL, -1);
 }
 
+/* An allowed question: answered from the cache, or it waits for the upstream (within the caps
+ * on questions in flight), then goes through on_answer. */
+static void forward(struct server *srv, struct reply_to *to, const struct wire_query *q,
+                    const struct policy_agent *agent, const struct policy_decision *d)
+{
+	struct query *qr = malloc(sizeof(*qr));
+	if (!qr) {
+		answer_local(srv, to, q, agent, false, WIRE_SERVFAIL, 0, NULL);
+		return;
+	}
+	qr->srv = srv;
+	qr->policy = policy_ref(srv->policy);
+	qr->agent = agent;
+	qr->fwd = forward_pick(&agent->fwd, &srv->policy->fwd, q->lname);
+	qr->to = *to;
+	if (to->kind == REPLY_TCP)
+		tcp_conn_ref(to->conn);
+	qr->decision = *d;
+	qr->q = *q;
+	qr->wait = NULL;
+	qr->ans = NULL;
+	qr->fw_token = 0;
+	qr->grant = NULL;
+	qr->grant_life = 0;
+	qr->holds_slot = false;
+	dlist_add(&srv->live_queries, &qr->link);
+	/* Local answers (local_data:, hosts:) first: the operator's records, no upstream. */
+	struct answer *hit = local_answer(srv, srv->policy, q);
+	/* Over a cap on questions in flight, only the cache may answer. */
+	enum inflight_result cap =
+	    srv->inflight && !hit
+	        ? inflight_take(srv->inflight, (const struct sockaddr *)&to->client, &qr->slot)
+	        : INFLIGHT_OK;
+	qr->holds_slot = srv->inflight && !hit && cap == INFLIGHT_OK;
+	int rc = hit ? FETCH_HIT
+	             : fetch_answer(srv, qr->fwd, q->lname, q->qtype, q->qclass, q->edns_do,
+	                            cap == INFLIGHT_OK, on_fetched, qr, &hit, &qr->wait);
+	if (rc == FETCH_HIT) {
+		give_slot(qr);
+		qr->ans = hit;
+		on_answer(qr);
+	} else if (rc == FETCH_BUSY) {
+		srv->stats.servfail++;
+		srv->stats.inflight_refused++;
+		char why[96];
+		snprintf(why, sizeof(why), "moat: %s", inflight_result_str(cap));
+		answer_local(srv, to, q, agent, false, WIRE_SERVFAIL, WIRE_EDE_NOT_READY, why);
+		log_it(srv, to, q, agent->cfg.name, "allow", why, WIRE_SERVFAIL, false, NULL, -1);
+		query_free(qr);
+	} else if (rc < 0) {
+		answer_local(srv, to, q, agent, false, WIRE_SERVFAIL, 0, NULL);
+		log_it(srv, to, q, agent->cfg.name, "allow", "moat: could not reach upstream",
+		       WIRE_SERVFAIL, false, NULL, -1);
+		query_free(qr);
+	} else {
+		srv->stats.forwarded++;
+	}
+}
+
 void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, size_t len,
                   bool oversized)
 {
 	struct wire_query q;
 	srv->stats.queries++;
+	if (srv->dnstap)
+		dnstap_client(srv, to, pkt, len, false);
 
 	/* Read the question. */
 	enum wire_query_status st = wire_query_parse(pkt, len, &q);
@@ -387,6 +535,7 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 	if (srv->rl &&
 	    !ratelimit_allow(srv->rl, (const struct sockaddr *)&to->client, uv_now(srv->loop))) {
 		srv->stats.ratelimited++;
+		metrics_inc(&srv->metrics->ratelimited);
 		if (!srv->cfg->rl_drop && st == WQ_OK)
 			answer_local(srv, to, &q, NULL, false, WIRE_REFUSED, WIRE_EDE_PROHIBITED,
 			             "moat: rate limit");
@@ -434,6 +583,15 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 		return;
 	}
 
+	/* Zone transfers, TSIG/TKEY, MAILA/MAILB, OPT as a type: never forwarded. */
+	if (wire_qtype_is_meta(q.qtype)) {
+		answer_local(srv, to, &q, NULL, false, WIRE_NOTIMP, WIRE_EDE_NOT_SUPPORTED,
+		             "moat: meta query type not supported");
+		log_it(srv, to, &q, agent->cfg.name, "notimp", "meta query type not supported",
+		       WIRE_NOTIMP, false, NULL, -1);
+		return;
+	}
+
 	/* Decide on the name. A deny is answered here and never leaves the box. */
 	struct policy_decision d;
 	policy_decide(srv->policy, agent, q.lname, q.qclass, &d);
@@ -447,8 +605,22 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 		            : class_deny || agent->cfg.deny == DENY_REFUSED ? WIRE_REFUSED
 		            : agent->cfg.deny == DENY_SINKHOLE              ? WIRE_NOERROR
 		                                                            : WIRE_NXDOMAIN;
-		log_it(srv, to, &q, agent->cfg.name, policy_verdict_str(d.verdict), d.reason, rcode,
-		       d.alert, NULL, -1);
+		struct log_query e = {
+		    .client = (const struct sockaddr *)&to->client,
+		    .transport = to->kind == REPLY_UDP ? "udp" : "tcp",
+		    .agent = agent->cfg.name,
+		    .qname = q.qname,
+		    .qtype = q.qtype,
+		    .qclass = q.qclass,
+		    .decision = policy_verdict_str(d.verdict),
+		    .reason = d.reason,
+		    .rcode = rcode,
+		    .upstream_us = -1,
+		    .alert = d.alert,
+		    .rule_file = d.rule.file, /* the high-risk pattern that denied it */
+		    .rule_line = d.rule.line,
+		};
+		log_emit(srv, to, &e);
 		return;
 	}
 
@@ -464,46 +636,16 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 		return;
 	}
 
-	/* Forward with moatd's own query. */
-	struct query *qr = malloc(sizeof(*qr));
-	if (!qr) {
-		answer_local(srv, to, &q, agent, false, WIRE_SERVFAIL, 0, NULL);
-		return;
-	}
-	qr->srv = srv;
-	qr->policy = policy_ref(srv->policy);
-	qr->agent = agent;
-	qr->fwd = forward_pick(&agent->fwd, &srv->policy->fwd, q.lname);
-	qr->to = *to;
-	if (to->kind == REPLY_TCP)
-		tcp_conn_ref(to->conn);
-	qr->decision = d;
-	qr->q = q;
-	qr->wait = NULL;
-	qr->ans = NULL;
-	qr->fw_token = 0;
-	dlist_add(&srv->live_queries, &qr->link);
-	/* Local answers (local_data:, hosts:) first: the operator's records, no upstream. */
-	struct answer *hit = local_answer(srv, srv->policy, &q);
-	int rc = hit ? FETCH_HIT
-	             : fetch_answer(srv, qr->fwd, q.lname, q.qtype, q.qclass, q.edns_do, on_fetched,
-	                            qr, &hit, &qr->wait);
-	if (rc == FETCH_HIT) {
-		qr->ans = hit;
-		on_answer(qr);
-	} else if (rc < 0) {
-		answer_local(srv, to, &q, agent, false, WIRE_SERVFAIL, 0, NULL);
-		log_it(srv, to, &q, agent->cfg.name, "allow", "moat: could not reach upstream",
-		       WIRE_SERVFAIL, false, NULL, -1);
-		query_free(qr);
-	} else {
-		srv->stats.forwarded++;
-	}
+	forward(srv, to, &q, agent, &d);
 }
 
 void query_cancel_all(struct server *srv)
 {
-	while (srv->live_queries.next != &srv->live_queries)
+	/* At shutdown: every query still waiting is dropped, and counted so (queries read =
+	 * answered + dropped, also when a client kept many waiting). */
+	while (srv->live_queries.next != &srv->live_queries) {
+		srv->stats.dropped++;
 		query_free((struct query *)((char *)srv->live_queries.next -
 		                            offsetof(struct query, link)));
+	}
 }

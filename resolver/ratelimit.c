@@ -8,9 +8,11 @@
 
 #include "moat/ratelimit.h"
 
+/* A bucket is shared by every client whose hash lands on it: it keeps no owner, so a new
+ * client arriving never refills it (two colliding clients taking turns used to get a full
+ * burst each time: unlimited). */
 struct bucket {
-	uint64_t key;     /* the client's hash, so a bucket notices a new owner */
-	uint64_t last_ms; /* last refill */
+	uint64_t last_ms; /* last refill; 0: never used */
 	uint64_t milli;   /* tokens x 1000 */
 };
 
@@ -57,9 +59,9 @@ uint64_t ratelimit_limited(struct ratelimit *rl)
 	return n;
 }
 
-bool ratelimit_allow(struct ratelimit *rl, const struct sockaddr *client, uint64_t now_ms)
+void ratelimit_client_id(const struct sockaddr *client, uint8_t id[RATELIMIT_CLIENT_ID])
 {
-	uint8_t id[9] = {0};
+	memset(id, 0, RATELIMIT_CLIENT_ID);
 	if (client->sa_family == AF_INET) {
 		id[0] = 4;
 		memcpy(id + 1, &((const struct sockaddr_in *)client)->sin_addr, 4);
@@ -67,14 +69,19 @@ bool ratelimit_allow(struct ratelimit *rl, const struct sockaddr *client, uint64
 		id[0] = 6;
 		memcpy(id + 1, &((const struct sockaddr_in6 *)client)->sin6_addr, 8); /* the /64 */
 	}
+}
+
+bool ratelimit_allow(struct ratelimit *rl, const struct sockaddr *client, uint64_t now_ms)
+{
+	uint8_t id[RATELIMIT_CLIENT_ID];
+	ratelimit_client_id(client, id);
 	uint64_t h;
 	crypto_shorthash((unsigned char *)&h, id, sizeof(id), rl->hkey);
 	struct bucket *b = &rl->b[h & rl->mask];
 	bool ok = false;
 	pthread_mutex_lock(&rl->lock);
-	if (b->key != h || b->last_ms == 0) {
-		/* A client this bucket has not seen (or seen last): it starts with a full burst. */
-		b->key = h;
+	if (b->last_ms == 0) {
+		/* A bucket nobody used yet starts with a full burst. */
 		b->last_ms = now_ms ? now_ms : 1;
 		b->milli = rl->burst;
 	} else if (now_ms > b->last_ms) {

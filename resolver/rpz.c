@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "moat/err.h"
+#include "moat/pathfd.h"
 #include "moat/rpz.h"
 
 struct rpz_data *rpz_data_new(enum rpz_kind kind, const uint8_t *origin, const char *label)
@@ -297,7 +298,7 @@ static int load_records(struct rpz_data *d, FILE *f, const char *path, const uin
 int rpz_load_file(enum rpz_kind kind, const char *path, const uint8_t *origin,
                   struct rpz_data **out, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "re");
+	FILE *f = pathfd_fopen(path); /* also after the privilege drop */
 	if (!f) {
 		snprintf(err, errlen, "%s: cannot open: %m", path);
 		return MOAT_EIO;

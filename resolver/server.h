@@ -46,6 +46,7 @@ static inline void dlist_del(struct dlist *n)
 struct server_stats {
 	uint64_t queries, answered, dropped, denied, forwarded, servfail, formerr, refused_clients;
 	uint64_t upstream_mismatch, upstream_timeouts, tcp_rejected, ratelimited;
+	uint64_t inflight_refused; /* SERVFAIL: over a cap on questions in flight */
 };
 
 struct server {
@@ -58,10 +59,13 @@ struct server {
 	struct fwchan *fw;           /* NULL: no firewall companion */
 	struct cache *cache;         /* NULL: no answer cache */
 	struct ratelimit *rl;        /* NULL: no per-client rate limit */
+	struct inflight *inflight;   /* caps on questions in flight (shared; NULL: none) */
+	uint32_t upool_max;          /* upstream sockets this worker may hold open */
 	struct fetch_table *fetches; /* questions in flight (fetch.c) */
 	struct rpz_feed *feed;       /* borrowed: RPZ transfers (rpz_feed.h), for NOTIFY */
 	struct dlist listeners;      /* struct listener */
 	struct dlist tcp_conns;      /* struct tcp_conn */
+	struct tcp_conn *tcp_resume; /* paused connections drained enough to be read again */
 	struct dlist upstream_reqs;  /* struct upstream_req */
 	struct upstream_pool *upool; /* upstream.c's UDP sockets (owned; created on first use) */
 	void *udp_rx, *up_rx;        /* receive areas of listen_udp.c and upstream.c (owned) */
@@ -80,6 +84,10 @@ struct server {
 	uv_loop_t loop_storage;
 	uv_async_t wake;
 	struct policy *next_policy; /* posted, not yet taken (under worker.c's lock) */
+	void (*call_fn)(struct server *w, void *arg); /* posted by worker_post_call (same lock) */
+	void *call_arg;
+	struct metrics_worker *metrics; /* owned; this worker is its only writer (moat/metrics.h) */
+	void *dnstap;                   /* dnstap_out.c's queue for this worker; NULL: off */
 	bool post_stop, wake_closed;
 	pthread_t thread;
 };
@@ -121,6 +129,9 @@ int listen_share_port(uv_handle_t *h);
 /* Send the answers UDP listeners have queued (called once per loop turn). */
 void listen_flush_all(struct server *srv);
 void tcp_close_all(struct server *srv);
+/* Read again the TCP connections that drained below their caps (once per loop turn, from the
+ * worker's flush: never inside a query's callback). */
+void tcp_resume_all(struct server *srv);
 /* Send one answer; the message is copied if it cannot be sent at once. */
 void udp_reply(struct listener *l, const struct sockaddr *client, const uint8_t *msg, size_t len);
 void tcp_conn_send(struct tcp_conn *c, const uint8_t *msg, size_t len);
@@ -128,10 +139,15 @@ void tcp_conn_ref(struct tcp_conn *c);
 void tcp_conn_unref(struct tcp_conn *c);
 bool tcp_conn_closed(const struct tcp_conn *c);
 
+/* dnstap_out.c: a client message seen by this worker. */
+void dnstap_client(struct server *srv, const struct reply_to *to, const uint8_t *msg, size_t len,
+                   bool response);
+
 static inline void reply_send(struct server *srv, struct reply_to *to, const uint8_t *msg,
                               size_t len)
 {
-	(void)srv;
+	if (srv->dnstap)
+		dnstap_client(srv, to, msg, len, true);
 	if (to->kind == REPLY_UDP)
 		udp_reply(to->udp, (const struct sockaddr *)&to->client, msg, len);
 	else if (!tcp_conn_closed(to->conn))
@@ -174,6 +190,8 @@ void upstream_cancel_all(struct server *srv);
 /* Send the upstream queries queued this loop turn (called once per turn, after the I/O). */
 void upstream_flush(struct server *srv);
 void upstream_deinit(struct server *srv);
+/* How many UDP sockets a worker's pool may hold for inflight_share questions in flight. */
+uint32_t upstream_pool_max(uint32_t inflight_share, size_t nupstreams);
 
 uint64_t server_now_us(void);
 

@@ -26,6 +26,8 @@
 
 #include "moat/err.h"
 #include "moat/rng.h"
+#include "dnstap_out.h"
+#include "moat/metrics.h"
 #include "server.h"
 
 #define SOCK_USES 128        /* queries one UDP socket carries in its life */
@@ -65,6 +67,7 @@ struct upstream_pool {
 	uv_timer_t timer;
 	bool timer_closed;
 	struct upstream_req *dead; /* finished this turn, freed by upstream_flush */
+	uint32_t nsocks;           /* open or closing: at most srv->upool_max */
 };
 
 /* A TCP try at one upstream: its own handle, freed in its close callback, so a new attempt never
@@ -104,6 +107,13 @@ struct upstream_req {
 	struct sockaddr_storage addrs[]; /* the set's upstreams, copied */
 };
 
+uint32_t upstream_pool_max(uint32_t inflight_share, size_t nupstreams)
+{
+	/* Full sockets carry SOCK_INFLIGHT each; retired ones linger with fewer until their
+	 * last attempt ends: four times the tight count, and a few per upstream. */
+	return inflight_share / SOCK_INFLIGHT * 4 + 4 * (uint32_t)nupstreams + 4;
+}
+
 uint64_t server_now_us(void)
 {
 	return uv_hrtime() / 1000;
@@ -139,6 +149,7 @@ static struct up_sock *sock_of(struct dlist *d)
 static void on_sock_closed(uv_handle_t *h)
 {
 	struct up_sock *s = h->data;
+	s->srv->upool->nsocks--;
 	close(s->fd);
 	free(s);
 }
@@ -190,6 +201,10 @@ static struct up_sock *sock_open(struct server *srv, const struct sockaddr_stora
 	else
 		src.ss_family = to->sa_family;
 
+	/* The pool is bounded: at the cap an attempt fails over at once (and the caps on
+	 * questions in flight keep it from getting there in normal use). */
+	if (srv->upool->nsocks >= srv->upool_max)
+		return NULL;
 	int fd = socket(to->sa_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return NULL;
@@ -212,6 +227,7 @@ static struct up_sock *sock_open(struct server *srv, const struct sockaddr_stora
 	}
 	s->srv = srv;
 	s->fd = fd;
+	srv->upool->nsocks++;
 	memcpy(&s->to, u, sa_len(to));
 	s->born_ms = uv_now(srv->loop);
 	s->poll.data = s;
@@ -363,6 +379,12 @@ static void finish(struct upstream_req *r, int status, const uint8_t *pkt, size_
 	int64_t elapsed = (int64_t)(server_now_us() - r->start_us);
 	r->done = true;
 	dlist_del(&r->link);
+	metrics_set(&srv->metrics->inflight, metrics_get(&srv->metrics->inflight) - 1);
+	if (status == 0) {
+		metrics_observe(&srv->metrics->upstream, (uint64_t)elapsed);
+		if (srv->dnstap)
+			dnstap_forwarder(srv, from, pkt, len, r->tcp != NULL, true);
+	}
 	if (r->cb)
 		r->cb(r->ctx, status, pkt, len, from, elapsed);
 	abandon(r); /* after the callback: pkt may live in the attempt's buffer */
@@ -577,6 +599,8 @@ static int try_tcp(struct upstream_req *r, const struct sockaddr *to)
 	r->id = (uint16_t)rng_uniform(65536);
 	a->query_len = (size_t)wire_build_query(r->id, r->lname, r->qtype, r->qclass, r->dnssec_ok,
 	                                        a->query, sizeof(a->query));
+	if (srv->dnstap)
+		dnstap_forwarder(srv, to, a->query, a->query_len, true, false);
 	if ((rc = uv_tcp_init(srv->loop, &a->tcp)) < 0) {
 		free(a);
 		return rc;
@@ -603,6 +627,10 @@ static int try_udp(struct upstream_req *r)
 	                         s->send_buf[s->nsend], QUERY_MAX);
 	if (n < 0)
 		return n;
+	if (r->srv->dnstap)
+		dnstap_forwarder(r->srv,
+		                 (const struct sockaddr *)&r->srv->cfg->upstreams[r->upstream],
+		                 s->send_buf[s->nsend], (size_t)n, false, false);
 	s->send_len[s->nsend] = (uint16_t)n;
 	s->send_slot[s->nsend] = r->slot;
 	if (s->nsend++ == 0) {
@@ -704,6 +732,7 @@ int upstream_query(struct server *srv, const struct upstream_set *set, const uin
 	r->start_us = server_now_us();
 	r->upstream = srv->next_upstream++ % (unsigned)naddrs;
 	dlist_init(&r->link);
+	metrics_inc(&srv->metrics->inflight);
 	*out = r;
 	req_try(r);
 	return 0;

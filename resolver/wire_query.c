@@ -103,3 +103,8 @@ enum wire_query_status wire_query_parse(const uint8_t *pkt, size_t len, struct w
 		return WQ_BADVERS;
 	return WQ_OK;
 }
+
+bool wire_qtype_is_meta(uint16_t qtype)
+{
+	return qtype == WIRE_OPT || (qtype >= 249 && qtype <= 254);
+}

@@ -169,6 +169,12 @@ int wire_resp_parse(const uint8_t *pkt, size_t len, uint16_t id, const uint8_t *
 			if (off + rr->rdlen > len)
 				return MOAT_EFORMAT;
 			off += rr->rdlen;
+			/* A record of another class than the question's is dropped before anything
+			 * looks at it: a class-CH "A" of 16 bytes or "AAAA" of 4 holding a blocked
+			 * address must never reach a client library that ignores the class. OPT's
+			 * class is its UDP size. */
+			if (rr->rclass != qclass && rr->type != WIRE_OPT)
+				continue;
 			if (rr->ttl > 0x7FFFFFFF)
 				rr->ttl = 0; /* RFC 2181 8: the top bit set means zero */
 			if (rr->type == WIRE_OPT) {

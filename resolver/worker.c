@@ -8,8 +8,11 @@
 
 #include "moat/err.h"
 #include "moat/log.h"
+#include "moat/metrics.h"
+#include "dnstap_out.h"
 #include "fetch.h"
 #include "fwchan.h"
+#include "metrics_http.h"
 #include "worker.h"
 
 /* Guards next_policy, post_stop and wake_closed of every worker: the only fields another thread
@@ -22,6 +25,8 @@ static pthread_barrier_t started, go;
  * a timer callback queued (a retry, a SERVFAIL) does not wait for the next event. */
 static void flush_all(struct server *w)
 {
+	tcp_resume_all(w);  /* first: what it answers is sent below */
+	metrics_publish(w); /* before the answers leave: a client that saw one sees it counted */
 	listen_flush_all(w);
 	upstream_flush(w);
 	log_flush(w->log);
@@ -43,8 +48,13 @@ static void on_wake(uv_async_t *a)
 	pthread_mutex_lock(&post_lock);
 	struct policy *np = w->next_policy;
 	bool stop = w->post_stop;
+	void (*fn)(struct server *, void *) = w->call_fn;
+	void *arg = w->call_arg;
 	w->next_policy = NULL;
+	w->call_fn = NULL;
 	pthread_mutex_unlock(&post_lock);
+	if (fn)
+		fn(w, arg);
 	if (np) {
 		/* Queries in flight keep the snapshot they started with (their own reference). */
 		policy_unref(w->policy);
@@ -65,6 +75,8 @@ int worker_init(struct server *w, unsigned index, unsigned nworkers, const struc
 	w->rl = rl;
 	w->reuseport = nworkers > 1;
 	w->tcp_max = (cfg->tcp_max_clients + nworkers - 1) / nworkers;
+	w->upool_max =
+	    upstream_pool_max((cfg->inflight_max + nworkers - 1) / nworkers, cfg->nupstreams);
 	dlist_init(&w->listeners);
 	dlist_init(&w->tcp_conns);
 	dlist_init(&w->upstream_reqs);
@@ -75,6 +87,11 @@ int worker_init(struct server *w, unsigned index, unsigned nworkers, const struc
 		return MOAT_EIO;
 	}
 	w->policy = policy_ref(policy);
+	if (!(w->metrics = calloc(1, sizeof(*w->metrics)))) {
+		snprintf(err, errlen, "out of memory for the counters");
+		return MOAT_ENOMEM;
+	}
+	dnstap_out_attach(w);
 	/* The cache budget is split, so the whole stays within cache_size_mb. */
 	if (fetch_init(w, cfg->cache_bytes / nworkers) < 0) {
 		snprintf(err, errlen, "out of memory for the answer cache");
@@ -142,6 +159,21 @@ void worker_post_policy(struct server *w, struct policy *p)
 	pthread_mutex_unlock(&post_lock);
 }
 
+void worker_post_call(struct server *w, void (*fn)(struct server *w, void *arg), void *arg)
+{
+	if (w->index == 0) { /* worker 0 runs on the caller's (main) thread */
+		fn(w, arg);
+		return;
+	}
+	pthread_mutex_lock(&post_lock);
+	if (!w->wake_closed) {
+		w->call_fn = fn;
+		w->call_arg = arg;
+		uv_async_send(&w->wake);
+	}
+	pthread_mutex_unlock(&post_lock);
+}
+
 void worker_post_stop(struct server *w)
 {
 	pthread_mutex_lock(&post_lock);
@@ -199,5 +231,7 @@ void worker_deinit(struct server *w)
 	w->policy = NULL;
 	free(w->udp_rx);
 	free(w->up_rx);
+	free(w->metrics);
+	w->metrics = NULL;
 	w->udp_rx = w->up_rx = NULL;
 }

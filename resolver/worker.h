@@ -24,6 +24,10 @@ void worker_release(unsigned n);
  * Ignored once w has stopped. */
 void worker_post_policy(struct server *w, struct policy *p);
 void worker_post_stop(struct server *w);
+/* From the main thread: run fn(w, arg) on w's thread (at once for worker 0, which is the main
+ * thread's). One call may be pending per worker; a newer one replaces it. Ignored once w has
+ * stopped. */
+void worker_post_call(struct server *w, void (*fn)(struct server *w, void *arg), void *arg);
 
 /* On w's own thread: close its sockets, drop its queries; its loop then runs out. */
 void worker_stop(struct server *w);

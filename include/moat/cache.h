@@ -61,6 +61,11 @@ void cache_keep_stale(struct cache *c, uint32_t seconds);
 const uint8_t *cache_get_stale(struct cache *c, const uint8_t *lname, uint16_t qtype,
                                uint16_t qclass, uint32_t variant, uint64_t now_ms, size_t *len);
 
+/* Drop every entry whose name is lname (any type, class, DO bit), or every entry when lname is
+ * NULL (moatctl flush). Walks the whole cache: for operators, not for the query path. Returns
+ * the number of entries removed. */
+size_t cache_flush(struct cache *c, const uint8_t *lname);
+
 /* Counters since cache_new. entries and bytes are current; bytes is what is charged against
  * max_bytes (the bucket array plus every entry's header, key and packet) and never exceeds it. */
 void cache_get_stats(const struct cache *c, struct cache_stats *out);

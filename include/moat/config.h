@@ -10,11 +10,18 @@
  *   upstream_attempts: 3                      # attempts in all before SERVFAIL
  *   tcp_idle_ms: 10000                        # idle TCP client connections are closed
  *   tcp_max_clients: 1024
+ *   tcp_max_queued: 65536                     # reply bytes queued per TCP connection; above
+ *                                             # it (or tcp_max_inflight) moatd stops reading
+ *   tcp_max_inflight: 64                      # queries in flight per TCP connection
+ *   inflight_max: 2048                        # questions waiting for an upstream, in all
+ *   inflight_per_client: 256                  # of them per client (IPv4, IPv6 /64); over
+ *                                             # either: SERVFAIL with EDE 14 (Not Ready)
  *   log: {file: /var/log/moat/queries.jsonl}  # "-" or absent: stdout
  *   highrisk: [extra-highrisk.txt]            # more names always denied (the shipped list stays)
  *   blocked_ranges: [extra-ranges.txt]        # more answer ranges refused (shipped list stays)
  *   zones_dir: /usr/share/moat                # where the shipped lists are (see moat/zonesdir.h)
- *   user: moat                                # drop to this user after binding (default: stay)
+ *   user: moat                                # drop to this user after binding (default:
+ *                                             # moat if it exists, else nobody; root: stay)
  *   workers: 1                                # threads, each with its own loop and cache share
  *   seccomp: true                             # system-call filter after start-up
  *   ratelimit_qps: 0                          # per client (IPv4, IPv6 /64); 0: no limit
@@ -28,6 +35,10 @@
  *   firewall_socket: /run/moat/fw.sock        # grant through moat-fw before answering
  *   firewall_timeout_ms: 1000                 # no ack in time: SERVFAIL (fail closed)
  *   firewall_fail_open: false                 # true: answer anyway when moat-fw is away
+ *   control: /run/moat/ctl.sock               # moatctl's socket (mode 0660); absent: none
+ *   control_group: moat                       # group of the control socket
+ *   metrics: 127.0.0.1:9153                   # Prometheus endpoint; absent: off
+ *   dnstap: {file: /var/log/moat/dnstap.fstrm}  # or {socket: PATH}: dnstap messages
  *   agents:                                   # required, at least one
  *     - name: ci-42                           # required, [A-Za-z0-9_.-]{1,63}
  *       clients: [10.0.0.0/24, "2001:db8::/64"]   # required
@@ -143,6 +154,13 @@ struct config {
 	uint32_t upstream_attempts;
 	uint32_t tcp_idle_ms;
 	uint32_t tcp_max_clients;
+
+	/* Abuse limits (issue 12). */
+	uint32_t tcp_max_queued;   /* bytes of answers queued on one TCP connection */
+	uint32_t tcp_max_inflight; /* queries in flight on one TCP connection */
+	uint32_t inflight_max;     /* questions waiting for an upstream, in all */
+	uint32_t inflight_per_client;
+
 	uint32_t workers;          /* 1..CONFIG_WORKERS_MAX */
 	char *log_file;            /* owned; NULL means stdout */
 	char *user;                /* owned; NULL: keep the starting user */
@@ -176,6 +194,13 @@ struct config {
 	 * costs about a microsecond a pattern; moatd sets a limit so a list of a million names
 	 * starts as fast as before, and --check always lints everything. */
 	size_t lint_max_patterns;
+	/* operating the daemon (control.c, metrics_http.c, dnstap_out.c) */
+	char *control_path;  /* owned; NULL: no control socket */
+	char *control_group; /* owned; NULL: the group moatd starts with */
+	struct sockaddr_storage metrics_addr;
+	bool has_metrics;
+	char *dnstap_path;      /* owned; NULL: no dnstap */
+	bool dnstap_socket;     /* dnstap_path is a Frame Streams socket, not a file */
 	struct config_rpz *rpz; /* owned: RPZ zones */
 	size_t nrpz;
 	char **highrisk_rpz; /* owned: names of RPZ zones of high-risk names */

@@ -28,4 +28,11 @@ bool iplit_is_literal(const uint8_t *wire, uint8_t addr[16], size_t *len);
  * with the address guard whether it matters. */
 bool iplit_embedded_v4(const uint8_t *wire, uint8_t addr[4]);
 
+/* Every embedded IPv4 address of the name, left to right, in the forms iplit_embedded_v4
+ * knows (up to max of them, into addrs). Returns how many. A policy must check them all:
+ * "1-2-3-4.127-0-0-1.example.com" carries a harmless address first and a blocked one next,
+ * and a service or a client may take either. */
+#define IPLIT_EMBEDDED_MAX 64
+size_t iplit_embedded_v4_all(const uint8_t *wire, uint8_t (*addrs)[4], size_t max);
+
 #endif

@@ -179,6 +179,9 @@ bool policy_rpz_highrisk(const struct policy *p, const uint8_t *lname, struct po
  * err holds "file:line: reason". */
 int policy_load(const struct config *cfg, struct policy **out, char *err, size_t errlen);
 
+/* Allow patterns over every agent (for status lines and metrics). */
+size_t policy_allow_count(const struct policy *p);
+
 struct policy *policy_ref(struct policy *p);
 void policy_unref(struct policy *p);
 

@@ -2,8 +2,8 @@
  * one host can hold a whole /64), so one noisy or hostile client cannot take the resolver from
  * the others. Buckets live in a fixed table indexed by SipHash of the client under a random key:
  * no allocation per client, bounded memory, and clients cannot aim collisions (a collision only
- * makes two clients share one budget). Thread-safe: moatd's workers share one table (a mutex;
- * uncontended it costs ~20 ns a query). */
+ * makes two clients share one budget, never gives either a fresh one). Thread-safe: moatd's workers
+ * share one table (a mutex; uncontended it costs ~20 ns a query). */
 #ifndef MOAT_RATELIMIT_H
 #define MOAT_RATELIMIT_H
 
@@ -21,6 +21,11 @@ void ratelimit_free(struct ratelimit *rl);
 
 /* Take one token for client at now_ms (a monotonic clock). False: over the limit. */
 bool ratelimit_allow(struct ratelimit *rl, const struct sockaddr *client, uint64_t now_ms);
+
+/* The identity of a client for per-client limits: family and the IPv4 address or the IPv6 /64
+ * (one host can hold a whole /64). Writes RATELIMIT_CLIENT_ID bytes. */
+#define RATELIMIT_CLIENT_ID 9
+void ratelimit_client_id(const struct sockaddr *client, uint8_t id[RATELIMIT_CLIENT_ID]);
 
 /* Queries refused a token since ratelimit_new (for the periodic report). */
 uint64_t ratelimit_limited(struct ratelimit *rl);

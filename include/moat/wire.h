@@ -57,6 +57,7 @@ enum wire_type {
 #define WIRE_EDE_PROHIBITED 18
 #define WIRE_EDE_NOT_READY 14
 #define WIRE_EDE_NO_REACHABLE_AUTHORITY 22
+#define WIRE_EDE_NOT_SUPPORTED 21
 
 /* ---- client queries (wire_query.c) ---- */
 
@@ -88,6 +89,11 @@ enum wire_query_status {
 /* Read a client query. Always fills what it could read (id, flags, maybe the question) so the
  * caller can build the error answer. No allocation. */
 enum wire_query_status wire_query_parse(const uint8_t *pkt, size_t len, struct wire_query *q);
+
+/* True for the meta query types a stub resolver never needs and an upstream must never see from
+ * a sandbox: zone transfers (AXFR 252, IXFR 251), MAILB 253, MAILA 254, TSIG 250, TKEY 249, and
+ * OPT 41 asked as a type. moatd answers them locally (NOTIMP, EDE 21). */
+bool wire_qtype_is_meta(uint16_t qtype);
 
 /* ---- answers built here (wire_build.c) ---- */
 

@@ -7,13 +7,22 @@
 # e2e harness tests/e2e/lib.sh makes it and cleans up by PID).
 #
 # Usage: tests/bench/soak.sh [--duration S] [--rate Q] [--build DIR] [--loadgen G] [--keep]
-#                            [--out FILE]
+#                            [--out FILE] [--no-abuse]
 #   --duration S   seconds of load (default 180)
 #   --rate Q       queries per second dnsperf sends (default 10000)
 #   --build DIR    use DIR/moatd (default: build-soak, a Release build made if missing)
 #   --loadgen G    dnsperf or python (default: dnsperf when installed)
 #   --keep         keep the work directory (logs, dnsperf output)
 #   --out FILE     also write the figures to FILE
+#   --no-abuse     leave out the abusive clients (below)
+#
+# Abusive clients (issue 12), beside the load unless --no-abuse: from 127.0.0.2 a TCP client
+# that pipelines queries for a cached name and never reads (reconnecting each time moatd closes
+# it); from 127.0.0.3 a spray of distinct allowed names the upstream never answers (sink*, 1000
+# q/s, the in-flight caps' case); from 127.1.x.y 2000 clients asking in turn now and then (the
+# rate-limit table's case; no limit is set here, so they are only more clients). Their own
+# figures are in the report; moatd's RSS must stay bounded and the load's answers must not
+# suffer beyond what the rates explain.
 #
 # The query mix (deterministic, by line number): 45% the 1000 names h0..h999.soak.test (allowed,
 # cached after their first answer; the upstream's TTL is 30 s, so they are asked again now and
@@ -30,7 +39,7 @@ set -euo pipefail
 shopt -s inherit_errexit
 
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-DUR=180 RATE=10000 BUILD="" KEEP=0 OUT="" GEN=""
+DUR=180 RATE=10000 BUILD="" KEEP=0 OUT="" GEN="" ABUSE=1
 while [[ $# -gt 0 ]]; do
 	case "$1" in
 	--duration) DUR=$2; shift 2 ;;
@@ -39,6 +48,7 @@ while [[ $# -gt 0 ]]; do
 	--loadgen) GEN=$2; shift 2 ;;
 	--keep) KEEP=1; shift ;;
 	--out) OUT=$2; shift 2 ;;
+	--no-abuse) ABUSE=0; shift ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "soak.sh: unknown option $1" >&2; exit 2 ;;
 	esac
@@ -108,6 +118,14 @@ elif [[ $GEN == python ]]; then
 else
 	e2e_fail "--loadgen: dnsperf or python, not '$GEN'"
 fi
+if ((ABUSE)); then
+	# each abuser loops (bounded by the soak's duration), so it is there the whole time
+	e2e_bg ab_pipe bash -c 'end=$((SECONDS + $1))
+		while ((SECONDS < end)); do "$2" "$3/abuse.py" pipeline 127.0.0.1 53 h1.soak.test 1 $((end - SECONDS)) || sleep 1; done' _ "$DUR" "$PY" "$PEERS"
+	e2e_bg ab_spray "$PY" "$PEERS/abuse.py" spray 127.0.0.1 53 127.0.0.3 soak.test "$DUR" 1000
+	e2e_bg ab_collide bash -c 'end=$((SECONDS + $1)); n=0
+		while ((SECONDS < end)); do "$2" "$3/abuse.py" collide 127.0.0.1 53 d1.deny.test 2000 2 || true; n=$((n + 1)); sleep 5; done' _ "$DUR" "$PY" "$PEERS"
+fi
 t0=$(date +%s)
 samples=("0s:${rss_start}kB")
 rss_half=""
@@ -143,6 +161,19 @@ read -r inerr1 rcvbuf1 <<<"$(udp_errs)"
 # drops on moatd's own listening socket (ss: skmem ... d<drops>)
 sockdrops=$(e2e_run ss -Huamn 'sport = :53' | sed -n 's/.*skmem:(.*,d\([0-9]*\)).*/\1/p' | head -1)
 e2e_stop load || true
+abuse="none (--no-abuse)"
+if ((ABUSE)); then
+	for a in ab_pipe ab_spray ab_collide; do
+		for ((i = 0; i < 100; i++)); do e2e_alive "$a" || break; sleep 0.1; done
+		e2e_alive "$a" && e2e_stop "$a"
+	done
+	np=$(grep -c '^pipeline sent.*closed_ms=[0-9]' "$E2E_WORK/ab_pipe.log" || true)
+	abuse="${np:-0} pipelining connections that never read, closed by moatd"
+	abuse+=" (last: $(grep '^pipeline sent' "$E2E_WORK/ab_pipe.log" | tail -1 | cut -d' ' -f2- || true));"
+	abuse+=" $(tail -1 "$E2E_WORK/ab_spray.log" || true);"
+	nc=$(grep -c '^collide' "$E2E_WORK/ab_collide.log" || true)
+	abuse+=" ${nc:-0} rounds of 2000 clients (last: $(tail -1 "$E2E_WORK/ab_collide.log" | cut -d' ' -f2- || true))"
+fi
 e2e_stop upstream
 e2e_stop moatd
 status=$E2E_LAST_STATUS
@@ -151,7 +182,7 @@ stopline=$(grep 'moatd: stopped:' "$E2E_WORK/moatd.log" || echo "none")
 num() { sed -n "s/.* \\([0-9][0-9]*\\) $1.*/\\1/p" <<<"$stopline"; }
 m_q=$(sed -n 's/.*stopped: \([0-9]*\) queries.*/\1/p' <<<"$stopline")
 m_ans=$(num answered) m_drop=$(num dropped) m_sf=$(num servfail) m_den=$(num denied)
-m_fwd=$(num forwarded) m_mm=$(num "upstream mismatches")
+m_fwd=$(num forwarded) m_mm=$(num "upstream mismatches") m_cap=$(num "over the in-flight caps")
 
 # client-side figures
 L="$E2E_WORK/load.log"
@@ -200,6 +231,8 @@ report=$(
 | moatd: dropped | ${m_drop:-?} |
 | moatd: denied / forwarded | ${m_den:-?} / ${m_fwd:-?} |
 | moatd: upstream mismatches | ${m_mm:-?} |
+| moatd: over the in-flight caps (SERVFAIL, EDE 14) | ${m_cap:-?} |
+| abusive clients | ${abuse} |
 | every query answered or dropped | $([[ $accounted == 1 ]] && echo "yes (queries = answered + dropped)" || echo "NO") |
 | kernel UDP drops in the namespace | InErrors $((inerr1 - inerr0)), RcvbufErrors $((rcvbuf1 - rcvbuf0)); on moatd's listening socket ${sockdrops:-?} |
 | flaky upstream | ${upline#flaky: } |

@@ -38,6 +38,7 @@ E2E_NSD_PORT=()      # per instance: listen port
 E2E_NSD_CAP=()       # per instance: PID of its fstrm_capture
 E2E_NSD_TAP=()       # per instance: dnstap capture file
 E2E_NSD_SKIP=()      # per instance: decoded log lines hidden by e2e_upstream_reset
+E2E_PEERS=()         # extra namespaces made by e2e_peer (deleted at cleanup)
 
 : "${MOAT_SRC:=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 : "${MOAT_BUILD:=$MOAT_SRC/build}"
@@ -167,6 +168,12 @@ e2e__cleanup() {
 		fi
 		ip netns del "$E2E_NS" || e2e_log "could not delete namespace $E2E_NS"
 	fi
+	local peer stray=()
+	for peer in "${E2E_PEERS[@]}"; do
+		mapfile -t stray < <(ip netns pids "$peer" 2>/dev/null)
+		[[ ${#stray[@]} -gt 0 ]] && e2e__stop_pids TERM "${stray[@]}"
+		ip netns del "$peer" 2>/dev/null || e2e_log "could not delete namespace $peer"
+	done
 	# Reap our own children so nothing lingers as a zombie.
 	for pid in "${E2E_PIDS[@]}"; do wait "$pid" 2>/dev/null; done
 	if [[ -n "$E2E_WORK" && -d "$E2E_WORK" ]]; then
@@ -213,6 +220,9 @@ e2e_init() {
 	trap 'exit 143' TERM
 	e2e__reap_stale
 	E2E_WORK=$(mktemp -d "${TMPDIR:-/tmp}/moat-e2e-$E2E_NAME.XXXXXX")
+	# Searchable (not listable) by others: moatd started as root drops to an unprivileged user
+	# and re-reads its policy files there on SIGHUP (and reconnects to moat-fw's socket).
+	chmod 0711 "$E2E_WORK"
 	# AF_UNIX paths (the dnstap socket) must fit in 108 bytes.
 	((${#E2E_WORK} < 70)) || e2e_fail "work dir path too long: $E2E_WORK (set TMPDIR shorter)"
 	E2E_NS="moat-e2e-$E2E_NAME-$$"
@@ -240,6 +250,60 @@ e2e_addr() {
 		ip -n "$E2E_NS" addr add "$a" dev lo nodad ;;
 	*) e2e_fail "e2e_addr: $a is not a loopback or documentation address" ;;
 	esac
+}
+
+# e2e_peer NAME: a second namespace, moat-e2e-TEST-NAME-PID (lo up, nothing else), deleted at
+# cleanup; its name is left in E2E_PEER. Link it with e2e_veth. Not inside $(...).
+e2e_peer() {
+	[[ "$1" =~ ^[a-z0-9]{1,8}$ ]] || e2e_fail "e2e_peer: bad name '$1'"
+	[[ "${BASHPID:-$$}" == "$E2E_OWNER_PID" ]] || e2e_fail "e2e_peer called in a subshell"
+	local ns="moat-e2e-$E2E_NAME-$1-$$"
+	ip netns add "$ns" || e2e_fail "cannot create namespace $ns"
+	E2E_PEERS+=("$ns")
+	E2E_PEER=$ns
+	e2e__state "ns $ns"
+	ip -n "$ns" link set lo up
+}
+
+# e2e_veth NS_A IF_A NS_B IF_B: a veth pair made directly inside the two namespaces, both up.
+e2e_veth() {
+	ip link add "$2" netns "$1" type veth peer name "$4" netns "$3"
+	ip -n "$1" link set "$2" up
+	ip -n "$3" link set "$4" up
+}
+
+# e2e_addr_dev NS DEV CIDR: like e2e_addr, on any namespace and device (documentation ranges).
+e2e_addr_dev() {
+	case "$3" in
+	192.0.2.*/* | 198.51.100.*/* | 203.0.113.*/*) ip -n "$1" addr add "$3" dev "$2" ;;
+	2001:db8:* | fe80::*) ip -n "$1" addr add "$3" dev "$2" nodad ;;
+	*) e2e_fail "e2e_addr_dev: $3 is not a documentation address" ;;
+	esac
+}
+
+# e2e_uplink SBX SIF PEER PIF SBX4 PEER4 SBX6 PEER6: link namespace SBX to PEER with a veth
+# pair (SIF in SBX, PIF in PEER), address both ends (CIDRs) and route SBX's traffic via PEER
+# (default routes to PEER4's and PEER6's addresses).
+e2e_uplink() {
+	e2e_veth "$1" "$2" "$3" "$4"
+	e2e_addr_dev "$1" "$2" "$5"
+	e2e_addr_dev "$3" "$4" "$6"
+	e2e_addr_dev "$1" "$2" "$7"
+	e2e_addr_dev "$3" "$4" "$8"
+	ip -n "$1" route add default via "${6%/*}"
+	ip -n "$1" -6 route add default via "${8%/*}"
+}
+
+# e2e_wait_log NAME TEXT: wait until the e2e_bg process NAME has written TEXT to its log
+# (E2E_STARTUP_TRIES x 0.1 s); fails the test if NAME exits first or the time runs out.
+e2e_wait_log() {
+	local i
+	for ((i = 0; i < E2E_STARTUP_TRIES; i++)); do
+		grep -qF -- "$2" "$E2E_WORK/$1.log" 2>/dev/null && return 0
+		e2e_alive "$1" || e2e_fail "$1 exited: $(tail -n 5 "$E2E_WORK/$1.log")"
+		sleep 0.1
+	done
+	e2e_fail "$1 did not write '$2' in $((E2E_STARTUP_TRIES / 10)) s"
 }
 
 # e2e_run CMD...: run a command inside the namespace (foreground).
@@ -543,6 +607,10 @@ e2e_upstream_queries() {
 # ------------------------------------------------------------------ API --
 # e2e_init NAME                 namespace + work dir + cleanup trap (call first)
 # e2e_addr CIDR                 add loopback/documentation address to lo
+# e2e_peer NAME                 namespace moat-e2e-TEST-NAME-PID, deleted at cleanup
+# e2e_veth NS IF NS IF / e2e_addr_dev NS DEV CIDR   link namespaces, address a device
+# e2e_uplink SBX SIF PEER PIF SBX4 PEER4 SBX6 PEER6   veth, addresses, default routes via PEER
+# e2e_wait_log NAME TEXT        wait until NAME's log has TEXT (fails if NAME exits)
 # e2e_run CMD...                run CMD in the namespace
 # e2e_dig ARGS...               dig +time=2 +tries=1 ARGS in the namespace
 # e2e_bg NAME CMD...            background CMD in the namespace -> $E2E_WORK/NAME.log

@@ -4,8 +4,9 @@
 # rogue resolver answers, 6: an unresolved address accepts, 7: an IPv6 host accepts, 8: an
 # address stays reachable after its TTL), the control works, and the run exits 1 with a summary
 # naming what escaped. With an empty allowlist the control fails. With moat-fw filtering the
-# namespace, all eleven hold and the run exits 0 (11: a name allowed for tcp/80 only does not reach
-# port 443 of its address). Also: the table, TAP and JSON formats, usage errors
+# namespace, all thirteen hold and the run exits 0 (11: a name allowed for tcp/80 only does not
+# reach port 443 of its address; 12 and 13 with a witness). Also: the table, TAP and JSON formats,
+# usage errors
 # (exit 2), and proof from NSD's query log that denied names never left.
 # Everything runs inside the test's own namespace, which has only lo: nothing leaves it.
 source "$(dirname "$0")/lib.sh"
@@ -198,25 +199,41 @@ e2e_assert_contains "$(cat "$E2E_WORK/escape.err")" "bad.conf:2: timeout: 'fast'
 run_escape --allowed www.example.test --format xml
 e2e_assert_eq 2 "$RC" "bad --format is exit 2"
 
-# --- with moat-fw filtering the namespace: all eleven hold, exit 0 ---
-# moatd moves off loopback (moat-fw drops 127.0.0.0/8 whatever the port); only it and the
-# upstream are reachable resolvers; grants live at least 1 s, so test 8 waits 1 + 2 s.
+# --- with moat-fw filtering a sandbox namespace: all thirteen hold, exit 0 ---
+# moat-fw never filters a sandbox's own loopback, so moat-escape moves into a sandbox of its own,
+# one veth away from the hosts above (this namespace does not forward: nothing goes further).
+# moatd moves off loopback to 192.0.2.129 (the link; its network is the sandbox's), the only
+# resolver the sandbox may reach; grants live at least 1 s, so test 8 waits 1 + 2 s.
 e2e_stop moatd-empty
-e2e_addr 192.0.2.2/32
-e2e_bg fw "$MOAT_BUILD/moat-fw" --socket "$E2E_WORK/fw.sock" --netns "$E2E_NS" \
-	--state "$E2E_WORK/fwstate" --resolver 192.0.2.2 --resolver 192.0.2.53 --min-lifetime 1
+e2e_peer sbx
+SBX=$E2E_PEER
+e2e_uplink "$SBX" s0 "$E2E_NS" h0 192.0.2.130/25 192.0.2.129/25 2001:db8:ff::2/64 2001:db8:ff::1/64
+e2e_assert_eq 0 "$(e2e_run sysctl -n net.ipv4.ip_forward)" "the hosts' namespace must not forward"
+# The witness for tests 11 and 12 runs on www.example.test (192.0.2.10, 2001:db8::10).
+e2e_addr 2001:db8::10/128
+e2e_bg witness python3 "$MOAT_SRC/tools/escape/witness.py" 240 192.0.2.10:7 "[2001:db8::10]:7"
+e2e_wait_port tcp 192.0.2.10 7
+# moat-fw starts inside the sandbox's namespace: started here, it would refuse grants of this
+# namespace's own addresses (the web servers live on its lo), as it must on a real moat host.
+e2e_bg fw ip netns exec "$SBX" "$MOAT_BUILD/moat-fw" --socket "$E2E_WORK/fw.sock" --netns "$SBX" \
+	--state "$E2E_WORK/fwstate" --resolver 192.0.2.129 --min-lifetime 1
 for ((i = 0; i < E2E_STARTUP_TRIES; i++)); do
 	grep -q 'listening on' "$E2E_WORK/fw.log" 2>/dev/null && break
 	e2e_alive fw || e2e_fail "moat-fw exited during start-up"
 	sleep 0.1
 done
 grep -q 'listening on' "$E2E_WORK/fw.log" || e2e_fail "moat-fw did not start"
-start_moatd moatd-fw "$E2E_WORK/allow.txt" 192.0.2.2 --firewall "$E2E_WORK/fw.sock"
-sed -e 's/^resolver = .*/resolver = 192.0.2.2/' -e 's/^grant-min 0/grant-min 1/' \
+start_moatd moatd-fw "$E2E_WORK/allow.txt" 192.0.2.129 --firewall "$E2E_WORK/fw.sock"
+sed -e 's/^resolver = .*/resolver = 192.0.2.129/' -e 's/^grant-min 0/grant-min 1/' \
 	"$E2E_WORK/escape.conf" >"$E2E_WORK/escape-fw.conf"
-run_escape --config "$E2E_WORK/escape-fw.conf"
-e2e_assert_eq "moat-escape: 11 of 11 held" "$(tail -n 1 <<<"$OUT")" "summary with moat-fw"
+echo "witness = www.example.test:7" >>"$E2E_WORK/escape-fw.conf"
+RC=0
+OUT=$(ip netns exec "$SBX" timeout 120 "$ESC" --config "$E2E_WORK/escape-fw.conf" \
+	2>"$E2E_WORK/escape.err") || RC=$?
+e2e_assert_eq "moat-escape: 13 of 13 held" "$(tail -n 1 <<<"$OUT")" "summary with moat-fw"
 e2e_assert_contains "$(row "$OUT" 11)" "192.0.2.12:80: open; 192.0.2.12:443:" "test 11 really ran"
+e2e_assert_contains "$(row "$OUT" 12)" "from 192.0.2.131: not seen" "test 12 forged a neighbour"
+e2e_assert_contains "$(row "$OUT" 13)" "192.0.2.10 connecting to port 18080: no connection" "test 13"
 e2e_assert_eq 0 "$RC" "exit status with moat-fw"
 e2e_assert_contains "$(row "$OUT" 8)" "first connection open; new connection 3 s later:" \
 	"test 8 really ran"

@@ -11,7 +11,8 @@
 # Regression cases for two bugs these tests found (resolver/listen_tcp.c):
 #   slow-loris-trickle  on_read restarted the idle timer on every read, so a client sending one
 #                       byte of a message every 0.25 s held its connection for ever; now only
-#                       whole messages (and answers) count as activity.
+#                       whole messages received count as activity (answers sent no longer do:
+#                       issue 12, see test_abuse.sh).
 #   tcp-full-lockout    at tcp_max_clients every new connection was closed at once, so one client
 #                       holding idle connections locked every other client out of TCP for
 #                       tcp_idle_ms (and for ever, by reconnecting); now the connection quiet

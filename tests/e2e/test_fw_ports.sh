@@ -105,7 +105,12 @@ received() {
 start_fw() { # start_fw NAME ARGS...
 	local name=$1 i
 	shift
-	e2e_bg "$name" "$MOAT_BUILD/moat-fw" --socket "$E2E_WORK/fw.sock" --resolver 198.51.100.1 "$@"
+	# moatd, started first and dropped to its default user (moat or nobody), connects as that
+	# user: moat-fw takes its grants and gives it the socket's group, as an operator sets it up
+	local mu
+	mu=$(id -un moat 2>/dev/null || echo nobody)
+	e2e_bg "$name" "$MOAT_BUILD/moat-fw" --socket "$E2E_WORK/fw.sock" --resolver 198.51.100.1 \
+		--moatd-user "$mu" --socket-group "$(id -gn "$mu")" "$@"
 	for ((i = 0; i < 50; i++)); do
 		grep -q 'listening on' "$E2E_WORK/$name.log" 2>/dev/null && return 0
 		e2e_alive "$name" || e2e_fail "$name exited during start-up"

@@ -20,9 +20,17 @@ N=${RACE_COUNT:-1000}
 e2e_addr 192.0.2.53/32 # NSD
 e2e_addr 192.0.2.2/32  # moatd
 e2e_nsd 192.0.2.53 53 "$E2E_WORK/race.test.zone"
-# Every address of 2001:db8:5::/64 is local (AnyIP), and one listener on [::]:80 accepts them all
-# (and one on [::]:443, which logs each connection it accepts to the file named last).
-e2e_run ip -6 route add local 2001:db8:5::/64 dev lo
+# The hosts live one veth away, in namespace "net" (the sandbox's own loopback is never
+# filtered): every address of 2001:db8:5::/64 is local there (AnyIP), and one listener on
+# [::]:80 accepts them all (and one on [::]:443, which logs each connection it accepts to the
+# file named last).
+e2e_peer net
+NET=$E2E_PEER
+e2e_veth "$E2E_NS" s0 "$NET" n0
+e2e_addr_dev "$E2E_NS" s0 2001:db8:ff::2/64
+e2e_addr_dev "$NET" n0 2001:db8:ff::1/64
+e2e_run ip -6 route add 2001:db8:5::/64 via 2001:db8:ff::1
+ip -n "$NET" -6 route add local 2001:db8:5::/64 dev lo
 cat >"$E2E_WORK/listen.py" <<'PY'
 import socket, sys, time
 import select
@@ -43,16 +51,16 @@ while time.time() < end:
             log.flush()
         c.close()
 PY
-e2e_bg listen "$PY" "$E2E_WORK/listen.py" 400 "$E2E_WORK/443.log"
-e2e_wait_port tcp '*' 80
-e2e_wait_port tcp '*' 443
+e2e_bg listen ip netns exec "$NET" "$PY" "$E2E_WORK/listen.py" 400 "$E2E_WORK/443.log"
+E2E_NS=$NET e2e_wait_port tcp '*' 80
+E2E_NS=$NET e2e_wait_port tcp '*' 443
 printf '*.race.test\n' >"$E2E_WORK/allow.txt"
 
 start_fw() {
 	e2e_bg "$1" "$MOAT_BUILD/moat-fw" --socket "$E2E_WORK/fw.sock" --netns "$E2E_NS" \
 		--state "$E2E_WORK/fwstate" --resolver 192.0.2.2 --resolver 192.0.2.53
-	for ((i = 0; i < 50; i++)); do [[ -S "$E2E_WORK/fw.sock" ]] && return 0; sleep 0.1; done
-	e2e_fail "moat-fw did not create its socket"
+	# (Not the socket file: a stopped moat-fw, running as nobody, may leave it behind.)
+	e2e_wait_log "$1" 'listening on'
 }
 start_moatd() { # start_moatd NAME [ALLOWLIST]
 	e2e_bg "$1" "$MOAT_BUILD/moatd" --listen 192.0.2.2:53 --upstream 192.0.2.53:53 \

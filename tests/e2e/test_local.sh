@@ -11,8 +11,10 @@ e2e_init local
 # black hole that must never be asked (local names need none).
 for a in 192.0.2.53/32 192.0.2.60/32 192.0.2.61/32 192.0.2.54/32; do e2e_addr "$a"; done
 e2e_bg hole python3 "$E2E_DIR/peers/silent_udp.py" 192.0.2.54 53 120
+# moat-fw refuses private grants unless told: an operator who answers names with private
+# addresses opens them on moat-fw too (--allow-private); the always-deny ranges stay closed.
 e2e_bg fw "$MOAT_BUILD/moat-fw" --socket "$E2E_WORK/fw.sock" --netns "$E2E_NS" \
-	--state "$E2E_WORK/fwstate" --resolver 192.0.2.53 --min-lifetime 1
+	--state "$E2E_WORK/fwstate" --resolver 192.0.2.53 --min-lifetime 1 --allow-private
 for ((i = 0; i < E2E_STARTUP_TRIES; i++)); do
 	grep -q 'listening on' "$E2E_WORK/fw.log" 2>/dev/null && break
 	e2e_alive fw || e2e_fail "moat-fw exited during start-up"

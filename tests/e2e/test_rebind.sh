@@ -85,11 +85,18 @@ out=$(e2e_dig @127.0.0.1 cdn.example.test A)
 e2e_assert_contains "$out" "edge.cdn.test." "chain may leave the allowlist by default"
 e2e_assert_eq NOERROR "$(status_of "$out")" "chain leaving the allowlist"
 
-# --- crafted answers: addresses in any section, any class, DNAME ---
+# --- crafted answers: addresses in any section, records of another class, DNAME ---
 expect_blocked 127.0.0.2 atxt.crafted.test TXT 169.254.169.254
 expect_blocked 127.0.0.2 auth.crafted.test A 169.254.169.254
 expect_blocked 127.0.0.2 addl.crafted.test A ::1
-expect_blocked 127.0.0.2 chaos.crafted.test A 169.254.169.254
+# A class-CH record is dropped before any check (issue 12): the client gets the IN record only.
+for tr in +notcp +tcp; do
+	out=$(e2e_dig @127.0.0.2 $tr chaos.crafted.test A)
+	e2e_assert_eq NOERROR "$(status_of "$out")" "chaos.crafted.test ($tr): the IN answer"
+	e2e_assert_contains "$out" "ANSWER: 1," "chaos.crafted.test ($tr): one answer record"
+	e2e_assert_contains "$out" "192.0.2.42" "chaos.crafted.test ($tr): the IN address"
+	e2e_assert_not_contains "$out" "169.254" "chaos.crafted.test ($tr): the class-CH address reached the client"
+done
 expect_blocked 127.0.0.2 www.dn.crafted.test A 10.1.2.3
 out=$(e2e_dig @127.0.0.2 tohr.crafted.test A)
 e2e_assert_eq NXDOMAIN "$(status_of "$out")" "chain in one answer to a high-risk name"

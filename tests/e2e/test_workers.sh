@@ -356,7 +356,7 @@ e2e_assert_eq "$SENT" "$total" "queries in the stop report vs. queries sent"
 e2e_assert_eq "$total" "$((w0 + w1))" "per-worker counts add up to the total"
 
 # ----------------------------------------- 1b. start-up as root, repeated --
-# Start-up as root (no --user: only the filter is loaded): every worker thread must be running
+# Start-up as root (no --user: the default user, moat or nobody): every worker thread must be running
 # before the filter arrives, whatever the scheduling. Ten starts in a row, each must serve.
 for ((i = 1; i <= 10; i++)); do
 	e2e_bg "root$i" "$MOAT_BUILD/moatd" --listen "127.0.0.1:$((5400 + i))" --upstream $UP:$UPPORT \

@@ -142,6 +142,27 @@ static bool interpreted(const uint8_t *pkt, size_t len, const struct wire_resp *
  * and, when RDATA is longer than they are, goes on reading the next record from where they
  * ended). The walk reuses moat's record offsets: they are only trusted as far as ldns then agrees.
  * mod (len bytes, zeroed) marks the bytes changed. */
+/* Records of another class than the question's: wire_resp_parse drops them unread (they are not
+ * in r->rr), so they are neutral too. */
+struct other_class {
+	uint16_t qclass;
+	uint8_t *mod;
+};
+
+static void neutral_other_class(uint8_t *c, size_t t, int section, void *ctx)
+{
+	struct other_class *o = ctx;
+	if (section == 0) {
+		o->qclass = fz_u16(c + t + 2);
+		return;
+	}
+	if (fz_u16(c + t + 2) == o->qclass || fz_u16(c + t) == WIRE_OPT)
+		return;
+	c[t] = FZ_TYPE_PRIVATE >> 8;
+	c[t + 1] = FZ_TYPE_PRIVATE & 0xFF;
+	o->mod[t] = o->mod[t + 1] = 1;
+}
+
 static uint8_t *neutral_input(const uint8_t *pkt, size_t len, const struct wire_resp *r,
                               uint8_t *mod)
 {
@@ -158,6 +179,8 @@ static uint8_t *neutral_input(const uint8_t *pkt, size_t len, const struct wire_
 		c[t + 1] = FZ_TYPE_PRIVATE & 0xFF;
 		mod[t] = mod[t + 1] = 1;
 	}
+	struct other_class o = {0, mod};
+	fz_each_type(c, len, neutral_other_class, &o);
 	return c;
 }
 
@@ -168,6 +191,17 @@ static bool neutral_inconclusive(const uint8_t *pkt, size_t len, const struct wi
 {
 	if (fz_name_reads(pkt, len, WIRE_HDR, mod))
 		return true;
+	/* Every owner, those of the records dropped for their class too. */
+	unsigned counts[3] = {fz_u16(pkt + 6), fz_u16(pkt + 8), fz_u16(pkt + 10)};
+	size_t off = fz_skip_name(pkt, len, WIRE_HDR);
+	off = off ? off + 4 : 0;
+	for (int sec = 0; sec < 3 && off; sec++)
+		for (unsigned i = 0; i < counts[sec] && off; i++) {
+			if (fz_name_reads(pkt, len, off, mod))
+				return true;
+			off = fz_skip_name(pkt, len, off);
+			off = off && off + 10 <= len ? off + 10 + fz_u16(pkt + off + 8) : 0;
+		}
 	for (unsigned i = 0; i < r->nrr; i++) {
 		const struct wire_rr *rr = &r->rr[i];
 		if (fz_name_reads(pkt, len, rr->owner_off, mod))

@@ -21,7 +21,7 @@
  * input makes libFuzzer scan for leaks; moat's wire and name code allocates nothing, and the
  * replay test still checks leaks (tools/test runs it under ASan with detect_leaks=1).
  *
- * Targets: query, resp, name, policy, fwproto, svcb. A finding leaves crash-, leak- or
+ * Targets: query, resp, name, policy, fwproto, svcb, ctlproto. A finding leaves crash-, leak- or
  * timeout-<sha1> at the artifact prefix; replay it with build-fuzz/fuzz_resp FILE (or
  * build-replay/replay_resp FILE), fix the module, and keep the input as
  * tests/fuzz/corpus/<name>/regress-<what>.bin. To fold new coverage into the checked-in corpus

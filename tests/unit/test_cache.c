@@ -722,3 +722,32 @@ Test(cache, matches_model)
 	cr_expect_gt(hits, 1000);
 	cache_free(c);
 }
+
+Test(cache, flush_name_and_all)
+{
+	struct cache *c = cache_new(1 << 20, 0, 86400);
+	uint8_t n[NAME_MAXWIRE], sub[NAME_MAXWIRE], parent[NAME_MAXWIRE], pkt[64];
+	wire("www.example.com", n);
+	wire("a.www.example.com", sub);
+	wire("example.com", parent);
+	fill(pkt, sizeof(pkt), 3);
+	cr_assert_eq(cache_put(c, n, T_A, C_IN, false, pkt, sizeof(pkt), 60, 0), 0);
+	cr_assert_eq(cache_put(c, n, T_AAAA, C_IN, true, pkt, sizeof(pkt), 60, 0), 0);
+	cr_assert_eq(cache_put(c, sub, T_A, C_IN, false, pkt, sizeof(pkt), 60, 0), 0);
+	cr_assert_eq(cache_put(c, parent, T_A, C_IN, false, pkt, sizeof(pkt), 60, 0), 0);
+	size_t before = stats(c).bytes;
+	cr_expect_eq(cache_flush(c, n), 2, "every type of that name, nothing else");
+	expect_miss(c, n, T_A, C_IN, false, 0);
+	expect_miss(c, n, T_AAAA, C_IN, true, 0);
+	expect_hit(c, sub, T_A, C_IN, false, 0, pkt, sizeof(pkt));
+	expect_hit(c, parent, T_A, C_IN, false, 0, pkt, sizeof(pkt));
+	cr_expect_lt(stats(c).bytes, before, "the budget is given back");
+	cr_expect_eq(cache_flush(c, n), 0);
+	cr_expect_eq(cache_flush(c, NULL), 2);
+	cr_expect_eq(stats(c).entries, 0);
+	expect_miss(c, parent, T_A, C_IN, false, 0);
+	/* the cache works on after a flush */
+	cr_assert_eq(cache_put(c, n, T_A, C_IN, false, pkt, sizeof(pkt), 60, 0), 0);
+	expect_hit(c, n, T_A, C_IN, false, 0, pkt, sizeof(pkt));
+	cache_free(c);
+}

@@ -909,3 +909,67 @@ Test(config, daemon_key_defaults)
 	cr_expect_eq(cfg.fw_timeout_ms, 1000);
 	config_free(&cfg);
 }
+
+/* Issue 12: the abuse limits (TCP backpressure, questions in flight). */
+Test(config, abuse_limits)
+{
+	struct config cfg;
+	char err[256] = "";
+	config_init(&cfg);
+	cr_expect_eq(cfg.tcp_max_queued, 65536);
+	cr_expect_eq(cfg.tcp_max_inflight, 64);
+	cr_expect_eq(cfg.inflight_max, 2048);
+	cr_expect_eq(cfg.inflight_per_client, 256);
+	config_free(&cfg);
+	static const char text[] = "tcp_max_queued: 4096\ntcp_max_inflight: 8\n"
+	                           "inflight_max: 100\ninflight_per_client: 10\n";
+	cr_assert_eq(load(&cfg, text, err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(cfg.tcp_max_queued, 4096);
+	cr_expect_eq(cfg.tcp_max_inflight, 8);
+	cr_expect_eq(cfg.inflight_max, 100);
+	cr_expect_eq(cfg.inflight_per_client, 10);
+	config_free(&cfg);
+	expect_error("tcp_max_queued: 100\n", 1, "tcp_max_queued");
+	expect_error("inflight_per_client: 0\n", 1, "inflight_per_client");
+}
+
+Test(config, operating_keys)
+{
+	struct config cfg;
+	char err[256];
+	cr_assert_eq(load(&cfg,
+	                  "control: /run/moat/ctl.sock\ncontrol_group: moat\n"
+	                  "metrics: 127.0.0.1:9153\ndnstap: {socket: /run/moat/tap.sock}\n",
+	                  err, sizeof(err)),
+	             0, "%s", err);
+	cr_expect_str_eq(cfg.control_path, "/run/moat/ctl.sock");
+	cr_expect_str_eq(cfg.control_group, "moat");
+	cr_expect(cfg.has_metrics);
+	cr_expect_eq(cfg.metrics_addr.ss_family, AF_INET);
+	cr_expect_eq(ntohs(((struct sockaddr_in *)&cfg.metrics_addr)->sin_port), 9153);
+	cr_expect_str_eq(cfg.dnstap_path, "/run/moat/tap.sock");
+	cr_expect(cfg.dnstap_socket);
+	config_free(&cfg);
+	cr_assert_eq(
+	    load(&cfg, "dnstap:\n  file: /var/log/tap\nmetrics: \"[::1]:9\"\n", err, sizeof(err)),
+	    0, "%s", err);
+	cr_expect_str_eq(cfg.dnstap_path, "/var/log/tap");
+	cr_expect(!cfg.dnstap_socket);
+	cr_expect_eq(cfg.metrics_addr.ss_family, AF_INET6);
+	config_free(&cfg);
+	static const struct {
+		const char *text, *msg;
+	} bad[] = {
+	    {"metrics: nowhere\n", "t.yaml:1: metrics: expected ADDR:PORT"},
+	    {"dnstap: {pipe: /x}\n", "t.yaml:1:"},
+	    {"dnstap: {file: /x, socket: /y}\n", "dnstap: expected {file: PATH} or {socket: PATH}"},
+	    {"dnstap: /x\n", "dnstap: expected"},
+	    {"\n\ncontrol: [a]\n", "t.yaml:3:"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_expect_eq(load(&cfg, bad[i].text, err, sizeof(err)), MOAT_EINVAL, "%s",
+		             bad[i].text);
+		cr_expect(strstr(err, bad[i].msg), "%s -> %s", bad[i].text, err);
+		config_free(&cfg);
+	}
+}

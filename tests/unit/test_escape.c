@@ -588,10 +588,43 @@ Test(escape, tunnel_names)
 
 /* --------------------------------------------------------------- report -- */
 
+/* What a run without a witness gives: tests 12 and 13 not configured. */
 static void results_all_held(struct escape_result r[ESCAPE_NTESTS])
 {
 	for (int i = 0; i < ESCAPE_NTESTS; i++)
 		escape_result_init(&r[i], i + 1);
+	r[11].outcome = r[12].outcome = ESCAPE_UNSET;
+}
+
+Test(escape, witness_tests_count_when_set)
+{
+	struct escape_result r[ESCAPE_NTESTS];
+	struct escape_cfg c;
+	char s[1024], err[256];
+
+	for (int i = 0; i < ESCAPE_NTESTS; i++)
+		escape_result_init(&r[i], i + 1);
+	cr_expect_str_eq(r[11].name, "spoofed source passes");
+	cr_expect_str_eq(r[12].name, "inbound connection accepted");
+	escape_summary(r, ESCAPE_NTESTS, s, sizeof(s));
+	cr_expect_str_eq(s, "moat-escape: 13 of 13 held");
+	r[11].outcome = ESCAPE_ESCAPED;
+	strcpy(r[11].reason, "a datagram from forged source 192.0.2.3 reached 203.0.113.80");
+	escape_summary(r, ESCAPE_NTESTS, s, sizeof(s));
+	cr_expect_str_eq(s, "moat-escape: 12 of 13 held; escaped: 12 (a datagram from forged "
+	                    "source 192.0.2.3 reached 203.0.113.80)");
+	cr_expect(!escape_all_held(r, ESCAPE_NTESTS));
+	escape_cfg_init(&c);
+	cr_expect_eq(escape_ntests(&c), 11);
+	cr_expect_eq(escape_cfg_set(&c, "witness", "www.demo.test", err, sizeof(err)), 0, "%s",
+	             err);
+	cr_expect_eq(c.witness_port, 7);
+	cr_expect_eq(escape_ntests(&c), 13);
+	cr_expect_eq(escape_cfg_set(&c, "witness", "[2001:db8::1]:9", err, sizeof(err)), 0);
+	cr_expect_eq(c.witness_port, 9);
+	cr_expect_eq(escape_cfg_set(&c, "spoof-source", "192.0.2.99", err, sizeof(err)), 0);
+	cr_expect_eq(c.nspoof, 1);
+	cr_expect_eq(escape_cfg_set(&c, "inbound-port", "0", err, sizeof(err)), MOAT_EINVAL);
 }
 
 Test(escape, summary_lines)

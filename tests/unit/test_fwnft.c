@@ -178,37 +178,82 @@ Test(fwnft, ruleset_netns)
 {
 	struct fwnft_range deny[] = {R("169.254.0.0/16"), R("127.0.0.0/8"), R("fe80::/10")};
 	struct fwnft_resolver res[] = {RES("192.0.2.53", 53), RES("2001:db8::53", 5353)};
-	struct fwnft_setup s = {
-	    .placement = FWNFT_NETNS, .deny = deny, .ndeny = 3, .resolver = res, .nresolver = 2};
+	struct fwnft_range link6 = R("2001:db8:1::/64");
+	struct fwnft_port in[] = {{6, 8080}, {17, 5353}};
+	struct fwnft_setup s = {.placement = FWNFT_NETNS,
+	                        .deny = deny,
+	                        .ndeny = 3,
+	                        .resolver = res,
+	                        .nresolver = 2,
+	                        .link6 = &link6,
+	                        .nlink6 = 1,
+	                        .inbound = in,
+	                        .ninbound = 2};
 	struct fwnft_buf b = {0};
 	cr_assert_eq(fwnft_build_ruleset(&s, &b), 0);
 	const char *want =
 	    "add table inet moat\n"
 	    "delete table inet moat\n"
 	    "table inet moat {\n"
-	    "\tset deny4 {\n\t\ttype ipv4_addr\n\t\tflags interval\n"
-	    "\t\telements = { 169.254.0.0/16, 127.0.0.0/8 }\n\t}\n"
-	    "\tset deny6 {\n\t\ttype ipv6_addr\n\t\tflags interval\n"
-	    "\t\telements = { fe80::/10 }\n\t}\n"
-	    "\tset allow4 {\n\t\ttype ipv4_addr\n\t\tflags timeout\n\t}\n"
-	    "\tset port4 {\n\t\ttype ipv4_addr . inet_proto . inet_service\n"
-	    "\t\tflags timeout\n\t}\n"
-	    "\tset echo4 {\n\t\ttype ipv4_addr\n\t\tflags timeout\n\t}\n"
-	    "\tset allow6 {\n\t\ttype ipv6_addr\n\t\tflags timeout\n\t}\n"
-	    "\tset port6 {\n\t\ttype ipv6_addr . inet_proto . inet_service\n"
-	    "\t\tflags timeout\n\t}\n"
-	    "\tset echo6 {\n\t\ttype ipv6_addr\n\t\tflags timeout\n\t}\n"
+	    "\tset deny4 {\n"
+	    "\t\ttype ipv4_addr\n"
+	    "\t\tflags interval\n"
+	    "\t\telements = { 169.254.0.0/16, 127.0.0.0/8 }\n"
+	    "\t}\n"
+	    "\tset deny6 {\n"
+	    "\t\ttype ipv6_addr\n"
+	    "\t\tflags interval\n"
+	    "\t\telements = { fe80::/10 }\n"
+	    "\t}\n"
+	    "\tset allow4 {\n"
+	    "\t\ttype ipv4_addr\n"
+	    "\t\tflags timeout\n"
+	    "\t}\n"
+	    "\tset port4 {\n"
+	    "\t\ttype ipv4_addr . inet_proto . inet_service\n"
+	    "\t\tflags timeout\n"
+	    "\t}\n"
+	    "\tset echo4 {\n"
+	    "\t\ttype ipv4_addr\n"
+	    "\t\tflags timeout\n"
+	    "\t}\n"
+	    "\tset allow6 {\n"
+	    "\t\ttype ipv6_addr\n"
+	    "\t\tflags timeout\n"
+	    "\t}\n"
+	    "\tset port6 {\n"
+	    "\t\ttype ipv6_addr . inet_proto . inet_service\n"
+	    "\t\tflags timeout\n"
+	    "\t}\n"
+	    "\tset echo6 {\n"
+	    "\t\ttype ipv6_addr\n"
+	    "\t\tflags timeout\n"
+	    "\t}\n"
+	    "\tset link6 {\n"
+	    "\t\ttype ipv6_addr\n"
+	    "\t\tflags interval\n"
+	    "\t\telements = { fe80::/10, ff02::/16, 2001:db8:1::/64 }\n"
+	    "\t}\n"
 	    "\tchain output {\n"
 	    "\t\ttype filter hook output priority 0; policy drop;\n"
-	    "\t\tct state established,related accept\n"
-	    "\t\ticmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit } "
-	    "ip6 hoplimit 255 accept\n"
+	    "\t\tip daddr 0.0.0.0/8 counter drop\n"
+	    "\t\tip6 daddr :: counter drop\n"
+	    "\t\toif \"lo\" accept\n"
+	    "\t\tfib saddr type != local counter drop\n"
+	    "\t\tip saddr 127.0.0.0/8 counter drop\n"
+	    "\t\tip6 saddr ::1 counter drop\n"
+	    "\t\tct state established,related ct direction original accept\n"
+	    "\t\tct state established ct direction reply accept\n"
+	    "\t\ticmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit, "
+	    "nd-router-advert } ip6 hoplimit 255 ip6 daddr @link6 accept\n"
 	    "\t\tip daddr @deny4 counter drop\n"
 	    "\t\tip6 daddr @deny6 counter drop\n"
 	    "\t\tip daddr 192.0.2.53 udp dport 53 accept\n"
 	    "\t\tip daddr 192.0.2.53 tcp dport 53 accept\n"
 	    "\t\tip6 daddr 2001:db8::53 udp dport 5353 accept\n"
 	    "\t\tip6 daddr 2001:db8::53 tcp dport 5353 accept\n"
+	    "\t\ticmp type != echo-request counter drop\n"
+	    "\t\ticmpv6 type != echo-request counter drop\n"
 	    "\t\tip daddr @allow4 accept\n"
 	    "\t\tip6 daddr @allow6 accept\n"
 	    "\t\tip daddr . meta l4proto . th dport @port4 accept\n"
@@ -217,6 +262,16 @@ Test(fwnft, ruleset_netns)
 	    "\t\ticmp type echo-request ip daddr @echo4 accept\n"
 	    "\t\ticmpv6 type echo-request ip6 daddr @allow6 accept\n"
 	    "\t\ticmpv6 type echo-request ip6 daddr @echo6 accept\n"
+	    "\t\tcounter drop\n"
+	    "\t}\n"
+	    "\tchain input {\n"
+	    "\t\ttype filter hook input priority 0; policy drop;\n"
+	    "\t\tiif \"lo\" accept\n"
+	    "\t\ticmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit, "
+	    "nd-router-advert } ip6 hoplimit 255 accept\n"
+	    "\t\tct state established,related ct direction reply accept\n"
+	    "\t\tct direction original tcp dport 8080 accept\n"
+	    "\t\tct direction original udp dport 5353 accept\n"
 	    "\t\tcounter drop\n"
 	    "\t}\n"
 	    "}\n";
@@ -229,47 +284,90 @@ Test(fwnft, ruleset_forward)
 {
 	struct fwnft_range deny[] = {R("169.254.0.0/16")};
 	struct fwnft_range sb[] = {R("10.9.0.0/24"), R("10.8.0.0/24"), R("2001:db8:9::/64")};
+	snprintf(sb[0].ifname, sizeof(sb[0].ifname), "veth-a");
+	snprintf(sb[1].ifname, sizeof(sb[1].ifname), "veth-b");
+	snprintf(sb[2].ifname, sizeof(sb[2].ifname), "veth-a");
 	struct fwnft_resolver res[] = {RES("10.9.0.1", 53)};
+	struct fwnft_port in[] = {{6, 8080}};
 	struct fwnft_setup s = {.placement = FWNFT_FORWARD,
 	                        .deny = deny,
 	                        .ndeny = 1,
 	                        .sandbox = sb,
 	                        .nsandbox = 3,
 	                        .resolver = res,
-	                        .nresolver = 1};
+	                        .nresolver = 1,
+	                        .inbound = in,
+	                        .ninbound = 1,
+	                        .dhcp = true};
 	struct fwnft_buf b = {0};
 	cr_assert_eq(fwnft_build_ruleset(&s, &b), 0);
 	const char *want =
 	    "add table inet moat\n"
 	    "delete table inet moat\n"
 	    "table inet moat {\n"
-	    "\tset deny4 {\n\t\ttype ipv4_addr\n\t\tflags interval\n"
-	    "\t\telements = { 169.254.0.0/16 }\n\t}\n"
-	    "\tset deny6 {\n\t\ttype ipv6_addr\n\t\tflags interval\n\t}\n"
-	    "\tset allow4 {\n\t\ttype ipv4_addr . ipv4_addr\n\t\tflags timeout\n\t}\n"
-	    "\tset port4 {\n\t\ttype ipv4_addr . ipv4_addr . inet_proto . inet_service\n"
-	    "\t\tflags timeout\n\t}\n"
-	    "\tset echo4 {\n\t\ttype ipv4_addr . ipv4_addr\n\t\tflags timeout\n\t}\n"
-	    "\tset allow6 {\n\t\ttype ipv6_addr . ipv6_addr\n\t\tflags timeout\n\t}\n"
-	    "\tset port6 {\n\t\ttype ipv6_addr . ipv6_addr . inet_proto . inet_service\n"
-	    "\t\tflags timeout\n\t}\n"
-	    "\tset echo6 {\n\t\ttype ipv6_addr . ipv6_addr\n\t\tflags timeout\n\t}\n"
+	    "\tset deny4 {\n"
+	    "\t\ttype ipv4_addr\n"
+	    "\t\tflags interval\n"
+	    "\t\telements = { 169.254.0.0/16 }\n"
+	    "\t}\n"
+	    "\tset deny6 {\n"
+	    "\t\ttype ipv6_addr\n"
+	    "\t\tflags interval\n"
+	    "\t}\n"
+	    "\tset allow4 {\n"
+	    "\t\ttype ipv4_addr . ipv4_addr\n"
+	    "\t\tflags timeout\n"
+	    "\t}\n"
+	    "\tset port4 {\n"
+	    "\t\ttype ipv4_addr . ipv4_addr . inet_proto . inet_service\n"
+	    "\t\tflags timeout\n"
+	    "\t}\n"
+	    "\tset echo4 {\n"
+	    "\t\ttype ipv4_addr . ipv4_addr\n"
+	    "\t\tflags timeout\n"
+	    "\t}\n"
+	    "\tset allow6 {\n"
+	    "\t\ttype ipv6_addr . ipv6_addr\n"
+	    "\t\tflags timeout\n"
+	    "\t}\n"
+	    "\tset port6 {\n"
+	    "\t\ttype ipv6_addr . ipv6_addr . inet_proto . inet_service\n"
+	    "\t\tflags timeout\n"
+	    "\t}\n"
+	    "\tset echo6 {\n"
+	    "\t\ttype ipv6_addr . ipv6_addr\n"
+	    "\t\tflags timeout\n"
+	    "\t}\n"
+	    "\tset sbx4 {\n"
+	    "\t\ttype ifname . ipv4_addr\n"
+	    "\t\tflags interval\n"
+	    "\t\telements = { \"veth-a\" . 10.9.0.0/24, \"veth-b\" . 10.8.0.0/24 }\n"
+	    "\t}\n"
+	    "\tset sbx6 {\n"
+	    "\t\ttype ifname . ipv6_addr\n"
+	    "\t\tflags interval\n"
+	    "\t\telements = { \"veth-a\" . 2001:db8:9::/64 }\n"
+	    "\t}\n"
 	    "\tchain forward {\n"
 	    "\t\ttype filter hook forward priority 0; policy accept;\n"
-	    "\t\tip saddr { 10.9.0.0/24, 10.8.0.0/24 } jump sandbox\n"
-	    "\t\tip6 saddr { 2001:db8:9::/64 } jump sandbox\n"
+	    "\t\toifname { \"veth-a\", \"veth-b\" } jump to_sandbox\n"
+	    "\t\tiifname { \"veth-a\", \"veth-b\" } jump sandbox\n"
 	    "\t}\n"
 	    "\tchain input {\n"
 	    "\t\ttype filter hook input priority 0; policy accept;\n"
-	    "\t\tip saddr { 10.9.0.0/24, 10.8.0.0/24 } jump sandbox\n"
-	    "\t\tip6 saddr { 2001:db8:9::/64 } jump sandbox\n"
+	    "\t\tiifname { \"veth-a\", \"veth-b\" } jump host\n"
 	    "\t}\n"
 	    "\tchain sandbox {\n"
-	    "\t\tct state established,related accept\n"
+	    "\t\tiifname . ip saddr != @sbx4 counter drop\n"
+	    "\t\tiifname . ip6 saddr != @sbx6 counter drop\n"
+	    "\t\tct state established,related ct direction original accept\n"
+	    "\t\tct state established ct direction reply accept\n"
 	    "\t\tip daddr @deny4 counter drop\n"
 	    "\t\tip6 daddr @deny6 counter drop\n"
 	    "\t\tip daddr 10.9.0.1 udp dport 53 accept\n"
 	    "\t\tip daddr 10.9.0.1 tcp dport 53 accept\n"
+	    "\t\ticmp type != echo-request counter drop\n"
+	    "\t\ticmpv6 type != echo-request counter drop\n"
 	    "\t\tip saddr . ip daddr @allow4 accept\n"
 	    "\t\tip6 saddr . ip6 daddr @allow6 accept\n"
 	    "\t\tip saddr . ip daddr . meta l4proto . th dport @port4 accept\n"
@@ -280,10 +378,57 @@ Test(fwnft, ruleset_forward)
 	    "\t\ticmpv6 type echo-request ip6 saddr . ip6 daddr @echo6 accept\n"
 	    "\t\tcounter drop\n"
 	    "\t}\n"
+	    "\tchain host {\n"
+	    "\t\tudp sport 68 udp dport 67 accept\n"
+	    "\t\tip6 saddr fe80::/10 udp sport 546 udp dport 547 accept\n"
+	    "\t\ticmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit, "
+	    "nd-router-advert } ip6 hoplimit 255 ip6 saddr { fe80::/10, :: } ip6 daddr { "
+	    "fe80::/10, ff02::/16 } accept\n"
+	    "\t\ticmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit, "
+	    "nd-router-advert } ip6 hoplimit 255 ip6 saddr fe80::/10 fib daddr type local accept\n"
+	    "\t\tiifname . ip saddr != @sbx4 counter drop\n"
+	    "\t\tiifname . ip6 saddr != @sbx6 counter drop\n"
+	    "\t\ticmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit, "
+	    "nd-router-advert } ip6 hoplimit 255 ip6 daddr ff02::/16 accept\n"
+	    "\t\ticmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit, "
+	    "nd-router-advert } ip6 hoplimit 255 fib daddr type local accept\n"
+	    "\t\tct state established,related accept\n"
+	    "\t\tip daddr 10.9.0.1 udp dport 53 accept\n"
+	    "\t\tip daddr 10.9.0.1 tcp dport 53 accept\n"
+	    "\t\tcounter drop\n"
+	    "\t}\n"
+	    "\tchain to_sandbox {\n"
+	    "\t\tct state established,related ct direction reply return\n"
+	    "\t\tct direction original tcp dport 8080 return\n"
+	    "\t\tudp sport 67 udp dport 68 return\n"
+	    "\t\tudp sport 547 udp dport 546 return\n"
+	    "\t\tcounter drop\n"
+	    "\t}\n"
 	    "}\n";
 	cr_assert_str_eq(b.p, want);
+	fwnft_buf_free(&b);
+	sb[1].ifname[0] = '\0';
+	cr_assert_eq(fwnft_build_ruleset(&s, &b), MOAT_EINVAL,
+	             "every sandbox range needs its interface");
+	fwnft_buf_free(&b);
+	snprintf(sb[1].ifname, sizeof(sb[1].ifname), "a\"b");
+	cr_assert_eq(fwnft_build_ruleset(&s, &b), MOAT_EINVAL, "a quote in an interface name");
 	fwnft_buf_free(&b);
 	s.nsandbox = 0;
 	cr_assert_eq(fwnft_build_ruleset(&s, &b), MOAT_EINVAL, "forward needs a sandbox range");
 	fwnft_buf_free(&b);
+}
+
+Test(fwnft, port_parse)
+{
+	struct fwnft_port p;
+	cr_assert_eq(fwnft_port_parse("tcp/8080", &p), 0);
+	cr_assert_eq(p.proto, 6);
+	cr_assert_eq(p.port, 8080);
+	cr_assert_eq(fwnft_port_parse("udp/53", &p), 0);
+	cr_assert_eq(p.proto, 17);
+	const char *bad[] = {"tcp/0",  "tcp/65536", "tcp/", "sctp/80",
+	                     "tcp/08", "tcp/8x",    "8080", "tcp/123456"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_expect_eq(fwnft_port_parse(bad[i], &p), MOAT_EINVAL, "%s accepted", bad[i]);
 }

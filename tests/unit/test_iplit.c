@@ -263,3 +263,26 @@ Test(iplit, embedded_look_alikes)
 	expect_no_embedded("ga000001.nip.io");
 	expect_no_embedded(".");
 }
+
+static bool has_addr(uint8_t (*a)[4], size_t n, uint8_t w, uint8_t x, uint8_t y, uint8_t z)
+{
+	for (size_t i = 0; i < n; i++)
+		if (a[i][0] == w && a[i][1] == x && a[i][2] == y && a[i][3] == z)
+			return true;
+	return false;
+}
+
+/* Every window is read, overlapping ones too ("2-3-4.127" in the name below): a service's
+ * pattern or a client may take any of them, so policy checks them all. */
+Test(iplit, every_embedded_address)
+{
+	uint8_t wire[256], a[IPLIT_EMBEDDED_MAX][4];
+	wire_from("1-2-3-4.127-0-0-1.example.com", wire);
+	size_t n = iplit_embedded_v4_all(wire, a, IPLIT_EMBEDDED_MAX);
+	cr_assert_geq(n, 2);
+	cr_expect_arr_eq(a[0], ((uint8_t[]){1, 2, 3, 4}), 4, "leftmost first");
+	cr_expect(has_addr(a, n, 127, 0, 0, 1), "the second address is found too");
+	cr_expect_eq(iplit_embedded_v4_all(wire, a, 1), 1, "max is kept");
+	wire_from("www.example.com", wire);
+	cr_expect_eq(iplit_embedded_v4_all(wire, a, IPLIT_EMBEDDED_MAX), 0);
+}

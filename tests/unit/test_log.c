@@ -125,6 +125,27 @@ static int jparse(const char *line, struct jobj *obj)
 				return -1;
 			f->kind = 's';
 			f->vlen = (size_t)l;
+		} else if (*p == '[') {
+			/* a list of strings (v2 "answer"), kept as "a|b|c" */
+			size_t o = 0;
+			p++;
+			while (*p != ']') {
+				char item[64];
+				long l = jstring(&p, item, sizeof(item));
+				if (l < 0 || o + (size_t)l + 2 > sizeof(f->val))
+					return -1;
+				if (o)
+					f->val[o++] = '|';
+				memcpy(f->val + o, item, (size_t)l);
+				o += (size_t)l;
+				if (*p == ',')
+					p++;
+				else if (*p != ']')
+					return -1;
+			}
+			p++;
+			f->val[o] = 0;
+			f->kind = 'a';
 		} else if (strncmp(p, "null", 4) == 0) {
 			f->kind = 'z';
 			p += 4;
@@ -231,9 +252,10 @@ static struct sockaddr_in6 v6(const char *ip, uint16_t port)
 	return s;
 }
 
-static const char *const fields[] = {"ts",       "client",      "transport", "agent",  "qname",
-                                     "qtype",    "qclass",      "decision",  "reason", "rcode",
-                                     "upstream", "upstream_ms", "alert"};
+static const char *const fields[] = {"ts",       "client",      "transport",     "agent",  "qname",
+                                     "qtype",    "qclass",      "decision",      "reason", "rcode",
+                                     "upstream", "upstream_ms", "alert",         "v",      "rule",
+                                     "answer",   "grant",       "grant_lifetime"};
 
 Test(log, full_line)
 {
@@ -304,7 +326,12 @@ Test(log, null_fields)
 	};
 	struct jobj o;
 	write_and_read(&e, &o);
-	cr_expect_eq(o.n, 13);
+	cr_expect_eq(o.n, 18);
+	EXPECT_KIND(&o, "v", 'n', "2");
+	EXPECT_KIND(&o, "rule", 'z', NULL);
+	EXPECT_KIND(&o, "answer", 'z', NULL);
+	EXPECT_KIND(&o, "grant", 'z', NULL);
+	EXPECT_KIND(&o, "grant_lifetime", 'z', NULL);
 	EXPECT_STR(&o, "client", "2001:db8::1");
 	EXPECT_STR(&o, "transport", "tcp");
 	EXPECT_KIND(&o, "agent", 'z', NULL);
@@ -315,6 +342,102 @@ Test(log, null_fields)
 	EXPECT_KIND(&o, "upstream", 'z', NULL);
 	EXPECT_KIND(&o, "upstream_ms", 'z', NULL);
 	EXPECT_KIND(&o, "alert", 'b', "true");
+}
+
+/* An allowed UDP query with nothing else set. */
+static struct log_query plain_allow(const struct sockaddr_in *c)
+{
+	return (struct log_query){.client = (const struct sockaddr *)c,
+	                          .transport = "udp",
+	                          .decision = "allow",
+	                          .rcode = 0,
+	                          .upstream_us = -1};
+}
+
+Test(log, v2_fields)
+{
+	struct sockaddr_in c = v4("10.1.2.3", 40000);
+	const uint8_t addrs[4 + 16] = {192, 0, 2, 10, 0x20, 0x01, 0x0d, 0xb8, [19] = 0x10};
+	const uint8_t lens[2] = {4, 16};
+	struct log_query e = {
+	    .client = (struct sockaddr *)&c,
+	    .transport = "tcp",
+	    .agent = "ci-42",
+	    .decision = "allow-cached",
+	    .rcode = 0,
+	    .upstream_us = -1,
+	    .rule_file = "allow/ci \"x\".txt",
+	    .rule_line = 12,
+	    .answer = addrs,
+	    .alen = lens,
+	    .nanswer = 2,
+	    .has_answer = true,
+	    .grant = "OK",
+	    .has_grant_life = true,
+	    .grant_life = 300,
+	};
+	struct jobj o;
+	write_and_read(&e, &o);
+	EXPECT_KIND(&o, "v", 'n', "2");
+	EXPECT_STR(&o, "rule", "allow/ci \"x\".txt:12");
+	EXPECT_KIND(&o, "answer", 'a', "192.0.2.10|2001:db8::10");
+	EXPECT_STR(&o, "grant", "OK");
+	EXPECT_KIND(&o, "grant_lifetime", 'n', "300");
+	/* released with no address: an empty list, not null */
+	e.nanswer = 0;
+	e.grant = "none";
+	e.has_grant_life = false;
+	write_and_read(&e, &o);
+	EXPECT_KIND(&o, "answer", 'a', "");
+	EXPECT_STR(&o, "grant", "none");
+	EXPECT_KIND(&o, "grant_lifetime", 'z', NULL);
+	cr_expect_eq(LOG_FORMAT_VERSION, 2);
+}
+
+Test(log, json_quote)
+{
+	char out[64];
+	cr_expect_eq(log_json_quote("a\"b\\c\n", out, sizeof(out)), 15);
+	cr_expect_str_eq(out, "\"a\\\"b\\\\c\\u000a\"");
+	cr_expect_eq(log_json_quote(NULL, out, sizeof(out)), 4);
+	cr_expect_str_eq(out, "null");
+	char small[4];
+	cr_expect_lt(log_json_quote("abcdef", small, sizeof(small)), 0);
+	cr_expect_str_eq(small, "\"ab");
+}
+
+Test(log, reopen_after_rename)
+{
+	char path[] = "/tmp/moat-test-log-XXXXXX", moved[64];
+	int fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	snprintf(moved, sizeof(moved), "%s.1", path);
+	FILE *f = log_open(path);
+	cr_assert_not_null(f);
+	struct sockaddr_in c = v4("10.0.0.1", 1);
+	struct log_query e = plain_allow(&c);
+	log_write_query(f, &e);
+	cr_assert_eq(rename(path, moved), 0);
+	cr_assert_eq(log_reopen(f, path), 0); /* flushes the buffered line into the old file */
+	e.decision = "formerr";
+	log_write_query(f, &e);
+	log_close(f);
+	char buf[2048];
+	FILE *r = fopen(moved, "r");
+	cr_assert_not_null(r);
+	cr_assert_not_null(fgets(buf, sizeof(buf), r));
+	cr_expect(strstr(buf, "\"decision\":\"allow\"") != NULL, "%s", buf);
+	cr_expect_null(fgets(buf, sizeof(buf), r), "one line in the rotated file");
+	fclose(r);
+	r = fopen(path, "r");
+	cr_assert_not_null(r, "reopen created the file again");
+	cr_assert_not_null(fgets(buf, sizeof(buf), r));
+	cr_expect(strstr(buf, "\"decision\":\"formerr\"") != NULL, "%s", buf);
+	fclose(r);
+	unlink(path);
+	unlink(moved);
+	cr_expect_eq(log_reopen(stdout, "-"), 0, "stdout is left alone");
 }
 
 Test(log, hostile_name_escaped)
@@ -439,11 +562,7 @@ Test(log, open_append_close)
 	FILE *f = log_open(path);
 	cr_assert_not_null(f);
 	struct sockaddr_in c = v4("10.0.0.1", 1);
-	struct log_query e = {.client = (struct sockaddr *)&c,
-	                      .transport = "udp",
-	                      .decision = "allow",
-	                      .rcode = 0,
-	                      .upstream_us = -1};
+	struct log_query e = plain_allow(&c);
 	log_write_query(f, &e);
 	log_write_query(f, &e);
 	log_close(f);

@@ -458,6 +458,12 @@ static void snap_teardown(void)
 
 TestSuite(snapshot, .init = snap_setup, .fini = snap_teardown);
 
+Test(snapshot, allow_count_over_agents)
+{
+	/* ci-42: 7 patterns; wide: 1; host: the first file again, 7 */
+	cr_expect_eq(policy_allow_count(pol), 15);
+}
+
 static const struct policy_agent *agent_for(const char *addr)
 {
 	struct sockaddr_storage ss;
@@ -547,6 +553,7 @@ Test(snapshot, no_agents_no_match)
 	struct sockaddr_in s4 = {.sin_family = AF_INET};
 	inet_pton(AF_INET, "10.1.2.3", &s4.sin_addr);
 	cr_expect_null(policy_agent_for(p, (struct sockaddr *)&s4));
+	cr_expect_eq(policy_allow_count(p), 0);
 	policy_unref(p);
 	c.nhighrisk = 1;
 	c.nranges = 1;
@@ -659,6 +666,21 @@ Test(snapshot, decide_embedded_address)
 	cr_expect_not_null(strstr(d.reason, "127.0.0.1"), "%s", d.reason);
 	decide("10.1.2.4", "app.10.0.0.1.allowed.test", 1, &d);
 	cr_expect_eq(d.verdict, POLICY_DENY_EMBEDDED, "private and not allow_private");
+}
+
+/* Regression (issue 12): only the leftmost embedded address was checked, so a harmless one in
+ * front hid a blocked one behind it. */
+Test(snapshot, decide_embedded_address_in_any_position)
+{
+	struct policy_decision d;
+	decide("10.1.2.4", "1-2-3-4.127-0-0-1.allowed.test", 1, &d);
+	cr_expect_eq(d.verdict, POLICY_DENY_EMBEDDED);
+	cr_expect_not_null(strstr(d.reason, "127.0.0.1"), "%s", d.reason);
+	decide("10.1.2.4", "x.8.8.8.8.a9fea9fe.allowed.test", 1, &d);
+	cr_expect_eq(d.verdict, POLICY_DENY_EMBEDDED);
+	cr_expect_not_null(strstr(d.reason, "169.254.169.254"), "%s", d.reason);
+	decide("10.1.2.4", "1-2-3-4.5-6-7-8.allowed.test", 1, &d);
+	cr_expect_eq(d.verdict, POLICY_ALLOW, "public addresses only: %s", d.reason);
 }
 
 Test(snapshot, decide_embedded_private_allowed)

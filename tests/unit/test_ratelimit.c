@@ -2,23 +2,11 @@
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "client_addr.h"
 #include "moat/ratelimit.h"
-
-static struct sockaddr_in v4(const char *a)
-{
-	struct sockaddr_in s = {.sin_family = AF_INET};
-	inet_pton(AF_INET, a, &s.sin_addr);
-	return s;
-}
-
-static struct sockaddr_in6 v6(const char *a)
-{
-	struct sockaddr_in6 s = {.sin6_family = AF_INET6};
-	inet_pton(AF_INET6, a, &s.sin6_addr);
-	return s;
-}
 
 static int allowed(struct ratelimit *rl, const void *sa, uint64_t now, int n)
 {
@@ -93,5 +81,27 @@ Test(ratelimit, shared_by_threads)
 	pthread_join(tb, NULL);
 	cr_expect_eq(a.ok + b.ok, 5000);
 	cr_expect_eq(ratelimit_limited(rl), 40000 - 5000);
+	ratelimit_free(rl);
+}
+
+/* Regression (issue 12): a bucket taken over by a new owner started full, so two clients whose
+ * addresses share a bucket got everything through by taking turns. With 16 buckets, 17 clients
+ * must share one at least (pigeonhole); asked in turn at one instant, they get no more than 16
+ * bursts in all, however many rounds. */
+Test(ratelimit, colliding_clients_taking_turns_are_limited)
+{
+	struct ratelimit *rl = ratelimit_new(10, 2, 16);
+	cr_assert_not_null(rl);
+	struct sockaddr_in c[17];
+	char a[32];
+	for (int i = 0; i < 17; i++) {
+		snprintf(a, sizeof(a), "198.51.100.%d", i + 1);
+		c[i] = v4(a);
+	}
+	int ok = 0;
+	for (int round = 0; round < 100; round++)
+		for (int i = 0; i < 17; i++)
+			ok += ratelimit_allow(rl, (const struct sockaddr *)&c[i], 5000);
+	cr_expect_leq(ok, 16 * 2, "%d of 1700 allowed: a collision refilled a bucket", ok);
 	ratelimit_free(rl);
 }

@@ -495,3 +495,15 @@ Test(wire_query, reparse_clears_previous_state)
 	cr_expect_eq(q.qname[0], 0);
 	cr_expect_eq(q.lname[0], 0);
 }
+
+/* Issue 12: meta types are answered locally, never forwarded; ordinary and ANY types are not
+ * meta (ANY has its own local answer, RFC 8482). */
+Test(wire_query, meta_qtypes)
+{
+	static const uint16_t meta[] = {41, 249, 250, 251, 252, 253, 254};
+	for (size_t i = 0; i < sizeof(meta) / sizeof(meta[0]); i++)
+		cr_expect(wire_qtype_is_meta(meta[i]), "type %u is meta", meta[i]);
+	static const uint16_t plain[] = {1, 5, 16, 28, 33, 39, 64, 65, 248, 255, 256, 65535};
+	for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++)
+		cr_expect_not(wire_qtype_is_meta(plain[i]), "type %u is not meta", plain[i]);
+}

@@ -631,7 +631,7 @@ Test(resp_addr, every_section_and_hints)
 	cr_assert_eq(parse(b, n, &s, &r), 0);
 	struct seen seen = {0};
 	cr_assert_eq(wire_resp_each_addr(b, n, &r, collect, &seen), 0);
-	cr_expect_eq(seen.n, 8);
+	cr_expect_eq(seen.n, 7);
 	cr_expect(saw(&seen, "192.0.2.1", WIRE_HTTPS));
 	cr_expect(saw(&seen, "10.0.0.1", WIRE_A));
 	cr_expect(saw(&seen, "2001:db8::2", WIRE_AAAA));
@@ -639,7 +639,36 @@ Test(resp_addr, every_section_and_hints)
 	cr_expect(saw(&seen, "192.0.2.4", WIRE_HTTPS));
 	cr_expect(saw(&seen, "2001:db8::5", WIRE_HTTPS));
 	cr_expect(saw(&seen, "169.254.169.254", WIRE_A));
-	cr_expect(saw(&seen, "127.0.0.1", WIRE_A), "class CH with a 4-byte A is checked too");
+	cr_expect_not(saw(&seen, "127.0.0.1", WIRE_A), "a class-CH record is dropped at parse");
+}
+
+/* Regression (issue 12): records of another class than the question's passed unchecked, so a
+ * class-CH "A" of 16 bytes or "AAAA" of 4 (not address-sized for its type, so not looked at)
+ * holding 169.254.169.254 reached the client. They are dropped before any other check. */
+Test(resp_addr, other_class_dropped_before_any_check)
+{
+	struct pkt p;
+	struct wire_resp r;
+	static const uint8_t md16[16] = {169, 254, 169, 254, 169, 254, 169, 254,
+	                                 169, 254, 169, 254, 169, 254, 169, 254};
+	hand_start(&p, 1, 3, 0, 0);
+	hand_rr(&p, "\xc0\x0c", 2, WIRE_A, 3, 60, md16, 16);                    /* CH A, 16 bytes */
+	hand_rr(&p, "\xc0\x0c", 2, WIRE_AAAA, 3, 60, md16, 4);                  /* CH AAAA, 4 */
+	hand_rr(&p, "\xc0\x0c", 2, WIRE_A, WIRE_CLASS_IN, 60, "\xc0\0\2\1", 4); /* IN A */
+	cr_assert_eq(wire_resp_parse(p.b, p.n, 1, W("example.com"), WIRE_A, 1, &r), 0);
+	cr_expect_eq(r.nrr, 1, "only the class-IN record is kept");
+	struct seen seen = {0};
+	cr_expect_eq(wire_resp_each_addr(p.b, p.n, &r, collect, &seen), 0);
+	cr_expect_eq(seen.n, 1);
+	cr_expect(saw(&seen, "192.0.2.1", WIRE_A));
+	struct wire_query q;
+	client_query("example.com.", LDNS_RR_TYPE_A, 1, 0, false, false, &q);
+	uint8_t out[1024];
+	int n = wire_resp_build(p.b, p.n, &r, &q, UINT32_MAX, sizeof(out), out, sizeof(out));
+	cr_assert_gt(n, 0);
+	cr_expect_eq(out[6] << 8 | out[7], 1, "one answer record for the client");
+	cr_expect_null(memmem(out, (size_t)n, "\xa9\xfe\xa9\xfe", 4),
+	               "169.254.x reached the client");
 }
 
 /* What the firewall grants: only addresses the client will see (answer records on the chain,

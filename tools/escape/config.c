@@ -100,11 +100,14 @@ static int escape_set_addr(struct sockaddr_storage *dst, const char *value, int 
 }
 
 /* HOST[:PORT] where HOST is a name, an IPv4 address or [IPv6]; a bare IPv6 address has no port. */
-static int escape_set_target(struct escape_cfg *c, const char *value, char *err, size_t errlen)
+/* "HOST[:PORT]" (a name, an IPv4 address or a bracketed IPv6 one) into out_host (ESCAPE_NAMELEN)
+ * and *out_port (defport when not given). */
+static int escape_set_hostport(const char *value, const char *key, uint32_t defport, char *out_host,
+                               uint16_t *out_port, char *err, size_t errlen)
 {
 	char host[ESCAPE_NAMELEN];
 	const char *colon = strrchr(value, ':');
-	uint32_t port = 443;
+	uint32_t port = defport;
 	size_t hl;
 	struct in6_addr a6;
 
@@ -137,15 +140,20 @@ static int escape_set_target(struct escape_cfg *c, const char *value, char *err,
 		if (inet_pton(AF_INET, host, &a4) != 1 && name_from_text(host, hl, wire) <= 1)
 			goto bad;
 	}
-	if (colon != NULL &&
-	    escape_set_uint(&port, colon + 1, 1, 65535, "allowed-target", err, errlen) != 0)
+	if (colon != NULL && escape_set_uint(&port, colon + 1, 1, 65535, key, err, errlen) != 0)
 		return MOAT_EINVAL;
-	strcpy(c->target_host, host);
-	c->target_port = (uint16_t)port;
+	strcpy(out_host, host);
+	*out_port = (uint16_t)port;
 	return 0;
 bad:
-	escape_err(err, errlen, "allowed-target: '%s' is not HOST:PORT", value);
+	escape_err(err, errlen, "%s: '%s' is not HOST:PORT", key, value);
 	return MOAT_EINVAL;
+}
+
+static int escape_set_target(struct escape_cfg *c, const char *value, char *err, size_t errlen)
+{
+	return escape_set_hostport(value, "allowed-target", 443, c->target_host, &c->target_port,
+	                           err, errlen);
 }
 
 static int escape_set_sink(struct escape_cfg *c, const char *value, char *err, size_t errlen)
@@ -245,6 +253,7 @@ void escape_cfg_init(struct escape_cfg *c)
 	c->grant_min = ESCAPE_DEFAULT_GRANT_MIN;
 	strcpy(c->tunnel_domain, "example.net");
 	c->timeout_ms = ESCAPE_DEFAULT_TIMEOUT_MS;
+	c->inbound_port = ESCAPE_DEFAULT_INBOUND_PORT;
 	c->sinks[0].len = 4;  /* 0.0.0.0 */
 	c->sinks[1].len = 16; /* :: */
 	c->nsinks = 2;
@@ -329,6 +338,21 @@ int escape_cfg_set(struct escape_cfg *c, const char *key, const char *value, cha
 		if (escape_set_uint(&v, value, 1, 65535, key, err, errlen) != 0)
 			return MOAT_EINVAL;
 		*(key[7] == 'o' ? &c->scoped_open : &c->scoped_closed) = (uint16_t)v;
+	} else if (strcmp(key, "witness") == 0) {
+		return escape_set_hostport(value, key, ESCAPE_DEFAULT_WITNESS_PORT, c->witness_host,
+		                           &c->witness_port, err, errlen);
+	} else if (strcmp(key, "inbound-port") == 0) {
+		if (escape_set_uint(&v, value, 1, 65535, key, err, errlen) != 0)
+			return MOAT_EINVAL;
+		c->inbound_port = (uint16_t)v;
+	} else if (strcmp(key, "spoof-source") == 0) {
+		if (c->nspoof >= ESCAPE_MAXLIST) {
+			escape_err(err, errlen, "%s: more than %d sources", key, ESCAPE_MAXLIST);
+			return MOAT_EINVAL;
+		}
+		if (escape_set_addr(&c->spoof[c->nspoof], value, AF_UNSPEC, key, err, errlen) != 0)
+			return MOAT_EINVAL;
+		c->nspoof++;
 	} else if (strcmp(key, "timeout") == 0) {
 		return escape_set_uint(&c->timeout_ms, value, 50, 60000, key, err, errlen);
 	} else if (strcmp(key, "sinkhole") == 0) {

@@ -14,8 +14,11 @@
 
 #include "moat/name.h"
 
-#define ESCAPE_NTESTS 11
-#define ESCAPE_CONTROL 10  /* the test that must work */
+#define ESCAPE_NTESTS 13
+#define ESCAPE_CONTROL 10 /* the test that must work */
+#define ESCAPE_NCORE 11   /* tests 1-11 always run; 12 and 13 need a witness */
+#define ESCAPE_DEFAULT_WITNESS_PORT 7
+#define ESCAPE_DEFAULT_INBOUND_PORT 18080
 #define ESCAPE_MAXLIST 16  /* entries per repeatable key */
 #define ESCAPE_NAMELEN 256 /* a name in text, trailing dot optional (253 chars + NUL is enough) */
 #define ESCAPE_DETAIL 1024 /* one test's detail column */
@@ -65,6 +68,11 @@ struct escape_cfg {
 	uint32_t timeout_ms;
 	struct escape_addr sinks[ESCAPE_MAXLIST];
 	size_t nsinks;
+	char witness_host[ESCAPE_NAMELEN]; /* tests 12, 13: a host outside (allowed name) that */
+	uint16_t witness_port;             /* ... runs tools/escape/witness.py; empty: not run */
+	uint16_t inbound_port; /* test 13: where the sandbox listens for the witness's call */
+	struct sockaddr_storage spoof[ESCAPE_MAXLIST]; /* test 12: sources to forge */
+	size_t nspoof; /* 0: derived from the sandbox's own addresses */
 	enum escape_format format;
 	/* Which repeatable keys were given: the first one replaces the default list. */
 	bool set_rebind, set_meta, set_others, set_sinks;
@@ -196,6 +204,7 @@ enum escape_outcome {
 	ESCAPE_WORKS,    /* the control worked */
 	ESCAPE_FAILED,   /* the control failed: a false deny */
 	ESCAPE_NOTRUN,   /* could not be run (skipped); the run cannot claim it held */
+	ESCAPE_UNSET,    /* not configured (12, 13 without a witness): not shown, not counted */
 };
 
 struct escape_result {
@@ -209,6 +218,25 @@ struct escape_result {
 
 /* Called after each test, for streaming output. */
 typedef void (*escape_progress_fn)(void *ctx, const struct escape_result *r);
+
+/* The number of tests this configuration runs (the TAP plan): unset ones do not count. */
+int escape_ntests(const struct escape_cfg *c);
+
+/* Resolve name A and AAAA: the first address of each family into out (at most 2); txt says
+ * what came back. */
+size_t escape_resolve2(const struct escape_cfg *c, const char *name, struct escape_addr out[2],
+                       char *txt, size_t cap);
+
+/* Put addr and port into a sockaddr. */
+void escape_to_sa(const struct escape_addr *a, uint16_t port, struct sockaddr_storage *ss);
+
+/* ---- tests 12 and 13, judged by the witness outside (hostile.c) ---- */
+
+/* 12: UDP datagrams with forged sources (raw socket) to the witness; any it saw escaped. */
+void escape_test_spoof(const struct escape_cfg *c, struct escape_result *r);
+
+/* 13: the witness connects back to the sandbox's inbound-port; an open connection escaped. */
+void escape_test_inbound(const struct escape_cfg *c, struct escape_result *r);
 
 /* Run the tests in order. res[i] is test i+1. */
 void escape_run(const struct escape_cfg *c, struct escape_result res[ESCAPE_NTESTS],

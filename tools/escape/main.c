@@ -21,9 +21,9 @@ static void escape_usage(FILE *f)
 	fprintf(
 	    f,
 	    "usage: moat-escape --allowed NAME [options]\n"
-	    "Runs eleven escape tests against the sandbox it runs in; every test must end\n"
-	    "\"blocked\", the control (10) \"works\". Exit 0: all held; 1: something escaped,\n"
-	    "the control failed or a test did not run; 2: usage or config error.\n"
+	    "Runs eleven escape tests (thirteen with --witness) against the sandbox it runs in;\n"
+	    "every test must end \"blocked\", the control (10) \"works\". Exit 0: all held; 1:\n"
+	    "something escaped, the control failed or a test did not run; 2: usage or config error.\n"
 	    "\n"
 	    "  --config FILE              key=value lines; keys are these options without --\n"
 	    "  --resolver ADDR[:PORT]     resolver under test (default: first nameserver of\n"
@@ -46,6 +46,12 @@ static void escape_usage(FILE *f)
 	    "  --scoped-open PORT         test 11: a port its allowlist line names\n"
 	    "  --scoped-closed PORT       test 11: a port it does not (443, or 80)\n"
 	    "  --sinkhole ADDR            an address meaning \"denied\" (repeat; 0.0.0.0, ::)\n"
+	    "  --witness NAME[:PORT]      an allowed host outside running tools/escape/witness.py\n"
+	    "                             (port 7): tests 12 (forged sources) and 13 (inbound)\n"
+	    "  --spoof-source ADDR        a source test 12 forges (repeat; default: a neighbour "
+	    "of\n"
+	    "                             the sandbox's address and a far documentation address)\n"
+	    "  --inbound-port PORT        where test 13 listens for the witness (18080)\n"
 	    "  --timeout MS               per-probe timeout (%d)\n"
 	    "  --format table|tap|json    output (table)\n"
 	    "  --resolv-conf FILE         where the default resolver comes from\n"
@@ -81,6 +87,9 @@ int main(int argc, char **argv)
 	    {"expire-port", required_argument, NULL, 0},
 	    {"expire-wait", required_argument, NULL, 0},
 	    {"grant-min", required_argument, NULL, 0},
+	    {"witness", required_argument, NULL, 0},
+	    {"spoof-source", required_argument, NULL, 0},
+	    {"inbound-port", required_argument, NULL, 0},
 	    {"tunnel-domain", required_argument, NULL, 0},
 	    {"scoped-name", required_argument, NULL, 0},
 	    {"scoped-open", required_argument, NULL, 0},

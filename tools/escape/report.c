@@ -62,7 +62,7 @@ static bool escape_counts_held(enum escape_outcome o)
 bool escape_all_held(const struct escape_result *r, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		if (!escape_counts_held(r[i].outcome))
+		if (r[i].outcome != ESCAPE_UNSET && !escape_counts_held(r[i].outcome))
 			return false;
 	return n > 0;
 }
@@ -93,12 +93,13 @@ static size_t escape_summary_part(const struct escape_result *r, size_t n, enum 
 
 void escape_summary(const struct escape_result *r, size_t n, char *out, size_t cap)
 {
-	size_t held = 0, len;
+	size_t held = 0, total = 0, len;
 
-	for (size_t i = 0; i < n; i++)
-		if (escape_counts_held(r[i].outcome))
-			held++;
-	int w = snprintf(out, cap, "moat-escape: %zu of %zu held", held, n);
+	for (size_t i = 0; i < n; i++) {
+		held += escape_counts_held(r[i].outcome);
+		total += r[i].outcome != ESCAPE_UNSET;
+	}
+	int w = snprintf(out, cap, "moat-escape: %zu of %zu held", held, total);
 	len = w > 0 && (size_t)w < cap ? (size_t)w : cap - 1;
 	len = escape_summary_part(r, n, ESCAPE_ESCAPED, "escaped", out, cap, len);
 	len = escape_summary_part(r, n, ESCAPE_FAILED, "control failed", out, cap, len);
@@ -137,13 +138,15 @@ void escape_report_begin(FILE *f, enum escape_format fmt, const struct escape_cf
 		        "detail");
 	} else if (fmt == ESCAPE_FMT_TAP) {
 		fprintf(f, "TAP version 13\n1..%d\n# resolver %s, probe timeout %u ms\n",
-		        ESCAPE_NTESTS, at, c->timeout_ms);
+		        escape_ntests(c), at, c->timeout_ms);
 	}
 	fflush(f);
 }
 
 void escape_report_row(FILE *f, enum escape_format fmt, const struct escape_result *r)
 {
+	if (r->outcome == ESCAPE_UNSET)
+		return;
 	if (fmt == ESCAPE_FMT_TABLE) {
 		fprintf(f, "%3d  %-29s  %-7s  %-7s  %s\n", r->id, r->name, r->expect,
 		        escape_outcome_str(r->outcome), r->detail);
@@ -170,12 +173,14 @@ void escape_report_end(FILE *f, enum escape_format fmt, const struct escape_resu
 	} else if (fmt == ESCAPE_FMT_TAP) {
 		fprintf(f, "# %s\n", sum);
 	} else {
-		size_t held = 0;
+		size_t held = 0, total = 0;
 		fputs("{\"results\":[", f);
 		for (size_t i = 0; i < n; i++) {
+			if (r[i].outcome == ESCAPE_UNSET)
+				continue;
 			if (escape_counts_held(r[i].outcome))
 				held++;
-			fprintf(f, "%s\n {\"id\":%d,\"test\":", i ? "," : "", r[i].id);
+			fprintf(f, "%s\n {\"id\":%d,\"test\":", total++ ? "," : "", r[i].id);
 			escape_json_str(f, r[i].name);
 			fprintf(f, ",\"expect\":\"%s\",\"result\":\"%s\",\"held\":%s,\"reason\":",
 			        r[i].expect, escape_outcome_json(r[i].outcome),
@@ -185,7 +190,7 @@ void escape_report_end(FILE *f, enum escape_format fmt, const struct escape_resu
 			escape_json_str(f, r[i].detail);
 			fputc('}', f);
 		}
-		fprintf(f, "\n],\"held\":%zu,\"total\":%zu,\"ok\":%s,\"summary\":", held, n,
+		fprintf(f, "\n],\"held\":%zu,\"total\":%zu,\"ok\":%s,\"summary\":", held, total,
 		        escape_all_held(r, n) ? "true" : "false");
 		escape_json_str(f, sum);
 		fputs("}\n", f);

@@ -43,6 +43,8 @@ static const struct {
     {"DNS tunnelling answered", "blocked"},
     {"control: allowed name works", "works"},
     {"port outside the grant opens", "blocked"},
+    {"spoofed source passes", "blocked"},
+    {"inbound connection accepted", "blocked"},
 };
 
 /* One reply buffer for the whole run: the tool is sequential and the buffer is 64 KB. */
@@ -55,6 +57,11 @@ void escape_result_init(struct escape_result *r, int id)
 	r->name = escape_tests[id - 1].name;
 	r->expect = escape_tests[id - 1].expect;
 	r->outcome = id == ESCAPE_CONTROL ? ESCAPE_WORKS : ESCAPE_HELD;
+}
+
+int escape_ntests(const struct escape_cfg *c)
+{
+	return c->witness_host[0] ? ESCAPE_NTESTS : ESCAPE_NCORE;
 }
 
 uint64_t escape_worst_case_ms(const struct escape_cfg *c)
@@ -70,6 +77,8 @@ uint64_t escape_worst_case_ms(const struct escape_cfg *c)
 	                  + 4              /* 9 */
 	                  + 4 + 2          /* 10: allowed A/AAAA, target A/AAAA, two connects */
 	                  + 2 + 4;         /* 11: A/AAAA, open and closed port per family */
+	if (c->witness_host[0])
+		probes += 2 + 2 + 2 * 2; /* 12, 13: witness A/AAAA, one question per family each */
 	return probes * c->timeout_ms + (uint64_t)c->expire_wait * 1000;
 }
 
@@ -409,8 +418,7 @@ static void escape_sleep(unsigned sec)
 		;
 }
 
-/* Put addr and port into a sockaddr. */
-static void escape_to_sa(const struct escape_addr *a, uint16_t port, struct sockaddr_storage *ss)
+void escape_to_sa(const struct escape_addr *a, uint16_t port, struct sockaddr_storage *ss)
 {
 	memset(ss, 0, sizeof(*ss));
 	if (a->len == 4) {
@@ -535,9 +543,8 @@ static bool escape_same_name(const char *x, const char *y)
 	       name_equal(a, b);
 }
 
-/* Resolve name A and AAAA: the first address of each family into out (at most 2). */
-static size_t escape_resolve2(const struct escape_cfg *c, const char *name,
-                              struct escape_addr out[2], char *txt, size_t cap)
+size_t escape_resolve2(const struct escape_cfg *c, const char *name, struct escape_addr out[2],
+                       char *txt, size_t cap)
 {
 	static const uint16_t qts[] = {WIRE_A, WIRE_AAAA};
 	struct escape_answer a;
@@ -664,12 +671,17 @@ void escape_run(const struct escape_cfg *c, struct escape_result res[ESCAPE_NTES
 {
 	static void (*const run[ESCAPE_NTESTS])(const struct escape_cfg *,
 	                                        struct escape_result *) = {
-	    escape_test1, escape_test2, escape_test3, escape_test4,  escape_test5,  escape_test6,
-	    escape_test7, escape_test8, escape_test9, escape_test10, escape_test11,
+	    escape_test1,  escape_test2,      escape_test3,       escape_test4, escape_test5,
+	    escape_test6,  escape_test7,      escape_test8,       escape_test9, escape_test10,
+	    escape_test11, escape_test_spoof, escape_test_inbound,
 	};
 
 	for (int i = 0; i < ESCAPE_NTESTS; i++) {
 		escape_result_init(&res[i], i + 1);
+		if (i >= ESCAPE_NCORE && !c->witness_host[0]) {
+			res[i].outcome = ESCAPE_UNSET;
+			continue;
+		}
 		run[i](c, &res[i]);
 		if (fn != NULL)
 			fn(ctx, &res[i]);

@@ -5,9 +5,13 @@
 #include "moat/err.h"
 #include "moat/version.h"
 #include "nft.h"
+#include "remove.h"
 #include "server.h"
+#include "startck.h"
 
 #include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdbool.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -20,20 +24,37 @@ static void fw_usage(FILE *f)
 {
 	fprintf(
 	    f,
-	    "usage: moat-fw --socket PATH (--netns NAME | --forward --sandbox CIDR...)\n"
-	    "               [--state DIR] [--resolver ADDR[:PORT]]... [--ranges FILE]...\n"
+	    "usage: moat-fw --socket PATH (--netns NAME|PATH | --forward --sandbox CIDR...)\n"
+	    "               --resolver ADDR[:PORT]... [--state DIR] [--ranges FILE]...\n"
+	    "               [--inbound tcp/PORT|udp/PORT]... [--dhcp] [--allow-private]\n"
+	    "               [--moatd-user USER] [--socket-group GROUP] [--user USER]\n"
 	    "               [--min-lifetime S] [--max-lifetime S]\n"
+	    "       moat-fw --remove [--netns NAME|PATH]\n"
 	    "  --socket PATH       Unix SOCK_SEQPACKET socket moatd sends grants to (mode 0660)\n"
-	    "  --netns NAME        filter inside network namespace /run/netns/NAME (output hook)\n"
+	    "  --netns NAME|PATH   filter inside the sandbox's network namespace: a name under\n"
+	    "                      /run/netns, or a path such as /proc/PID/ns/net\n"
 	    "  --forward           filter on this host for sandboxes behind it (forward and "
 	    "input hooks)\n"
-	    "  --sandbox CIDR      a sandbox source range (forward placement; repeatable)\n"
-	    "  --state DIR         LMDB grant ledger directory (default " FWSRV_DEFAULT_STATE ")\n"
+	    "  --sandbox CIDR[@IFACE][,allow-private]\n"
+	    "                      a sandbox source range and the interface its traffic arrives\n"
+	    "                      on (from the routing table when not given); allow-private lets\n"
+	    "                      its grants name private and shared ranges (repeatable)\n"
 	    "  --resolver ADDR     the sandbox may send DNS (UDP and TCP, port 53 unless given)\n"
-	    "                      to ADDR and nowhere else (repeatable)\n"
+	    "                      to ADDR and nowhere else (required; repeatable)\n"
+	    "  --inbound P/PORT    new connections from outside may reach the sandbox on this\n"
+	    "                      port (tcp/8080, udp/5353; repeatable); nothing else may\n"
+	    "  --dhcp              let DHCP (v4 and v6) pass between the sandbox and its link\n"
+	    "  --allow-private     grants may name private and shared ranges (10/8, fc00::/7, "
+	    "...)\n"
+	    "  --moatd-user USER   the only user whose processes may connect (default root)\n"
+	    "  --socket-group GRP  the socket's group (moatd's, when it runs unprivileged)\n"
+	    "  --user USER         run as USER after set-up, with only CAP_NET_ADMIN (default\n"
+	    "                      moat-fw, else nobody; root keeps uid 0)\n"
+	    "  --state DIR         LMDB grant ledger directory (default " FWSRV_DEFAULT_STATE ")\n"
 	    "  --ranges FILE       more always-deny ranges (the shipped list is always loaded)\n"
 	    "  --min-lifetime S    shortest grant in seconds (default %d)\n"
 	    "  --max-lifetime S    longest grant in seconds (default %d, at most %d)\n"
+	    "  --remove            delete table inet moat and say what it held, then exit\n"
 	    "  --version           print the version and exit\n",
 	    FWSRV_DEFAULT_MIN, FWSRV_DEFAULT_MAX, FWSRV_LIFETIME_CAP);
 }
@@ -74,6 +95,178 @@ static int fw_resolver(const char *s, struct fwnft_resolver *r)
 	return r->port ? 0 : MOAT_EINVAL;
 }
 
+/* "CIDR[@IFACE][,allow-private]" into r. */
+static int fw_sandbox(const char *s, struct fwnft_range *r)
+{
+	char buf[128];
+	bool priv = false;
+	if (strlen(s) >= sizeof(buf))
+		return MOAT_EINVAL;
+	memcpy(buf, s, strlen(s) + 1);
+	char *comma = strchr(buf, ',');
+	if (comma) {
+		*comma++ = '\0';
+		if (strcmp(comma, "allow-private") != 0)
+			return MOAT_EINVAL;
+		priv = true;
+	}
+	char *at = strchr(buf, '@');
+	if (at)
+		*at++ = '\0';
+	if (fwnft_range_parse(buf, r) != 0)
+		return MOAT_EINVAL;
+	if (at && (!*at || strlen(at) >= FWNFT_IFNAMSIZ || strchr(at, '"')))
+		return MOAT_EINVAL;
+	if (at)
+		memcpy(r->ifname, at, strlen(at) + 1);
+	r->allow_private = priv;
+	return 0;
+}
+
+/* A user by name or number: its uid and primary group. */
+static int fw_user(const char *s, uid_t *uid, gid_t *gid)
+{
+	struct passwd *pw = getpwnam(s);
+	char *end;
+	if (!pw && *s >= '0' && *s <= '9') {
+		unsigned long v = strtoul(s, &end, 10);
+		if (*end == '\0')
+			pw = getpwuid((uid_t)v);
+		if (!pw && *end == '\0') {
+			*uid = (uid_t)v;
+			*gid = (gid_t)v;
+			return 0;
+		}
+	}
+	if (!pw)
+		return MOAT_ENOENT;
+	*uid = pw->pw_uid;
+	*gid = pw->pw_gid;
+	return 0;
+}
+
+static int fw_group(const char *s, gid_t *gid)
+{
+	struct group *gr = getgrnam(s);
+	char *end;
+	if (gr) {
+		*gid = gr->gr_gid;
+		return 0;
+	}
+	unsigned long v = strtoul(s, &end, 10);
+	if (*s < '0' || *s > '9' || *end != '\0')
+		return MOAT_ENOENT;
+	*gid = (gid_t)v;
+	return 0;
+}
+
+/* --user's default: the moat-fw user where it exists, else nobody. */
+static const char *fw_default_user(void)
+{
+	return getpwnam("moat-fw") ? "moat-fw" : "nobody";
+}
+
+/* Everything the command line fills in; the arrays back the pointers in o. */
+struct fw_cli {
+	struct fwsrv_opts o;
+	struct fwnft_range sandbox[FW_MAX_LIST];
+	struct fwnft_resolver resolver[FW_MAX_LIST];
+	const char *ranges[FW_MAX_LIST];
+	struct fwnft_port inbound[FW_MAX_LIST];
+	const char *user;
+	bool forward, remove;
+};
+
+/* Apply one parsed option (getopt's c and optarg): NULL, or what is wrong with arg. */
+static const char *fw_option(struct fw_cli *cli, int c, const char *arg)
+{
+	struct fwsrv_opts *o = &cli->o;
+	gid_t ignored;
+	switch (c) {
+	case 's':
+		o->socket_path = arg;
+		return NULL;
+	case 'n':
+		o->netns = arg;
+		return NULL;
+	case 'f':
+		cli->forward = true;
+		return NULL;
+	case 'b':
+		if (o->nsandbox == FW_MAX_LIST || fw_sandbox(arg, &cli->sandbox[o->nsandbox]) != 0)
+			return "--sandbox wants CIDR[@IFACE][,allow-private], zero host bits";
+		o->nsandbox++;
+		return NULL;
+	case 'd':
+		o->state_dir = arg;
+		return NULL;
+	case 'r':
+		if (o->nresolver == FW_MAX_LIST ||
+		    fw_resolver(arg, &cli->resolver[o->nresolver]) != 0)
+			return "--resolver wants ADDR or ADDR:PORT";
+		o->nresolver++;
+		return NULL;
+	case 'R':
+		if (o->nrange_files == FW_MAX_LIST)
+			return "too many --ranges";
+		cli->ranges[o->nrange_files++] = arg;
+		return NULL;
+	case 'm':
+		return fw_seconds(arg, &o->min_lifetime) != 0 ? "--min-lifetime wants seconds"
+		                                              : NULL;
+	case 'M':
+		return fw_seconds(arg, &o->max_lifetime) != 0 ? "--max-lifetime wants seconds"
+		                                              : NULL;
+	case 'i':
+		if (o->ninbound == FW_MAX_LIST ||
+		    fwnft_port_parse(arg, &cli->inbound[o->ninbound]) != 0)
+			return "--inbound wants tcp/PORT or udp/PORT";
+		o->ninbound++;
+		return NULL;
+	case 'D':
+		o->dhcp = true;
+		return NULL;
+	case 'p':
+		o->allow_private = true;
+		return NULL;
+	case 'u':
+		return fw_user(arg, &o->moatd_uid, &ignored) != 0 ? "--moatd-user: no such user"
+		                                                  : NULL;
+	case 'g':
+		return fw_group(arg, &o->socket_group) != 0 ? "--socket-group: no such group"
+		                                            : NULL;
+	case 'U':
+		cli->user = arg;
+		return NULL;
+	default: /* 'X' */
+		cli->remove = true;
+		return NULL;
+	}
+}
+
+/* After the options: NULL, or why they do not make a run. */
+static const char *fw_why(struct fw_cli *cli, bool extra)
+{
+	struct fwsrv_opts *o = &cli->o;
+	if (extra)
+		return "unexpected argument";
+	if (cli->remove)
+		return "--remove takes only --netns";
+	if (fw_user(cli->user ? cli->user : fw_default_user(), &o->run_uid, &o->run_gid) != 0)
+		return "--user: no such user";
+	if (!o->socket_path)
+		return "--socket is required";
+	if (!o->netns == !cli->forward)
+		return "give exactly one of --netns NAME and --forward";
+	if (cli->forward && o->nsandbox == 0)
+		return "--forward needs at least one --sandbox CIDR";
+	if (!cli->forward && o->nsandbox)
+		return "--sandbox belongs to --forward";
+	if (o->min_lifetime > o->max_lifetime)
+		return "--min-lifetime is above --max-lifetime";
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -86,101 +279,62 @@ int main(int argc, char **argv)
 	    {"ranges", required_argument, NULL, 'R'},
 	    {"min-lifetime", required_argument, NULL, 'm'},
 	    {"max-lifetime", required_argument, NULL, 'M'},
+	    {"inbound", required_argument, NULL, 'i'},
+	    {"dhcp", no_argument, NULL, 'D'},
+	    {"allow-private", no_argument, NULL, 'p'},
+	    {"moatd-user", required_argument, NULL, 'u'},
+	    {"socket-group", required_argument, NULL, 'g'},
+	    {"user", required_argument, NULL, 'U'},
+	    {"remove", no_argument, NULL, 'X'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
 	};
-	static struct fwnft_range sandbox[FW_MAX_LIST];
-	static struct fwnft_resolver resolver[FW_MAX_LIST];
-	static const char *ranges[FW_MAX_LIST];
-	struct fwsrv_opts o = {
-	    .state_dir = FWSRV_DEFAULT_STATE,
-	    .min_lifetime = FWSRV_DEFAULT_MIN,
-	    .max_lifetime = FWSRV_DEFAULT_MAX,
-	    .sandbox = sandbox,
-	    .resolver = resolver,
-	    .range_files = ranges,
+	static struct fw_cli cli = {
+	    .o =
+	        {
+	            .state_dir = FWSRV_DEFAULT_STATE,
+	            .min_lifetime = FWSRV_DEFAULT_MIN,
+	            .max_lifetime = FWSRV_DEFAULT_MAX,
+	            .socket_group = (gid_t)-1,
+	        },
 	};
-	bool forward = false;
+	struct fwsrv_opts *o = &cli.o;
 	int c;
 
+	o->sandbox = cli.sandbox;
+	o->resolver = cli.resolver;
+	o->range_files = cli.ranges;
+	o->inbound = cli.inbound;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		const char *bad = NULL;
-		switch (c) {
-		case 's':
-			o.socket_path = optarg;
-			break;
-		case 'n':
-			o.netns = optarg;
-			break;
-		case 'f':
-			forward = true;
-			break;
-		case 'b':
-			if (o.nsandbox == FW_MAX_LIST ||
-			    fwnft_range_parse(optarg, &sandbox[o.nsandbox]) != 0)
-				bad = "--sandbox wants a CIDR with zero host bits";
-			else
-				o.nsandbox++;
-			break;
-		case 'd':
-			o.state_dir = optarg;
-			break;
-		case 'r':
-			if (o.nresolver == FW_MAX_LIST ||
-			    fw_resolver(optarg, &resolver[o.nresolver]) != 0)
-				bad = "--resolver wants ADDR or ADDR:PORT";
-			else
-				o.nresolver++;
-			break;
-		case 'R':
-			if (o.nrange_files == FW_MAX_LIST)
-				bad = "too many --ranges";
-			else
-				ranges[o.nrange_files++] = optarg;
-			break;
-		case 'm':
-			if (fw_seconds(optarg, &o.min_lifetime) != 0)
-				bad = "--min-lifetime wants seconds";
-			break;
-		case 'M':
-			if (fw_seconds(optarg, &o.max_lifetime) != 0)
-				bad = "--max-lifetime wants seconds";
-			break;
-		case 'h':
-			fw_usage(stdout);
-			return 0;
-		case 'V':
+		if (c == 'V') {
 			printf("moat-fw %s\n", MOAT_VERSION_FULL);
 			return 0;
-		default:
-			fw_usage(stderr);
-			return 2;
 		}
+		if (c == 'h' || c == '?' || c == ':') {
+			fw_usage(c == 'h' ? stdout : stderr);
+			return c == 'h' ? 0 : 2;
+		}
+		const char *bad = fw_option(&cli, c, optarg);
 		if (bad) {
 			fprintf(stderr, "moat-fw: %s (got '%s'; at most %d seconds, %d items)\n",
 			        bad, optarg, FWSRV_LIFETIME_CAP, FW_MAX_LIST);
 			return 2;
 		}
 	}
-	const char *why = NULL;
-	if (optind != argc)
-		why = "unexpected argument";
-	else if (!o.socket_path)
-		why = "--socket is required";
-	else if (!o.netns == !forward)
-		why = "give exactly one of --netns NAME and --forward";
-	else if (forward && o.nsandbox == 0)
-		why = "--forward needs at least one --sandbox CIDR";
-	else if (!forward && o.nsandbox)
-		why = "--sandbox belongs to --forward";
-	else if (o.min_lifetime > o.max_lifetime)
-		why = "--min-lifetime is above --max-lifetime";
+	if (cli.remove && optind == argc && !o->socket_path && !cli.forward && !o->nsandbox)
+		return fwremove_run(o->netns);
+	const char *why = fw_why(&cli, optind != argc);
 	if (why) {
 		fprintf(stderr, "moat-fw: %s\n", why);
 		fw_usage(stderr);
 		return 2;
 	}
-	o.placement = forward ? FWNFT_FORWARD : FWNFT_NETNS;
-	return fwsrv_run(&o);
+	o->placement = cli.forward ? FWNFT_FORWARD : FWNFT_NETNS;
+	char err[512];
+	if (cli.forward && fwstart_ifaces(cli.sandbox, o->nsandbox, err, sizeof(err)) < 0) {
+		fprintf(stderr, "moat-fw: refusing to start: %s\n", err);
+		return 1;
+	}
+	return fwsrv_run(o);
 }

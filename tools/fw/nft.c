@@ -119,6 +119,26 @@ int fwnft_range_parse(const char *text, struct fwnft_range *r)
 	return 0;
 }
 
+int fwnft_port_parse(const char *text, struct fwnft_port *p)
+{
+	const char *num;
+	if (strncmp(text, "tcp/", 4) == 0)
+		p->proto = 6;
+	else if (strncmp(text, "udp/", 4) == 0)
+		p->proto = 17;
+	else
+		return MOAT_EINVAL;
+	num = text + 4;
+	size_t nd = strlen(num);
+	if (nd == 0 || nd > 5 || strspn(num, "0123456789") != nd || num[0] == '0')
+		return MOAT_EINVAL;
+	unsigned long v = strtoul(num, NULL, 10);
+	if (v > 65535)
+		return MOAT_EINVAL;
+	p->port = (uint16_t)v;
+	return 0;
+}
+
 int fwnft_ranges_load(const char *path, struct fwnft_range **v, size_t *n, char *err, size_t errlen)
 {
 	char line[FWNFT_LINE_MAX];
@@ -170,8 +190,7 @@ int fwnft_ranges_load(const char *path, struct fwnft_range **v, size_t *n, char 
 	return rc;
 }
 
-/* True when range a lies inside range b (same family, b's prefix is a prefix of a's). */
-static bool fwnft_range_within(const struct fwnft_range *a, const struct fwnft_range *b)
+bool fwnft_range_within(const struct fwnft_range *a, const struct fwnft_range *b)
 {
 	if (a->family != b->family || a->bits < b->bits)
 		return false;
@@ -239,6 +258,10 @@ static int fwnft_range_list(struct fwnft_buf *b, const struct fwnft_range *v, si
 	return rc;
 }
 
+#define FWNFT_ND                                                                                   \
+	"icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit, "               \
+	"nd-router-advert } ip6 hoplimit 255"
+
 /* The allow sets (layout in nft_batch.h): allow = any port, port = port-scoped, echo = the
  * addresses of port-scoped grants. In the forward placement each key starts with the sandbox
  * source. */
@@ -280,20 +303,11 @@ static int fwnft_allow_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
 	                    s4, s6, s4, s6, s4, s4, s6, s6);
 }
 
-/* The filtering rules shared by both placements, in their required order. */
-static int fwnft_filter_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
+/* DNS to each --resolver (UDP and TCP), from chain sandbox/output and chain host. */
+static int fwnft_resolver_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
 {
 	char t[INET6_ADDRSTRLEN];
-	int rc = fwnft_printf(b, "\t\tct state established,related accept\n");
-	if (rc == 0 && s->placement == FWNFT_NETNS)
-		/* Without neighbour discovery IPv6 cannot reach even the resolver; hop limit 255
-		 * keeps it to the link (RFC 4861), and it runs before the deny sets because its
-		 * targets are link-local and multicast. */
-		rc = fwnft_printf(b, "\t\ticmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, "
-		                     "nd-router-solicit } ip6 hoplimit 255 accept\n");
-	if (rc == 0)
-		rc = fwnft_printf(b, "\t\tip daddr @deny4 counter drop\n"
-		                     "\t\tip6 daddr @deny6 counter drop\n");
+	int rc = 0;
 	for (size_t i = 0; i < s->nresolver && rc == 0; i++) {
 		const struct fwnft_resolver *r = &s->resolver[i];
 		const char *fam = r->family == 4 ? "ip" : "ip6";
@@ -303,11 +317,90 @@ static int fwnft_filter_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
 		                  "\t\t%s daddr %s tcp dport %u accept\n",
 		                  fam, t, r->port, fam, t, r->port);
 	}
+	return rc;
+}
+
+/* DHCP between the sandbox and its link (client ports 68/546 to server ports 67/547), when
+ * --dhcp asks for it; out is the sandbox's sending direction. */
+static int fwnft_dhcp_rules(const struct fwnft_setup *s, struct fwnft_buf *b, bool out)
+{
+	if (!s->dhcp)
+		return 0;
+	/* From the netns the client may only broadcast (or multicast, v6): a unicast port 67 or
+	 * 547 to anywhere would be a way out. In the input hook the destination is the host. */
+	if (out && s->placement == FWNFT_NETNS)
+		return fwnft_printf(
+		    b, "\t\tip daddr 255.255.255.255 udp sport 68 udp dport 67 accept\n"
+		       "\t\tip6 saddr fe80::/10 ip6 daddr ff02::1:2 udp sport 546 "
+		       "udp dport 547 accept\n");
+	if (out)
+		return fwnft_printf(b,
+		                    "\t\tudp sport 68 udp dport 67 accept\n"
+		                    "\t\tip6 saddr fe80::/10 udp sport 546 udp dport 547 accept\n");
+	return fwnft_printf(
+	    b, "\t\tudp sport 67 udp dport 68 %s\n\t\tudp sport 547 udp dport 546 %s\n",
+	    s->placement == FWNFT_NETNS ? "accept" : "return",
+	    s->placement == FWNFT_NETNS ? "accept" : "return");
+}
+
+/* Toward the sandbox (forward: chain to_sandbox; netns: chain input, after loopback and ND):
+ * replies to what the sandbox started, new connections and the rest of them to the --inbound
+ * ports, nothing else. In the forward placement what passes returns to chain forward, so a
+ * packet that also comes from a sandbox is judged by chain sandbox as well: one sandbox's grant
+ * never opens another sandbox's ports. */
+static int fwnft_toward_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
+{
+	const char *v = s->placement == FWNFT_NETNS ? "accept" : "return";
+	int rc = fwnft_printf(b, "\t\tct state established,related ct direction reply %s\n", v);
+	for (size_t i = 0; i < s->ninbound && rc == 0; i++)
+		rc = fwnft_printf(b, "\t\tct direction original %s dport %u %s\n",
+		                  s->inbound[i].proto == 6 ? "tcp" : "udp", s->inbound[i].port, v);
+	if (rc == 0)
+		rc = fwnft_dhcp_rules(s, b, false);
+	if (rc == 0)
+		rc = fwnft_printf(b, "\t\tcounter drop\n");
+	return rc;
+}
+
+/* What the sandbox sends once its source is known good, in their required order. */
+static int fwnft_filter_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
+{
+	/* Flows the sandbox started carry on; answers on an --inbound flow (which only the
+	 * toward-the-sandbox rules can admit) too. */
+	int rc = fwnft_printf(b, "\t\tct state established,related ct direction original accept\n"
+	                         "\t\tct state established ct direction reply accept\n");
+	if (rc == 0 && s->placement == FWNFT_NETNS)
+		/* Without neighbour discovery IPv6 cannot reach even the resolver. Hop limit 255
+		 * keeps it to the link (RFC 4861) and link6 (link-local, ff02::/16 and the on-link
+		 * prefixes) to neighbours: an ND packet to a remote address would be routed. */
+		rc = fwnft_printf(b, "\t\t" FWNFT_ND " ip6 daddr @link6 accept\n");
+	if (rc == 0)
+		rc = fwnft_printf(b, "\t\tip daddr @deny4 counter drop\n"
+		                     "\t\tip6 daddr @deny6 counter drop\n");
+	if (rc == 0)
+		rc = fwnft_resolver_rules(s, b);
+	/* ICMP errors pass only as related to a flow (above); echo follows the allow sets. */
+	if (rc == 0)
+		rc = fwnft_printf(b, "\t\ticmp type != echo-request counter drop\n"
+		                     "\t\ticmpv6 type != echo-request counter drop\n");
 	if (rc == 0)
 		rc = fwnft_allow_rules(s, b);
 	if (rc == 0)
 		rc = fwnft_printf(b, "\t\tcounter drop\n");
 	return rc;
+}
+
+static bool fwnft_ifname_ok(const char *n)
+{
+	size_t len = strlen(n);
+	if (len == 0 || len >= FWNFT_IFNAMSIZ)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!((n[i] >= 'a' && n[i] <= 'z') || (n[i] >= 'A' && n[i] <= 'Z') ||
+		      (n[i] >= '0' && n[i] <= '9') || n[i] == '-' || n[i] == '_' || n[i] == '.' ||
+		      n[i] == '@' || n[i] == ':'))
+			return false;
+	return true;
 }
 
 static int fwnft_check_setup(const struct fwnft_setup *s)
@@ -320,14 +413,152 @@ static int fwnft_check_setup(const struct fwnft_setup *s)
 	for (size_t i = 0; i < s->nresolver; i++)
 		if (s->resolver[i].family != 4 && s->resolver[i].family != 6)
 			return MOAT_EINVAL;
+	for (size_t i = 0; i < s->ninbound; i++)
+		if ((s->inbound[i].proto != 6 && s->inbound[i].proto != 17) || !s->inbound[i].port)
+			return MOAT_EINVAL;
+	for (size_t i = 0; i < s->nlink6; i++)
+		if (s->link6[i].family != 6)
+			return MOAT_EINVAL;
 	if (s->placement == FWNFT_FORWARD) {
 		if (s->nsandbox == 0)
 			return MOAT_EINVAL;
 		for (size_t i = 0; i < s->nsandbox; i++)
-			if (s->sandbox[i].family != 4 && s->sandbox[i].family != 6)
+			if ((s->sandbox[i].family != 4 && s->sandbox[i].family != 6) ||
+			    !fwnft_ifname_ok(s->sandbox[i].ifname))
 				return MOAT_EINVAL;
 	}
 	return 0;
+}
+
+/* `{ "a", "b" }`: each sandbox interface once, in the order first given. */
+static int fwnft_ifname_list(const struct fwnft_setup *s, struct fwnft_buf *b)
+{
+	int rc = fwnft_printf(b, "{ ");
+	for (size_t i = 0; i < s->nsandbox && rc == 0; i++) {
+		bool seen = false;
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = strcmp(s->sandbox[i].ifname, s->sandbox[j].ifname) == 0;
+		if (!seen)
+			rc = fwnft_printf(b, "%s\"%s\"", i ? ", " : "", s->sandbox[i].ifname);
+	}
+	return rc == 0 ? fwnft_printf(b, " }") : rc;
+}
+
+/* sbx4 / sbx6: which source ranges belong to which interface (anti-spoofing). */
+static int fwnft_sbx_set(const struct fwnft_setup *s, struct fwnft_buf *b, uint8_t family)
+{
+	char t[INET6_ADDRSTRLEN];
+	bool first = true;
+	int rc = fwnft_printf(b, "\tset sbx%c {\n\t\ttype ifname . %s\n\t\tflags interval\n",
+	                      family == 4 ? '4' : '6', family == 4 ? "ipv4_addr" : "ipv6_addr");
+	for (size_t i = 0; i < s->nsandbox && rc == 0; i++) {
+		const struct fwnft_range *r = &s->sandbox[i];
+		if (r->family != family)
+			continue;
+		rc = fwnft_printf(b, "%s\"%s\" . %s/%u", first ? "\t\telements = { " : ", ",
+		                  r->ifname, fwnft_ntop(family, r->addr, t, sizeof(t)), r->bits);
+		first = false;
+	}
+	if (rc == 0 && !first)
+		rc = fwnft_printf(b, " }\n");
+	return rc == 0 ? fwnft_printf(b, "\t}\n") : rc;
+}
+
+/* Forward placement: the hooks, and the chains for routed traffic, traffic to the moat host
+ * and traffic toward the sandbox. */
+static int fwnft_forward_chains(const struct fwnft_setup *s, struct fwnft_buf *b)
+{
+	static const char spoof[] = "\t\tiifname . ip saddr != @sbx4 counter drop\n"
+	                            "\t\tiifname . ip6 saddr != @sbx6 counter drop\n";
+	int rc = fwnft_sbx_set(s, b, 4);
+	if (rc == 0)
+		rc = fwnft_sbx_set(s, b, 6);
+	if (rc == 0)
+		rc = fwnft_printf(b, "\tchain forward {\n"
+		                     "\t\ttype filter hook forward priority 0; policy accept;\n"
+		                     "\t\toifname ");
+	if (rc == 0)
+		rc = fwnft_ifname_list(s, b);
+	if (rc == 0)
+		rc = fwnft_printf(b, " jump to_sandbox\n\t\tiifname ");
+	if (rc == 0)
+		rc = fwnft_ifname_list(s, b);
+	if (rc == 0)
+		rc = fwnft_printf(b, " jump sandbox\n\t}\n"
+		                     "\tchain input {\n"
+		                     "\t\ttype filter hook input priority 0; policy accept;\n"
+		                     "\t\tiifname ");
+	if (rc == 0)
+		rc = fwnft_ifname_list(s, b);
+	if (rc == 0)
+		rc = fwnft_printf(b, " jump host\n\t}\n\tchain sandbox {\n%s", spoof);
+	if (rc == 0)
+		rc = fwnft_filter_rules(s, b);
+	/* To the moat host itself: link-local ND (before the source check: its sources are
+	 * fe80:: and ::), then only DNS to the resolvers (and DHCP when asked). Multicast,
+	 * link-local and every other service of the host are dropped. */
+	if (rc == 0)
+		rc = fwnft_printf(b, "\t}\n\tchain host {\n");
+	if (rc == 0)
+		rc = fwnft_dhcp_rules(s, b, true);
+	if (rc == 0)
+		rc = fwnft_printf(b,
+		                  "\t\t" FWNFT_ND " ip6 saddr { fe80::/10, :: } ip6 daddr { "
+		                  "fe80::/10, ff02::/16 } accept\n"
+		                  "\t\t" FWNFT_ND
+		                  " ip6 saddr fe80::/10 fib daddr type local accept\n"
+		                  "%s"
+		                  "\t\t" FWNFT_ND " ip6 daddr ff02::/16 accept\n"
+		                  "\t\t" FWNFT_ND " fib daddr type local accept\n"
+		                  "\t\tct state established,related accept\n",
+		                  spoof);
+	if (rc == 0)
+		rc = fwnft_resolver_rules(s, b);
+	if (rc == 0)
+		rc = fwnft_printf(b, "\t\tcounter drop\n\t}\n\tchain to_sandbox {\n");
+	if (rc == 0)
+		rc = fwnft_toward_rules(s, b);
+	return rc == 0 ? fwnft_printf(b, "\t}\n") : rc;
+}
+
+/* Netns placement: output (what the sandbox sends) and input (what reaches it). */
+static int fwnft_netns_chains(const struct fwnft_setup *s, struct fwnft_buf *b)
+{
+	static const struct fwnft_range fixed[] = {
+	    {.family = 6, .addr = {0xfe, 0x80}, .bits = 10},
+	    {.family = 6, .addr = {0xff, 0x02}, .bits = 16},
+	};
+	int rc = fwnft_printf(b, "\tset link6 {\n\t\ttype ipv6_addr\n\t\tflags interval\n");
+	if (rc == 0)
+		rc = fwnft_range_list(b, fixed, 2, 6, "\t\telements = { ", "");
+	if (rc == 0)
+		rc = fwnft_range_list(b, s->link6, s->nlink6, 6, ", ", "");
+	/* 0.0.0.0 and :: first: the kernel turns a connect to them into loopback, and nothing
+	 * addressed to them may pass the loopback rule. */
+	if (rc == 0)
+		rc = fwnft_printf(b, " }\n\t}\n"
+		                     "\tchain output {\n"
+		                     "\t\ttype filter hook output priority 0; policy drop;\n"
+		                     "\t\tip daddr 0.0.0.0/8 counter drop\n"
+		                     "\t\tip6 daddr :: counter drop\n"
+		                     "\t\toif \"lo\" accept\n");
+	if (rc == 0)
+		rc = fwnft_dhcp_rules(s, b, true);
+	/* Only the namespace's own addresses as source, and never loopback off lo. */
+	if (rc == 0)
+		rc = fwnft_printf(b, "\t\tfib saddr type != local counter drop\n"
+		                     "\t\tip saddr 127.0.0.0/8 counter drop\n"
+		                     "\t\tip6 saddr ::1 counter drop\n");
+	if (rc == 0)
+		rc = fwnft_filter_rules(s, b);
+	if (rc == 0)
+		rc = fwnft_printf(b, "\t}\n\tchain input {\n"
+		                     "\t\ttype filter hook input priority 0; policy drop;\n"
+		                     "\t\tiif \"lo\" accept\n"
+		                     "\t\t" FWNFT_ND " accept\n");
+	if (rc == 0)
+		rc = fwnft_toward_rules(s, b);
+	return rc == 0 ? fwnft_printf(b, "\t}\n") : rc;
 }
 
 int fwnft_build_ruleset(const struct fwnft_setup *s, struct fwnft_buf *b)
@@ -335,7 +566,6 @@ int fwnft_build_ruleset(const struct fwnft_setup *s, struct fwnft_buf *b)
 	int rc = fwnft_check_setup(s);
 	if (rc < 0 || !b)
 		return MOAT_EINVAL;
-	bool fwd = s->placement == FWNFT_FORWARD;
 
 	/* add + delete: the table is gone whatever an earlier run left, and nothing else is named.
 	 * (flush would keep stale sets and chains of an older layout.) */
@@ -355,42 +585,10 @@ int fwnft_build_ruleset(const struct fwnft_setup *s, struct fwnft_buf *b)
 		rc = fwnft_printf(b, "\t}\n");
 	if (rc == 0)
 		rc = fwnft_allow_sets(s, b);
-	if (rc < 0)
-		return rc;
-	if (!fwd) {
-		rc = fwnft_printf(b, "\tchain output {\n"
-		                     "\t\ttype filter hook output priority 0; policy drop;\n");
-		if (rc == 0)
-			rc = fwnft_filter_rules(s, b);
-		if (rc == 0)
-			rc = fwnft_printf(b, "\t}\n}\n");
-		return rc;
-	}
-	/* Forward placement: traffic not from a sandbox passes untouched; traffic from one goes
-	 * to chain sandbox whether it is routed onward (forward) or addressed to the host itself
-	 * (input: otherwise the host's own services would be an unlisted way out). */
-	static const char *const hooks[] = {"forward", "input"};
-	for (size_t h = 0; h < 2 && rc == 0; h++) {
-		rc = fwnft_printf(b,
-		                  "\tchain %s {\n"
-		                  "\t\ttype filter hook %s priority 0; policy accept;\n",
-		                  hooks[h], hooks[h]);
-		if (rc == 0)
-			rc = fwnft_range_list(b, s->sandbox, s->nsandbox, 4, "\t\tip saddr { ",
-			                      " } jump sandbox\n");
-		if (rc == 0)
-			rc = fwnft_range_list(b, s->sandbox, s->nsandbox, 6, "\t\tip6 saddr { ",
-			                      " } jump sandbox\n");
-		if (rc == 0)
-			rc = fwnft_printf(b, "\t}\n");
-	}
 	if (rc == 0)
-		rc = fwnft_printf(b, "\tchain sandbox {\n");
-	if (rc == 0)
-		rc = fwnft_filter_rules(s, b);
-	if (rc == 0)
-		rc = fwnft_printf(b, "\t}\n}\n");
-	return rc;
+		rc = s->placement == FWNFT_FORWARD ? fwnft_forward_chains(s, b)
+		                                   : fwnft_netns_chains(s, b);
+	return rc == 0 ? fwnft_printf(b, "}\n") : rc;
 }
 
 /* --- libnftables --------------------------------------------------------------------------- */
@@ -437,5 +635,25 @@ int fwnft_run(struct fwnft *n, const char *cmds, char *err, size_t errlen)
 			if (*p == '\n')
 				*p = ' ';
 	}
+	return MOAT_EIO;
+}
+
+int fwnft_query(struct fwnft *n, const char *cmd, char *out, size_t cap, char *err, size_t errlen)
+{
+	if (out && cap)
+		out[0] = '\0';
+	if (err && errlen)
+		err[0] = '\0';
+	if (!n || !cmd)
+		return MOAT_EINVAL;
+	int rc = nft_run_cmd_from_buffer(n->ctx, cmd);
+	const char *e = nft_ctx_get_error_buffer(n->ctx);
+	const char *o = nft_ctx_get_output_buffer(n->ctx);
+	if (out && cap)
+		snprintf(out, cap, "%s", o ? o : "");
+	if (rc == 0)
+		return 0;
+	if (err && errlen)
+		snprintf(err, errlen, "%s", e && *e ? e : "nft command failed");
 	return MOAT_EIO;
 }

@@ -7,12 +7,19 @@
  *                       placement their elements are `sandbox source . destination`
  *   set port4 / port6   the same with `. proto . port`: grants whose rule names ports
  *   set echo4 / echo6   every granted destination, for ICMP echo (layout in nft_batch.h)
- *   netns placement:    chain output (hook output, policy drop)
- *   forward placement:  chains forward and input (policy accept) send traffic from the sandbox
- *                       ranges to chain sandbox, which ends in a counted drop
- * Rule order in the filtering chain: established/related, (netns only) IPv6 neighbour discovery,
- * the deny sets (counted drop), DNS to each resolver, the allow sets, counted drop. The start-up
- * ruleset goes through libnftables (text); grants go straight to netlink (nft_batch.c). */
+ *   netns placement:    chain output (policy drop): the sandbox's loopback, then sources that
+ *                       are not the namespace's own dropped, then the filtering rules; chain
+ *                       input (policy drop): loopback, ND, replies, --inbound ports
+ *   forward placement:  sets sbx4 / sbx6 (`interface . source range`); chains forward and
+ *                       input (policy accept) send everything that arrives on a sandbox
+ *                       interface to chain sandbox (routed) or chain host (to the moat host),
+ *                       and everything leaving on one to chain to_sandbox first; each ends in
+ *                       a counted drop, so nothing from a sandbox interface falls through
+ * Rule order for traffic the sandbox sends (chain sandbox / output): source check (counted
+ * drop), the sandbox's own flows, IPv6 neighbour discovery (netns), the deny sets (counted
+ * drop), DNS to each resolver, ICMP other than echo (counted drop), the allow sets, counted
+ * drop. Toward the sandbox only replies and --inbound ports pass. The start-up ruleset goes
+ * through libnftables (text); grants go straight to netlink (nft_batch.c). */
 #ifndef MOAT_FW_NFT_H
 #define MOAT_FW_NFT_H
 
@@ -28,17 +35,29 @@ enum fwnft_placement {
 	    1, /* on the host: forward + input hooks, elements bind source to destination */
 };
 
-/* An address range; bits counts within the family (<= 32 for IPv4). IPv4 in addr[0..3]. */
+#define FWNFT_IFNAMSIZ 16 /* IFNAMSIZ, without pulling in <net/if.h> */
+
+/* An address range; bits counts within the family (<= 32 for IPv4). IPv4 in addr[0..3]. A
+ * sandbox range also names the interface its traffic arrives on (forward placement) and
+ * whether grants for it may name private and shared ranges. */
 struct fwnft_range {
 	uint8_t family; /* 4 or 6 */
 	uint8_t addr[16];
 	uint8_t bits;
+	char ifname[FWNFT_IFNAMSIZ]; /* sandbox ranges only; "" elsewhere */
+	bool allow_private;          /* sandbox ranges only */
 };
 
 /* A resolver the sandbox may send DNS to (UDP and TCP). */
 struct fwnft_resolver {
 	uint8_t family;
 	uint8_t addr[16];
+	uint16_t port;
+};
+
+/* A port a connection from outside may open toward the sandbox (--inbound tcp/8080). */
+struct fwnft_port {
+	uint8_t proto; /* 6 (tcp) or 17 (udp) */
 	uint16_t port;
 };
 
@@ -51,6 +70,11 @@ struct fwnft_setup {
 	size_t nsandbox;
 	const struct fwnft_resolver *resolver;
 	size_t nresolver;
+	const struct fwnft_port *inbound; /* --inbound: new connections toward the sandbox */
+	size_t ninbound;
+	const struct fwnft_range *link6; /* netns: on-link IPv6 prefixes (ND targets) */
+	size_t nlink6;
+	bool dhcp; /* DHCP (v4 67/68, v6 546/547) between the sandbox and its link */
 };
 
 /* A growable text buffer. Zero-initialise; fwnft_buf_free releases it. */
@@ -64,6 +88,12 @@ void fwnft_buf_free(struct fwnft_buf *b);
 /* Parse "ADDR" or "ADDR/LEN" (host bits must be zero; no LEN means a host route) into r.
  * Returns 0 or MOAT_EINVAL. */
 int fwnft_range_parse(const char *text, struct fwnft_range *r);
+
+/* Parse "tcp/8080" or "udp/53" into p. Returns 0 or MOAT_EINVAL. */
+int fwnft_port_parse(const char *text, struct fwnft_port *p);
+
+/* True when range a lies inside range b (same family, b's prefix is a prefix of a's). */
+bool fwnft_range_within(const struct fwnft_range *a, const struct fwnft_range *b);
 
 /* True when addr (of the given family, IPv4 in the first 4 bytes) lies inside r. */
 bool fwnft_range_contains(const struct fwnft_range *r, uint8_t family, const uint8_t *addr);
@@ -92,5 +122,8 @@ void fwnft_close(struct fwnft *n);
 /* Run one batch of commands as one transaction. Returns 0, or MOAT_EIO with nft's error text in
  * err. */
 int fwnft_run(struct fwnft *n, const char *cmds, char *err, size_t errlen);
+
+/* Run one command and copy what nft printed into out (cut to cap). Returns as fwnft_run. */
+int fwnft_query(struct fwnft *n, const char *cmd, char *out, size_t cap, char *err, size_t errlen);
 
 #endif

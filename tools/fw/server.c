@@ -11,9 +11,11 @@
  * one "every port" element, or one per (protocol, port) of the grant and one echo element. */
 #include "server.h"
 
+#include "hostnet.h"
 #include "ledger.h"
 #include "nft_batch.h"
 #include "privs.h"
+#include "startck.h"
 #include "moat/addrguard.h"
 #include "moat/err.h"
 #include "moat/sdnotify.h"
@@ -43,6 +45,7 @@ struct fwsrv;
 struct fwsrv_conn {
 	uv_poll_t poll;
 	int fd;
+	uid_t uid; /* the peer's, from SO_PEERCRED */
 	struct fwsrv *srv;
 	uint8_t *outq; /* ACKs the socket could not take yet, FWPROTO_ACKLEN each */
 	size_t outn;   /* bytes queued */
@@ -88,6 +91,10 @@ struct fwsrv {
 	size_t npending;
 	struct fwsrv_elem *elems; /* scratch, FWSRV_ELEMS_MAX */
 	struct fwnft_elem *nelems;
+	struct fwnft_range *own; /* the host's own addresses (refused in grants) */
+	size_t nown;
+	struct fwnft_range *link6; /* netns: on-link IPv6 prefixes of the sandbox */
+	size_t nlink6;
 };
 
 uint32_t fwsrv_clamp(uint32_t asked, uint32_t min, uint32_t max)
@@ -255,6 +262,37 @@ static void fwsrv_conn_cb(uv_poll_t *h, int status, int events)
 		fwsrv_conn_read(c);
 }
 
+/* Only the --moatd-user uid may connect, and no uid may hold more than its share of the slots:
+ * idle connections of anyone else cannot lock moatd out. */
+static bool fwsrv_peer_ok(struct fwsrv *srv, int fd, uid_t *uid)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || len != sizeof(cr)) {
+		fprintf(stderr, "moat-fw: SO_PEERCRED failed: %s; connection refused\n",
+		        strerror(errno));
+		return false;
+	}
+	*uid = cr.uid;
+	if (cr.uid != srv->o->moatd_uid) {
+		fprintf(stderr,
+		        "moat-fw: connection from uid %u (pid %d) refused: only uid %u "
+		        "(--moatd-user) may grant\n",
+		        (unsigned)cr.uid, (int)cr.pid, (unsigned)srv->o->moatd_uid);
+		return false;
+	}
+	size_t same = 0;
+	for (struct fwsrv_conn *c = srv->conns; c; c = c->next)
+		same += c->uid == cr.uid;
+	if (srv->nconns >= FWSRV_MAX_CONNS || same >= FWSRV_MAX_PER_UID) {
+		fprintf(stderr,
+		        "moat-fw: uid %u already has %zu of %d connections; refusing another\n",
+		        (unsigned)cr.uid, same, FWSRV_MAX_PER_UID);
+		return false;
+	}
+	return true;
+}
+
 static void fwsrv_accept_cb(uv_poll_t *h, int status, int events)
 {
 	struct fwsrv *srv = h->data;
@@ -265,9 +303,8 @@ static void fwsrv_accept_cb(uv_poll_t *h, int status, int events)
 		int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0)
 			return; /* EAGAIN, or a transient error: the next readiness event retries */
-		if (srv->nconns >= FWSRV_MAX_CONNS) {
-			fprintf(stderr, "moat-fw: %d connections already; refusing another\n",
-			        FWSRV_MAX_CONNS);
+		uid_t uid;
+		if (!fwsrv_peer_ok(srv, fd, &uid)) {
 			close(fd);
 			continue;
 		}
@@ -278,6 +315,7 @@ static void fwsrv_accept_cb(uv_poll_t *h, int status, int events)
 			continue;
 		}
 		c->fd = fd;
+		c->uid = uid;
 		c->srv = srv;
 		c->poll.data = c;
 		c->next = srv->conns;
@@ -325,6 +363,26 @@ static bool fwsrv_source(const struct fwsrv_opts *o, const struct fwproto_addr *
 	return true;
 }
 
+/* --allow-private for all, or for the sandbox range the client lies in. */
+static bool fwsrv_private_ok(const struct fwsrv_opts *o, const struct fwproto_addr *client)
+{
+	if (o->allow_private)
+		return true;
+	for (size_t i = 0; i < o->nsandbox; i++)
+		if (o->sandbox[i].allow_private && client->family &&
+		    fwnft_range_contains(&o->sandbox[i], client->family, client->addr))
+			return true;
+	return false;
+}
+
+static bool fwsrv_is_own(const struct fwsrv *srv, const struct fwproto_addr *a)
+{
+	for (size_t i = 0; i < srv->nown; i++)
+		if (fwnft_range_contains(&srv->own[i], a->family, a->addr))
+			return true;
+	return false;
+}
+
 /* Check one grant; sets p->status and p->lifetime. */
 static void fwsrv_vet(struct fwsrv *srv, struct fwsrv_pending *p)
 {
@@ -333,13 +391,19 @@ static void fwsrv_vet(struct fwsrv *srv, struct fwsrv_pending *p)
 	char t[64], ct[64];
 
 	p->lifetime = fwsrv_clamp(g->lifetime, o->min_lifetime, o->max_lifetime);
+	bool priv_ok = fwsrv_private_ok(o, &g->client);
 	for (size_t i = 0; i < g->naddr; i++) {
 		const struct fwproto_addr *a = &g->addr[i];
-		if (addrguard_check(srv->guard, a->addr, a->family == 4 ? 4 : 16) == ADDR_ALWAYS) {
+		enum addr_class cls = addrguard_check(srv->guard, a->addr, a->family == 4 ? 4 : 16);
+		const char *why = cls == ADDR_ALWAYS                ? "always-denied"
+		                  : cls == ADDR_PRIVATE && !priv_ok ? "private (no --allow-private)"
+		                  : fwsrv_is_own(srv, a)            ? "this host's own"
+		                                                    : NULL;
+		if (why) {
 			fprintf(stderr,
-			        "moat-fw: ALERT: grant seq %u for agent %s asks for always-denied "
-			        "address %s; whole grant refused\n",
-			        g->seq, g->agent,
+			        "moat-fw: ALERT: grant seq %u for agent %s asks for %s address %s; "
+			        "whole grant refused\n",
+			        g->seq, g->agent, why,
 			        fwsrv_addr_text(a->family, a->addr, t, sizeof(t)));
 			p->status = FWPROTO_DENIED;
 			p->lifetime = 0;
@@ -519,6 +583,18 @@ static void fwsrv_sync_cb(uv_timer_t *h)
 	struct fwsrv *srv = h->data;
 	if (ledger_sync(srv->ledger) < 0)
 		fprintf(stderr, "moat-fw: ledger sync failed\n");
+	if (srv->o->placement == FWNFT_FORWARD) {
+		/* The host's addresses may change; a failed read keeps the last list. */
+		struct fwnft_range *own = NULL;
+		size_t nown = 0;
+		if (fwhost_addrs(&own, &nown, NULL, NULL) == 0) {
+			free(srv->own);
+			srv->own = own;
+			srv->nown = nown;
+		} else {
+			free(own);
+		}
+	}
 }
 
 static void fwsrv_purge_cb(uv_timer_t *h)
@@ -569,6 +645,45 @@ static int fwsrv_load_ranges(struct fwsrv *srv)
 	return 0;
 }
 
+/* The host's own addresses (refused in grants and in --sandbox ranges), then the refusals of
+ * startck.c, then (netns placement) the packet-socket warning. */
+static int fwsrv_start_checks(struct fwsrv *srv)
+{
+	const struct fwsrv_opts *o = srv->o;
+	char err[512];
+	if (fwhost_addrs(&srv->own, &srv->nown, NULL, NULL) < 0) {
+		fprintf(stderr, "moat-fw: cannot read this host's addresses\n");
+		return MOAT_EIO;
+	}
+	int rc = fwstart_check(srv->guard, srv->deny, srv->ndeny, o->resolver, o->nresolver,
+	                       o->sandbox, o->nsandbox, srv->own, srv->nown, err, sizeof(err));
+	if (rc < 0) {
+		fprintf(stderr, "moat-fw: refusing to start: %s\n", err);
+		return rc;
+	}
+	if (o->netns) {
+		char path[PATH_MAX];
+		snprintf(path, sizeof(path), "%s%s", strchr(o->netns, '/') ? "" : "/run/netns/",
+		         o->netns);
+		fwstart_packet_warning(path);
+	}
+	return 0;
+}
+
+/* Netns placement: enter the sandbox's namespace and learn its on-link IPv6 prefixes (the only
+ * unicast targets neighbour discovery may have). */
+static int fwsrv_enter_sandbox(struct fwsrv *srv)
+{
+	int rc = fwhost_enter_netns(srv->o->netns);
+	if (rc == 0 && fwhost_addrs(NULL, NULL, &srv->link6, &srv->nlink6) < 0) {
+		fprintf(stderr, "moat-fw: cannot read the sandbox's addresses\n");
+		rc = MOAT_EIO;
+	}
+	srv->setup.link6 = srv->link6;
+	srv->setup.nlink6 = srv->nlink6;
+	return rc;
+}
+
 /* Create, bind and listen on the socket, replacing a stale socket file (never another kind). */
 static int fwsrv_listen(struct fwsrv *srv)
 {
@@ -598,32 +713,16 @@ static int fwsrv_listen(struct fwsrv *srv)
 	mode_t old = umask(0177);
 	int rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old);
+	/* The unit's Group= may have made it so already (and forbid chown). */
+	if (rc == 0 && srv->o->socket_group != (gid_t)-1 &&
+	    (lstat(path, &st) != 0 || st.st_gid != srv->o->socket_group))
+		rc = chown(path, (uid_t)-1, srv->o->socket_group);
 	if (rc != 0 || chmod(path, 0660) != 0 || listen(fd, 64) != 0) {
 		fprintf(stderr, "moat-fw: %s: %s\n", path, strerror(errno));
 		close(fd);
 		return MOAT_EIO;
 	}
 	srv->listen_fd = fd;
-	return 0;
-}
-
-static int fwsrv_enter_netns(const char *name)
-{
-	char path[PATH_MAX];
-	if (strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || !*name) {
-		fprintf(stderr, "moat-fw: bad namespace name '%s'\n", name);
-		return MOAT_EINVAL;
-	}
-	snprintf(path, sizeof(path), "/run/netns/%s", name);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
-		fprintf(stderr, "moat-fw: cannot enter network namespace %s: %s\n", path,
-		        strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return MOAT_EIO;
-	}
-	close(fd);
 	return 0;
 }
 
@@ -639,8 +738,15 @@ static int fwsrv_restore_cb(const struct ledger_entry *e, void *ctx)
 	struct fwsrv_restore *r = ctx;
 	const struct fwsrv_opts *o = r->srv->o;
 	static const uint8_t zero[16];
-	bool ok =
-	    addrguard_check(r->srv->guard, e->key.dst, e->key.family == 4 ? 4 : 16) != ADDR_ALWAYS;
+	struct fwproto_addr src = {.family = e->key.family}, dst = {.family = e->key.family};
+	memcpy(src.addr, e->key.src, 16);
+	memcpy(dst.addr, e->key.dst, 16);
+	enum addr_class cls =
+	    addrguard_check(r->srv->guard, e->key.dst, e->key.family == 4 ? 4 : 16);
+	/* A grant the options of this run would refuse stays out too (a private address after
+	 * --allow-private was dropped, an address the host has taken since). */
+	bool ok = cls != ADDR_ALWAYS && (cls != ADDR_PRIVATE || fwsrv_private_ok(o, &src)) &&
+	          !fwsrv_is_own(r->srv, &dst);
 
 	/* Records written under another placement or before a ranges file grew stay out. */
 	if (o->placement == FWNFT_NETNS) {
@@ -745,51 +851,9 @@ static void fwsrv_close_walk(uv_handle_t *h, void *arg)
 		uv_close(h, NULL);
 }
 
-int fwsrv_run(const struct fwsrv_opts *o)
+/* The listening socket, the end-of-turn batch, the timers and the signals. */
+static void fwsrv_handles_start(struct fwsrv *srv)
 {
-	struct fwsrv *srv = calloc(1, sizeof(*srv));
-	char err[512];
-	int status = 1;
-
-	if (!srv)
-		return 1;
-	srv->o = o;
-	srv->listen_fd = -1;
-	signal(SIGPIPE, SIG_IGN);
-	srv->pending = calloc(FWSRV_BATCH_MAX, sizeof(*srv->pending));
-	srv->elems = calloc(FWSRV_ELEMS_MAX, sizeof(*srv->elems));
-	srv->nelems = calloc(FWSRV_ELEMS_MAX, sizeof(*srv->nelems));
-	if (!srv->pending || !srv->elems || !srv->nelems || uv_loop_init(&srv->loop) != 0)
-		goto out_free;
-	if (fwsrv_load_ranges(srv) < 0)
-		goto out;
-	/* Before setns: an abstract notification socket belongs to this network namespace. */
-	if (sdnotify_open() < 0)
-		fprintf(stderr, "moat-fw: NOTIFY_SOCKET: cannot reach the service manager\n");
-	srv->setup = (struct fwnft_setup){
-	    .placement = o->placement,
-	    .deny = srv->deny,
-	    .ndeny = srv->ndeny,
-	    .sandbox = o->sandbox,
-	    .nsandbox = o->nsandbox,
-	    .resolver = o->resolver,
-	    .nresolver = o->nresolver,
-	};
-	/* The socket first, in the namespace moatd lives in; then the sandbox's namespace, where
-	 * every netlink socket libnftables opens from now on will talk. */
-	if (fwsrv_listen(srv) < 0)
-		goto out;
-	if (o->netns && fwsrv_enter_netns(o->netns) < 0)
-		goto out;
-	if (fwsrv_open_nft(srv) < 0)
-		goto out;
-	if (ledger_open(o->state_dir, &srv->ledger, err, sizeof(err)) < 0) {
-		fprintf(stderr, "moat-fw: ledger: %s\n", err);
-		goto out;
-	}
-	if (fwsrv_rebuild(srv) < 0)
-		goto out;
-
 	uv_poll_init(&srv->loop, &srv->listen_poll, srv->listen_fd);
 	srv->listen_poll.data = srv;
 	uv_poll_start(&srv->listen_poll, UV_READABLE, fwsrv_accept_cb);
@@ -808,10 +872,60 @@ int fwsrv_run(const struct fwsrv_opts *o)
 	uv_signal_init(&srv->loop, &srv->sigint);
 	srv->sigint.data = srv;
 	uv_signal_start(&srv->sigint, fwsrv_signal_cb, SIGINT);
+}
+
+int fwsrv_run(const struct fwsrv_opts *o)
+{
+	struct fwsrv *srv = calloc(1, sizeof(*srv));
+	char err[512];
+	int status = 1;
+
+	if (!srv)
+		return 1;
+	srv->o = o;
+	srv->listen_fd = -1;
+	signal(SIGPIPE, SIG_IGN);
+	srv->pending = calloc(FWSRV_BATCH_MAX, sizeof(*srv->pending));
+	srv->elems = calloc(FWSRV_ELEMS_MAX, sizeof(*srv->elems));
+	srv->nelems = calloc(FWSRV_ELEMS_MAX, sizeof(*srv->nelems));
+	if (!srv->pending || !srv->elems || !srv->nelems || uv_loop_init(&srv->loop) != 0)
+		goto out_free;
+	if (fwsrv_load_ranges(srv) < 0 || fwsrv_start_checks(srv) < 0)
+		goto out;
+	/* Before setns: an abstract notification socket belongs to this network namespace. */
+	if (sdnotify_open() < 0)
+		fprintf(stderr, "moat-fw: NOTIFY_SOCKET: cannot reach the service manager\n");
+	srv->setup = (struct fwnft_setup){
+	    .placement = o->placement,
+	    .deny = srv->deny,
+	    .ndeny = srv->ndeny,
+	    .sandbox = o->sandbox,
+	    .nsandbox = o->nsandbox,
+	    .resolver = o->resolver,
+	    .nresolver = o->nresolver,
+	    .inbound = o->inbound,
+	    .ninbound = o->ninbound,
+	    .dhcp = o->dhcp,
+	};
+	/* The socket first, in the namespace moatd lives in; then the sandbox's namespace, where
+	 * every netlink socket libnftables opens from now on will talk. */
+	if (fwsrv_listen(srv) < 0)
+		goto out;
+	if (o->netns && fwsrv_enter_sandbox(srv) < 0)
+		goto out;
+	if (fwsrv_open_nft(srv) < 0)
+		goto out;
+	if (ledger_open(o->state_dir, &srv->ledger, err, sizeof(err)) < 0) {
+		fprintf(stderr, "moat-fw: ledger: %s\n", err);
+		goto out;
+	}
+	if (fwsrv_rebuild(srv) < 0)
+		goto out;
+	fwsrv_handles_start(srv);
 	{
 		/* Set up: from here on only CAP_NET_ADMIN, and no network sockets. */
 		char perr[256];
-		if (fwprivs_drop(perr, sizeof(perr)) < 0) {
+		if (fwprivs_drop(o->run_uid, o->run_gid, perr, sizeof(perr)) < 0) {
 			fprintf(stderr, "moat-fw: %s\n", perr);
 			goto out;
 		}
@@ -842,6 +956,8 @@ out:
 	fwnft_nl_close(srv->nl);
 	addrguard_free(srv->guard);
 	free(srv->deny);
+	free(srv->own);
+	free(srv->link6);
 out_free:
 	free(srv->pending);
 	free(srv->elems);

@@ -3,13 +3,18 @@
  *
  * Trust: moat-fw does not trust moatd. Every granted address is re-checked against the
  * always-deny ranges (a grant naming one is refused whole, FWPROTO_DENIED, with an alert on
- * stderr), lifetimes are clamped to [min, max], and in the forward placement the client must lie
- * in a --sandbox range of the same family as every address. */
+ * stderr), as is one naming an address of the host itself or, unless --allow-private (for all
+ * or for the client's sandbox), a private or shared range; lifetimes are clamped to [min, max];
+ * in the forward placement the client must lie in a --sandbox range of the same family as every
+ * address. Only peers of the --moatd-user uid (SO_PEERCRED) may connect, at most
+ * FWSRV_MAX_PER_UID of them per uid. */
 #ifndef MOAT_FW_SERVER_H
 #define MOAT_FW_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "moat/fwproto.h"
 #include "nft.h"
@@ -24,13 +29,14 @@
 #define FWSRV_SLACK 2
 #define FWSRV_PURGE_MS 60000
 #define FWSRV_MAX_CONNS 64
+#define FWSRV_MAX_PER_UID 32  /* one uid can never take every slot */
 #define FWSRV_BATCH_MAX 1024  /* grants per loop turn; more wait for the next turn */
 #define FWSRV_ELEMS_MAX 65536 /* allow-set elements per loop turn (a grant writes up to 1088) */
 
 /* Options, as parsed by main.c. Arrays and strings are borrowed for the run's duration. */
 struct fwsrv_opts {
 	const char *socket_path;
-	const char *netns; /* netns placement: the namespace name under /run/netns */
+	const char *netns; /* netns placement: a name under /run/netns, or a path */
 	enum fwnft_placement placement;
 	const struct fwnft_range *sandbox; /* forward placement */
 	size_t nsandbox;
@@ -41,6 +47,14 @@ struct fwsrv_opts {
 	size_t nrange_files;
 	uint32_t min_lifetime;
 	uint32_t max_lifetime;
+	const struct fwnft_port *inbound; /* --inbound */
+	size_t ninbound;
+	bool dhcp;
+	bool allow_private; /* --allow-private: private and shared ranges for every sandbox */
+	uid_t moatd_uid;    /* the only uid that may connect */
+	gid_t socket_group; /* (gid_t)-1: the socket keeps moat-fw's group */
+	uid_t run_uid;      /* after set-up moat-fw runs as this user ... */
+	gid_t run_gid;      /* ... and group (0/0: stays root, with only CAP_NET_ADMIN) */
 };
 
 /* Run until SIGTERM/SIGINT. Returns the process exit status: 0 after a signal, 1 when start-up

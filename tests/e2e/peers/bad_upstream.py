@@ -12,9 +12,16 @@ MODE
            connection stays open until the peer stops).
   flood    every UDP query gets 100 answers: the first 20 with wrong IDs (A 192.0.2.66), then
            80 alternating between the right ID (A 192.0.2.80) and wrong IDs (A 192.0.2.66).
+  partial  names whose first label starts with "sink" are never answered (UDP or TCP); any
+           other name gets A 192.0.2.10, TTL 1. Prints its totals when it stops:
+             partial: answered=N ignored=N
+  chclass  every query gets, besides A 192.0.2.10 (class IN), two class-CH records holding
+           169.254.169.254: an "A" of 16 bytes and an "AAAA" of 4 (not address-sized for
+           their types, so a check by size alone misses them).
   flaky    a plain upstream that misbehaves some of the time, for the soak: A 192.0.2.x for any
            name, TTL 30; 10% of queries dropped, 10% answered 50-800 ms late (past a
-           500 ms timeout about 40% of those).
+           500 ms timeout about 40% of those); names whose first label starts with "sink"
+           never answered (the soak's in-flight spray).
 
 Prints one line per event ("udp NAME", "tcp-reset", "tcp-half", "tcp-stall", "flood NAME 100"); flaky
 prints only its totals when it stops (SIGTERM or SECONDS):
@@ -30,7 +37,7 @@ import time
 import dnsmini
 
 mode, addr, port, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-if mode not in ("tcreset", "tchalf", "tcstall", "flood", "flaky"):
+if mode not in ("tcreset", "tchalf", "tcstall", "flood", "flaky", "partial", "chclass"):
     sys.exit("unknown mode " + mode)
 u, t = dnsmini.listen_udp_tcp(addr, port)
 stop = False
@@ -42,7 +49,7 @@ def on_term(signum, frame):
 
 
 signal.signal(signal.SIGTERM, on_term)
-stats = {"received": 0, "answered": 0, "dropped": 0, "delayed": 0}
+stats = {"received": 0, "answered": 0, "dropped": 0, "delayed": 0, "ignored": 0}
 held = []  # tcstall: connections kept open, unanswered
 later = []  # heap of (due, seq, packet, client)
 seq = 0
@@ -65,8 +72,25 @@ def on_udp(pkt, client):
             else:
                 u.sendto(dnsmini.answer_a(pkt, ["192.0.2.66"], qid=q[0] ^ (k + 1)), client)
         print("flood %s 100" % q[2], flush=True)
+    elif mode == "partial":
+        if q[2].lower().startswith("sink"):
+            stats["ignored"] += 1
+            return
+        u.sendto(dnsmini.answer_a(pkt, ["192.0.2.10"], ttl=1), client)
+        stats["answered"] += 1
+    elif mode == "chclass":
+        ans = bytearray(dnsmini.answer_a(pkt, ["192.0.2.10"]))
+        md = bytes([169, 254, 169, 254])
+        ans += struct.pack(">HHHIH", 0xC00C, 1, 3, 60, 16) + md * 4
+        ans += struct.pack(">HHHIH", 0xC00C, 28, 3, 60, 4) + md
+        ans[6:8] = struct.pack(">H", 3)
+        u.sendto(bytes(ans), client)
+        print("chclass %s" % q[2], flush=True)
     else:
         stats["received"] += 1
+        if q[2].lower().startswith("sink"):
+            stats["ignored"] += 1
+            return
         x = rng.random()
         if x < 0.10:
             stats["dropped"] += 1
@@ -92,7 +116,7 @@ def on_tcp():
     c.settimeout(1)
     try:
         c.recv(65535)
-        if mode == "tcstall":
+        if mode in ("tcstall", "partial"):
             held.append(c)  # never answered, never closed while we run
             print("tcp-stall", flush=True)
             return
@@ -111,6 +135,9 @@ def on_sent():
 
 
 dnsmini.serve(u, t, seconds, on_udp, on_tcp, later, lambda: stop, on_sent)
+if mode == "partial":
+    print("partial: answered=%d ignored=%d" % (stats["answered"], stats["ignored"]), flush=True)
 if mode == "flaky":
     print("flaky: " + " ".join("%s=%d" % (k, stats[k]) for k in
-                               ("received", "answered", "dropped", "delayed")), flush=True)
+                               ("received", "answered", "dropped", "delayed", "ignored")),
+          flush=True)

@@ -1,0 +1,69 @@
+/* The control protocol between moatctl and moatd, over moatd's Unix control socket
+ * (`control: PATH`, `--control PATH`; mode 0660, group `control_group:`).
+ *
+ * Format, version 1. A request is one line of text (at most CTLPROTO_MAXLINE bytes, ending in
+ * "\n"), words separated by spaces:
+ *   status                      pid, version, uptime, workers, agents, last reload
+ *   stats                       every counter (the numbers of the metrics endpoint)
+ *   reload                      load the config and policy again; on error the running
+ *                               policy stays and the reply's "error" is "file:line: reason"
+ *   flush [NAME]                drop every cached answer, or those for NAME (any type), in
+ *                               every worker; replies once every worker has done it
+ *   agents                      the running policy's agents
+ *   explain NAME [client=ADDR] [type=T]
+ *                               the daemon's decision on NAME for the agent of ADDR (default:
+ *                               the first agent), with the rule (file:line) that decided
+ * A connection may carry several requests; each gets exactly one reply, in order.
+ * A reply is one JSON object on one line:
+ *   {"v":1,"ok":true,"cmd":"explain",...fields of that command...}
+ *   {"v":1,"ok":false,"error":"text"}
+ * Unknown commands, extra words and overlong lines get an error reply, never a disconnect. */
+#ifndef MOAT_CTLPROTO_H
+#define MOAT_CTLPROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "moat/name.h"
+
+#define CTLPROTO_VERSION 1
+#define CTLPROTO_MAXLINE 1024
+
+enum ctl_cmd {
+	CTL_STATUS = 0,
+	CTL_STATS,
+	CTL_RELOAD,
+	CTL_FLUSH,
+	CTL_AGENTS,
+	CTL_EXPLAIN,
+};
+
+struct ctl_request {
+	enum ctl_cmd cmd;
+	bool has_name;
+	uint8_t lname[NAME_MAXWIRE]; /* lower-cased wire form */
+	bool has_client;
+	struct sockaddr_storage client;
+	uint16_t qtype; /* explain; default A */
+};
+
+/* Parse one request line (without or with its "\n"). Pure. Returns 0, or MOAT_EINVAL with a
+ * message in err. */
+int ctlproto_parse(const char *line, size_t len, struct ctl_request *out, char *err, size_t errlen);
+
+/* The request line for r, "\n" included (what moatctl sends). Returns its length or
+ * MOAT_ESPACE. */
+int ctlproto_format(const struct ctl_request *r, char *out, size_t cap);
+
+/* "A", "aaaa", "TYPE65" -> type number; MOAT_EINVAL when unknown. */
+int ctlproto_parse_type(const char *s, uint16_t *out);
+
+/* The command's name ("explain"). */
+const char *ctlproto_cmd_str(enum ctl_cmd c);
+
+/* {"v":1,"ok":false,"error":"msg"}\n, msg escaped. Returns the length or MOAT_ESPACE. */
+int ctlproto_error(const char *msg, char *out, size_t cap);
+
+#endif
