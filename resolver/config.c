@@ -20,6 +20,7 @@
 #include "moat/err.h"
 #include "moat/idn.h"
 #include "moat/name.h"
+#include "moat/policy_sig.h"
 #include "moat/pathfd.h"
 #include "moat/zonesdir.h"
 
@@ -442,6 +443,7 @@ void config_free(struct config *cfg)
 	free(cfg->control_path);
 	free(cfg->control_group);
 	free(cfg->dnstap_path);
+	free(cfg->state_dir);
 	config_strv_free(&cfg->highrisk_files, &cfg->nhighrisk);
 	config_strv_free(&cfg->range_files, &cfg->nranges);
 	config_agents_free(cfg);
@@ -449,7 +451,7 @@ void config_free(struct config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 }
 
-static bool config_name_ok(const char *s, size_t len)
+bool config_name_ok(const char *s, size_t len)
 {
 	size_t i;
 
@@ -987,6 +989,15 @@ static int config_log(struct config_ctx *c, struct fy_node *v, int line)
 	return 0;
 }
 
+/* state_dir: where moatd keeps the agents added at runtime (agentstore.c), relative to the
+ * config like the lists. */
+static int config_state_dir(struct config_ctx *c, struct fy_node *v, int line)
+{
+	free(c->cfg->state_dir);
+	c->cfg->state_dir = NULL;
+	return config_path(c, v, line, "state_dir", true, &c->cfg->state_dir);
+}
+
 /* dnstap: {file: PATH} or {socket: PATH}; exactly one of them. */
 static int config_dnstap(struct config_ctx *c, struct fy_node *v, int line)
 {
@@ -1380,6 +1391,35 @@ static int config_agents(struct config_ctx *c, struct fy_node *v, int line)
 	return 0;
 }
 
+/* The keys of compiled and signed policy (moat/policy_file.h, moat/policy_sig.h). True if ks is
+ * one of them; *rc is then its result. The public key is read here so a bad one is an error at
+ * its line. */
+static bool config_policy_file_key(struct config_ctx *c, struct fy_node *v, int line,
+                                   const char *ks, size_t klen, int *rc)
+{
+	struct config *cfg = c->cfg;
+	if (config_key_is(ks, klen, "policy_pubkey")) {
+		char *path = NULL, why[512];
+		*rc = config_path(c, v, line, "policy_pubkey", true, &path);
+		if (*rc == 0 && policy_sig_read_key(path, cfg->policy_pubkey, 32, why, sizeof(why)))
+			*rc = config_fail(c, config_node_line(v, line), "policy_pubkey: %s", why);
+		cfg->has_policy_pubkey = *rc == 0;
+		free(path);
+		return true;
+	}
+	if (config_key_is(ks, klen, "policy_verify")) {
+		char mode[16];
+		*rc =
+		    config_scalar(c, v, line, "policy_verify", "full or quick", mode, sizeof(mode));
+		if (*rc == 0 && strcmp(mode, "full") && strcmp(mode, "quick"))
+			*rc = config_fail(c, config_node_line(v, line),
+			                  "policy_verify: expected full or quick");
+		cfg->policy_verify_quick = *rc == 0 && strcmp(mode, "quick") == 0;
+		return true;
+	}
+	return false;
+}
+
 static int config_root(struct config_ctx *c, struct fy_node *root)
 {
 	struct config *cfg = c->cfg;
@@ -1533,6 +1573,8 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 			cfg->has_metrics = rc == 0;
 		} else if (config_key_is(ks, klen, "dnstap")) {
 			rc = config_dnstap(c, v, line);
+		} else if (config_key_is(ks, klen, "state_dir")) {
+			rc = config_state_dir(c, v, line);
 		} else if (config_key_is(ks, klen, "highrisk")) {
 			rc = config_paths(c, v, line, "highrisk", &cfg->highrisk_files,
 			                  &cfg->nhighrisk, true, NULL);
@@ -1549,6 +1591,8 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 			rc = config_agents(c, v, line);
 		} else if (config_key_is(ks, klen, "forward")) {
 			rc = config_forwards(c, v, line, &cfg->forwards, &cfg->nforwards);
+		} else if (config_policy_file_key(c, v, line, ks, klen, &rc)) {
+			/* policy_pubkey, policy_verify */
 		} else if (config_key_is(ks, klen, "local_data")) {
 			rc = config_lines_list(c, v, line, "local_data", false, &cfg->local_data,
 			                       &cfg->local_lines, &cfg->nlocal);

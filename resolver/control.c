@@ -4,6 +4,9 @@
  * the query path uses, on the running snapshot; stats sums every worker's counters; flush is
  * posted to every worker (each empties its own cache share on its own thread) and answered
  * once the last one is done; reload calls main.c's reload, whose error text is the reply.
+ * agent add/del are staged by control_agents.c and committed once per read of a connection:
+ * their replies wait here, in order, until the commit says whether they took effect. An agent
+ * add's pattern lines follow its request line; they are gathered here first.
  * The socket is bound before privileges drop; the filter then allows accept4/read/write on it. */
 #include <grp.h>
 #include <stdlib.h>
@@ -18,19 +21,38 @@
 #include "moat/log.h"
 #include "moat/metrics.h"
 #include "control.h"
+#include "control_agents.h"
 #include "metrics_http.h"
 #include "server.h"
 #include "worker.h"
 
 #define REPLY_MAX (512u << 10)
-#define CONNS_MAX 16 /* local operators only: a few at a time is plenty */
+#define CONNS_MAX 16               /* local operators only: a few at a time is plenty */
+#define AGENT_BODY_MAX (64u << 20) /* bytes of pattern lines one agent add may send */
+
+/* A reply held until the commit of its agent command: body on success, or err. */
+struct ctl_held {
+	enum ctl_cmd cmd;
+	char *body; /* owned */
+	char *err;  /* owned */
+};
+
+/* An agent add whose pattern lines are still coming. */
+struct ctl_addbody {
+	struct agent_spec spec;
+	size_t want, bytes;
+	char *err; /* owned: the first bad line, reported when the last one is in */
+};
 
 struct ctl_conn {
 	uv_pipe_t pipe;
 	struct dlist link;
 	size_t len;
-	bool overlong; /* skipping the rest of a line that was too long */
-	bool busy;     /* a flush is out; reading resumes after its reply */
+	bool overlong;           /* skipping the rest of a line that was too long */
+	bool busy;               /* a flush is out; reading resumes after its reply */
+	struct ctl_addbody *add; /* owned: an agent add gathering its lines, or NULL */
+	struct ctl_held *held;   /* owned: replies waiting for the commit */
+	size_t nheld;
 	char buf[CTLPROTO_MAXLINE + 2];
 };
 
@@ -56,9 +78,25 @@ static struct {
 	bool active;
 } fl;
 
+static void addbody_free(struct ctl_addbody *b)
+{
+	if (!b)
+		return;
+	agent_spec_clear(&b->spec);
+	free(b->err);
+	free(b);
+}
+
 static void on_closed(uv_handle_t *h)
 {
-	free(h->data);
+	struct ctl_conn *c = h->data;
+	addbody_free(c->add);
+	for (size_t i = 0; i < c->nheld; i++) {
+		free(c->held[i].body);
+		free(c->held[i].err);
+	}
+	free(c->held);
+	free(c);
 }
 
 static void conn_close(struct ctl_conn *c)
@@ -216,7 +254,8 @@ static void cmd_agents(struct ctl_conn *c)
 			cidr_text(&a->clients[k], r, sizeof(r));
 			n += (size_t)snprintf(body + n, REPLY_MAX - n, "%s\"%s\"", k ? "," : "", r);
 		}
-		n += (size_t)snprintf(body + n, REPLY_MAX - n, "]}");
+		n += (size_t)snprintf(body + n, REPLY_MAX - n, "],\"runtime\":%s}",
+		                      a->runtime ? "true" : "false");
 	}
 	snprintf(body + n, REPLY_MAX - n, "]");
 	reply_ok(c, CTL_AGENTS, body);
@@ -310,14 +349,120 @@ static void cmd_flush(struct ctl_conn *c, const struct ctl_request *r)
 		worker_post_call(&ops.ws[i], flush_worker, NULL);
 }
 
+/* Hold a reply until the commit: body (a copy) or err. */
+static void hold(struct ctl_conn *c, enum ctl_cmd cmd, const char *body, const char *err)
+{
+	struct ctl_held *nh = realloc(c->held, (c->nheld + 1) * sizeof(*nh));
+	if (!nh) {
+		conn_close(c);
+		return;
+	}
+	c->held = nh;
+	nh[c->nheld++] =
+	    (struct ctl_held){cmd, body ? strdup(body) : NULL, err ? strdup(err) : NULL};
+}
+
+/* Commit what is staged and send the held replies, in order. A failed commit turns every
+ * success among them into that failure: none of them took effect. */
+static void commit_held(struct ctl_conn *c)
+{
+	char err[512] = "";
+	bool failed = control_agents_commit(err, sizeof(err)) < 0;
+	for (size_t i = 0; i < c->nheld; i++) {
+		struct ctl_held *h = &c->held[i];
+		if (h->err || failed)
+			reply_error(c, h->err ? h->err : err);
+		else
+			reply_ok(c, h->cmd, h->body ? h->body : "");
+		free(h->body);
+		free(h->err);
+	}
+	c->nheld = 0;
+}
+
+static void agent_run_add(struct ctl_conn *c, struct ctl_addbody *b)
+{
+	char body[1024], err[600];
+	if (b->err)
+		hold(c, CTL_AGENT_ADD, NULL, b->err);
+	else if (control_agents_add(&b->spec, body, sizeof(body), err, sizeof(err)) < 0)
+		hold(c, CTL_AGENT_ADD, NULL, err);
+	else
+		hold(c, CTL_AGENT_ADD, body, NULL);
+	addbody_free(b);
+}
+
+/* One pattern line of the add being gathered. */
+static void agent_line(struct ctl_conn *c, const char *line, size_t len)
+{
+	struct ctl_addbody *b = c->add;
+	while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+		len--;
+	b->bytes += len + 1;
+	if (!b->err && (memchr(line, 0, len) || b->bytes > AGENT_BODY_MAX)) {
+		b->err = strdup(memchr(line, 0, len) ? "a pattern line holds a NUL byte"
+		                                     : "pattern lines over 64 MiB in all");
+	} else if (!b->err) {
+		char *t = strndup(line, len);
+		if (t)
+			b->spec.patterns[b->spec.npatterns++] = t;
+		else
+			b->err = strdup("out of memory");
+	}
+	if (--b->want)
+		return;
+	c->add = NULL;
+	agent_run_add(c, b);
+}
+
+static void agent_begin(struct ctl_conn *c, const struct ctl_request *r)
+{
+	char body[256], err[600];
+	if (r->cmd == CTL_AGENT_DEL) {
+		if (control_agents_del(r->agent, body, sizeof(body), err, sizeof(err)) < 0)
+			hold(c, r->cmd, NULL, err);
+		else
+			hold(c, r->cmd, body, NULL);
+		return;
+	}
+	struct ctl_addbody *b = calloc(1, sizeof(*b));
+	if (!b || (r->npatterns && !(b->spec.patterns = calloc(r->npatterns, sizeof(char *))))) {
+		free(b);
+		conn_close(c);
+		return;
+	}
+	snprintf(b->spec.name, sizeof(b->spec.name), "%s", r->agent);
+	b->spec.deny = r->deny;
+	memcpy(b->spec.clients, r->clients, r->nclients * sizeof(r->clients[0]));
+	b->spec.nclients = r->nclients;
+	b->want = r->npatterns;
+	if (b->want)
+		c->add = b;
+	else
+		agent_run_add(c, b);
+}
+
 static void handle_line(struct ctl_conn *c, const char *line, size_t len)
 {
 	struct ctl_request r;
 	char err[256];
-	if (ctlproto_parse(line, len, &r, err, sizeof(err)) < 0) {
-		reply_error(c, err);
+	if (c->add) {
+		agent_line(c, line, len);
 		return;
 	}
+	if (ctlproto_parse(line, len, &r, err, sizeof(err)) < 0) {
+		if (c->nheld)
+			hold(c, CTL_STATUS, NULL, err);
+		else
+			reply_error(c, err);
+		return;
+	}
+	if (r.cmd == CTL_AGENT_ADD || r.cmd == CTL_AGENT_DEL) {
+		agent_begin(c, &r);
+		return;
+	}
+	if (c->nheld) /* what follows an agent command sees it, and replies stay in order */
+		commit_held(c);
 	switch (r.cmd) {
 	case CTL_STATUS:
 		cmd_status(c);
@@ -336,6 +481,9 @@ static void handle_line(struct ctl_conn *c, const char *line, size_t len)
 		break;
 	case CTL_EXPLAIN:
 		cmd_explain(c, &r);
+		break;
+	case CTL_AGENT_ADD:
+	case CTL_AGENT_DEL:
 		break;
 	}
 }
@@ -360,6 +508,8 @@ static void drain(struct ctl_conn *c)
 		memmove(c->buf, c->buf + l, c->len - l);
 		c->len -= l;
 	}
+	if (c->nheld)
+		commit_held(c);
 	if (!c->busy && c->len == sizeof(c->buf)) {
 		if (!c->overlong)
 			reply_error(c, "request too long");
@@ -413,6 +563,7 @@ int control_start(uv_loop_t *loop, const char *path, const char *group, const st
 	struct stat st;
 	gid_t gid = (gid_t)-1;
 	ops = *o;
+	control_agents_init(o->ws, o->n, o->store);
 	dlist_init(&conns);
 	if (group) {
 		struct group *g = getgrnam(group);

@@ -6,6 +6,7 @@
 #include <uv.h>
 
 struct server;
+struct agentstore;
 
 struct control_ops {
 	struct server *ws; /* every worker; ws[0] runs on the control socket's loop */
@@ -14,6 +15,7 @@ struct control_ops {
 	int (*reload)(char *err, size_t errlen);
 	const char *version;
 	const char *config_path; /* NULL in flag mode */
+	struct agentstore *store; /* runtime agents' store (moat/agentstore.h); NULL: none */
 };
 
 /* Bind path (mode 0660, group when not NULL) and serve it on loop. Call before privileges

@@ -95,7 +95,7 @@ static int parse_option(const char *w, struct ctl_request *r, char *err, size_t 
 int ctlproto_parse(const char *line, size_t len, struct ctl_request *r, char *err, size_t errlen)
 {
 	char buf[CTLPROTO_MAXLINE + 1];
-	char *w[4];
+	char *w[CTLPROTO_WORDS_MAX];
 	memset(r, 0, sizeof(*r));
 	r->qtype = WIRE_A;
 	while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
@@ -104,15 +104,17 @@ int ctlproto_parse(const char *line, size_t len, struct ctl_request *r, char *er
 		return fail(err, errlen, "request too long", NULL);
 	if (memchr(line, 0, len) || memchr(line, '\n', len))
 		return fail(err, errlen, "one request per line, no NUL bytes", NULL);
-	int n = split(line, len, buf, w, 4);
-	if (n < 0)
+	int n = split(line, len, buf, w, CTLPROTO_WORDS_MAX);
+	if (n > 0 && !strcmp(w[0], "agent"))
+		return ctlproto_parse_agent(w, n, r, err, errlen);
+	if (n < 0 || n > 4)
 		return fail(err, errlen, "too many words", NULL);
 	if (n == 0)
 		return fail(err, errlen, "empty request", NULL);
 	unsigned c = 0;
-	while (c < NCMDS && strcmp(w[0], cmd_names[c]) != 0)
+	while (c < CTL_AGENT_ADD && strcmp(w[0], cmd_names[c]) != 0)
 		c++;
-	if (c == NCMDS)
+	if (c == CTL_AGENT_ADD)
 		return fail(err, errlen, "unknown command", w[0]);
 	r->cmd = (enum ctl_cmd)c;
 	int maxargs = r->cmd == CTL_EXPLAIN ? 3 : r->cmd == CTL_FLUSH ? 1 : 0;
@@ -135,6 +137,8 @@ int ctlproto_format(const struct ctl_request *r, char *out, size_t cap)
 {
 	char name[NAME_MAXTEXT], addr[64], type[16];
 	int n;
+	if (r->cmd == CTL_AGENT_ADD || r->cmd == CTL_AGENT_DEL)
+		return ctlproto_format_agent(r, out, cap);
 	if (r->has_name && name_to_text(r->lname, name, sizeof(name)) < 0)
 		return MOAT_ESPACE;
 	if (r->cmd != CTL_EXPLAIN) {

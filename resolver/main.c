@@ -15,6 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "moat/agent_edit.h"
+#include "moat/agent_restore.h"
+#include "moat/agentstore.h"
 #include "moat/check.h"
 #include "moat/config.h"
 #include "moat/err.h"
@@ -29,6 +32,7 @@
 #include "moat/version.h"
 #include "moat/zonesdir.h"
 #include "control.h"
+#include "control_agents.h"
 #include "dnstap_out.h"
 #include "fetch.h"
 #include "fwchan.h"
@@ -76,6 +80,7 @@ static void usage(FILE *f)
 	    "  --strict               with --check: lint warnings are errors (exit 1)\n"
 	    "  --control PATH         control socket for moatctl (mode 0660)\n"
 	    "  --metrics ADDR:PORT    Prometheus metrics endpoint (off by default)\n"
+	    "  --state-dir DIR        keep agents added with moatctl agent add there (LMDB)\n"
 	    "  --zones-dir DIR        where the shipped lists are (highrisk.txt,\n"
 	    "                         blocked-ranges.txt); default: the install's share/moat\n"
 	    "  --version              print the version and exit\n"
@@ -172,6 +177,7 @@ struct options {
 	long tcp_queued, inflight_max, inflight_client; /* -1: not given */
 	const char *control;
 	const char *metrics;
+	const char *state_dir;
 };
 
 static int add_addr(struct sockaddr_storage **v, size_t *n, const char *s, uint16_t port)
@@ -242,6 +248,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		O_CONTROL,
 		O_METRICS,
 		O_ZONES,
+		O_STATE,
 	};
 	static const struct option longopts[] = {
 	    {"listen", required_argument, 0, O_LISTEN},
@@ -268,6 +275,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 	    {"control", required_argument, 0, O_CONTROL},
 	    {"metrics", required_argument, 0, O_METRICS},
 	    {"zones-dir", required_argument, 0, O_ZONES},
+	    {"state-dir", required_argument, 0, O_STATE},
 	    {"config", required_argument, 0, 'c'},
 	    {"help", no_argument, 0, 'h'},
 	    {"version", no_argument, 0, O_VERSION},
@@ -386,6 +394,9 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		case O_METRICS:
 			o->metrics = optarg;
 			break;
+		case O_STATE:
+			o->state_dir = optarg;
+			break;
 		case O_CACHE:
 			if (opt_number(optarg, 0, 65536, "--cache-size", "0 to 65536 (MB)",
 			               &o->cache_mb) < 0)
@@ -477,6 +488,10 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		free(cfg->control_path);
 		cfg->control_path = strdup(o->control);
 	}
+	if (o->state_dir) {
+		free(cfg->state_dir);
+		cfg->state_dir = strdup(o->state_dir);
+	}
 	if (o->metrics) {
 		if (config_parse_addrport(o->metrics, 0, &cfg->metrics_addr) < 0) {
 			fprintf(stderr, "moatd: --metrics %s: expected ADDR:PORT\n", o->metrics);
@@ -546,6 +561,7 @@ static void publish_policy(void *ctx, struct policy *p)
 	for (unsigned i = 0; i < nworkers; i++)
 		worker_post_policy(&workers[i], p);
 }
+static struct agentstore *store; /* runtime agents (state_dir); NULL: none */
 
 /* The lint at start-up and reload: every pattern of lists up to this size (about 0.1 s); larger
  * ones are linted by --check. */
@@ -601,6 +617,11 @@ static int reload(char *err, size_t errlen)
 	}
 	ncfg.lint_max_patterns = cfg.lint_max_patterns;
 	int rc = policy_load(opts.config_path ? &ncfg : &cfg, &np, err, errlen);
+	if (rc == 0 && workers[0].policy->nagents > workers[0].policy->nconfig) {
+		struct policy *loaded = np; /* the runtime agents stay, on top of the new files */
+		rc = agent_edit_rebase(loaded, workers[0].policy, &np, err, errlen);
+		policy_unref(loaded);
+	}
 	if (rc < 0) {
 		config_free(&ncfg);
 		fprintf(stderr, "moatd: reload failed, running policy kept: %s\n", err);
@@ -708,10 +729,25 @@ static void on_signal(uv_signal_t *s, int signum)
 	control_stop();
 }
 
+/* The state store, opened as root before the filter (its files stay open for the writes of
+ * agent add/del), and the runtime agents it holds added to the policy. */
+static int agents_restore(struct policy **p, char *err, size_t errlen)
+{
+	size_t n = 0;
+	if (!cfg.state_dir)
+		return 0;
+	if (agentstore_open(cfg.state_dir, &store, err, errlen) < 0 ||
+	    agent_restore(store, p, &n, err, errlen) < 0)
+		return MOAT_EIO;
+	if (n)
+		fprintf(stderr, "moatd: %zu runtime agent(s) from %s\n", n, cfg.state_dir);
+	return 0;
+}
+
 /* The control socket and the metrics endpoint: bound as root, before the filter. */
 static int start_ops(uv_loop_t *loop, char *err, size_t errlen)
 {
-	struct control_ops ops = {workers, nworkers, reload, MOAT_VERSION, opts.config_path};
+	struct control_ops ops = {workers, nworkers, reload, MOAT_VERSION, opts.config_path, store};
 	if (cfg.control_path &&
 	    control_start(loop, cfg.control_path, cfg.control_group, &ops, err, errlen) < 0)
 		return MOAT_EIO;
@@ -750,6 +786,10 @@ int main(int argc, char **argv)
 		return st;
 	}
 	lint_report(policy);
+	if (agents_restore(&policy, err, sizeof(err)) < 0) {
+		fprintf(stderr, "moatd: %s\n", err);
+		return 1;
+	}
 
 	FILE *log = qlog = log_open(cfg.log_file);
 	if (!log) {
@@ -805,6 +845,7 @@ int main(int argc, char **argv)
 	}
 	for (unsigned i = 0; i < nworkers; i++)
 		workers[i].feed = feed;
+	control_agents_feed(feed);
 	policy_unref(policy); /* the workers hold theirs */
 	uv_loop_t *loop = workers[0].loop;
 	uv_timer_init(loop, &stats_timer);
@@ -888,6 +929,7 @@ int main(int argc, char **argv)
 	free(workers);
 	ratelimit_free(limiter);
 	inflight_free(inflight);
+	agentstore_close(store);
 	log_close(log);
 	logreopen_release();
 	pathfd_release();

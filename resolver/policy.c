@@ -21,45 +21,10 @@
 #include "moat/local.h"
 #include "moat/name.h"
 #include "moat/policy.h"
+#include "moat/policy_clients.h"
 #include "moat/policy_lint.h"
+#include "policy_set.h"
 #include "moat/pathfd.h"
-
-/* 16 bytes a name. The tag (32 bits of the name's SipHash) picks the home slot and is compared
- * before the name itself, so a probe rarely touches the name arena (a cache miss each), and the
- * table grows without hashing or reading a single name again. A rule is packed as
- * file index (8 bits, 1-based) and line (24 bits); 0 means "not listed". */
-struct pslot {
-	uint32_t name_off; /* into arena, plus one; 0 = empty slot (so calloc makes empty tables) */
-	uint32_t tag;
-	uint32_t exact; /* rule of "name" */
-	uint32_t wild;  /* rule of "*.name" */
-};
-
-#define RULE_LINE_MAX 0xFFFFFFu
-#define RULE_FILES_MAX 255
-#define RULE(file, line)                                                                           \
-	((uint32_t)(file) << 24 | ((line) > RULE_LINE_MAX ? RULE_LINE_MAX : (line)))
-#define RULE_FILE(r) ((r) >> 24)
-#define RULE_LINE(r) ((r)&RULE_LINE_MAX)
-
-struct policy_set {
-	struct policy_lint *lint; /* borrowed; NULL: duplicates pass silently */
-	uint8_t key[crypto_shorthash_KEYBYTES];
-	uint8_t *arena; /* owned: the wire names, back to back */
-	size_t arena_len, arena_cap;
-	struct pslot *slots; /* owned; cap is a power of two */
-	size_t cap, used, npatterns;
-	char **files; /* owned: file names, index = pslot.*_file - 1 */
-	size_t nfiles;
-	struct pset_ports *ports; /* owned, sorted by rule; only rules that name ports */
-	size_t nports, ports_cap;
-	bool no_ports; /* policy_set_forbid_ports */
-};
-
-struct pset_ports {
-	uint32_t rule;
-	struct policy_ports ports;
-};
 
 #define SLOT_EMPTY 0
 #define SLOT_NAME(s, sl) ((s)->arena + (sl)->name_off - 1)
@@ -87,6 +52,7 @@ struct policy_set *policy_set_new(void)
 	if (!s)
 		return NULL;
 	randombytes_buf(s->key, sizeof(s->key));
+	s->refs = 1;
 	s->cap = 64;
 	s->slots = slots_alloc(s->cap);
 	if (!s->slots) {
@@ -96,22 +62,47 @@ struct policy_set *policy_set_new(void)
 	return s;
 }
 
+struct policy_set *policy_set_ref(struct policy_set *s)
+{
+	__atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
+	return s;
+}
+
 void policy_set_free(struct policy_set *s)
 {
-	if (!s)
+	/* The head's count covers the chain: the sets chained to it are its own. */
+	if (!s || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) > 0)
 		return;
-	for (size_t i = 0; i < s->nfiles; i++)
-		free(s->files[i]);
-	free(s->files);
-	free(s->ports);
-	free(s->arena);
-	free(s->slots);
-	free(s);
+	while (s) {
+		struct policy_set *next = s->next;
+		if (s->map) {
+			munmap(s->map, s->map_len); /* slots, arena, ports and names are in it */
+		} else {
+			for (size_t i = 0; i < s->nfiles; i++)
+				free(s->files[i]);
+			free(s->ports);
+			free(s->arena);
+			free(s->slots);
+		}
+		free(s->files);
+		free(s);
+		s = next;
+	}
 }
 
 size_t policy_set_count(const struct policy_set *s)
 {
-	return s->npatterns;
+	size_t n = 0;
+	for (; s; s = s->next)
+		n += s->npatterns;
+	return n;
+}
+
+void policy_set_chain(struct policy_set *s, struct policy_set *more)
+{
+	while (s->next)
+		s = s->next;
+	s->next = more;
 }
 
 static uint32_t set_tag(const struct policy_set *s, const uint8_t *name, size_t len)
@@ -131,20 +122,25 @@ static bool wire_same(const uint8_t *a, const uint8_t *b, size_t len)
 	return true;
 }
 
-/* The slot holding name, or the empty slot where it would go. */
+/* The slot holding name, or the empty slot where it would go; NULL when a full table was
+ * searched (only a damaged mapped file can be full). A name offset past the arena (again only
+ * from a damaged file) never matches; the arena of a mapped set is followed by NAME_MAXWIRE
+ * zero bytes, so the comparison stays inside the mapping. */
 static struct pslot *set_find(const struct policy_set *s, const uint8_t *name, size_t len,
                               uint32_t tag)
 {
 	size_t mask = s->cap - 1;
 	size_t i = tag & mask;
-	for (;;) {
+	for (size_t n = 0; n <= mask; n++) {
 		struct pslot *sl = &s->slots[i];
 		if (sl->name_off == SLOT_EMPTY)
 			return sl;
-		if (sl->tag == tag && wire_same(SLOT_NAME(s, sl), name, len))
+		if (sl->tag == tag && sl->name_off <= s->arena_len &&
+		    wire_same(SLOT_NAME(s, sl), name, len))
 			return sl;
 		i = (i + 1) & mask;
 	}
+	return NULL;
 }
 
 /* Rehash into a table of ncap slots (a power of two). */
@@ -350,8 +346,8 @@ int policy_set_add(struct policy_set *s, const char *pattern, size_t len, const 
 	uint8_t wire[NAME_MAXWIRE];
 	char conv[IDN_MAXTEXT], why[160];
 	bool wild;
-	if (user_pattern(&pattern, &len, conv, why, sizeof(why)) < 0)
-		return MOAT_EINVAL;
+	if (s->map || user_pattern(&pattern, &len, conv, why, sizeof(why)) < 0)
+		return MOAT_EINVAL; /* a mapped set is read-only */
 	int wl = pattern_parse(pattern, len, wire, &wild);
 	if (wl < 0)
 		return wl;
@@ -362,8 +358,8 @@ int policy_set_add_wire(struct policy_set *s, const uint8_t *lname, bool wild, c
                         uint32_t line)
 {
 	int wl = name_wire_len(lname, NAME_MAXWIRE);
-	if (wl < 0 || (wild && wl == 1))
-		return MOAT_EINVAL; /* "*." would match every name */
+	if (s->map || wl < 0 || (wild && wl == 1))
+		return MOAT_EINVAL; /* read-only (mapped), or "*." would match every name */
 	if (star_inside(lname))
 		return MOAT_EINVAL;
 	uint16_t fidx = 0;
@@ -379,8 +375,8 @@ int policy_set_add_wire(struct policy_set *s, const uint8_t *lname, bool wild, c
 int policy_set_remove_wire(struct policy_set *s, const uint8_t *lname, bool wild)
 {
 	int wl = name_wire_len(lname, NAME_MAXWIRE);
-	if (wl < 0)
-		return MOAT_EINVAL;
+	if (s->map || wl < 0)
+		return MOAT_EINVAL; /* a mapped set is read-only */
 	struct pslot *sl = set_find(s, lname, (size_t)wl, set_tag(s, lname, (size_t)wl));
 	uint32_t *r = wild ? &sl->wild : &sl->exact;
 	if (sl->name_off == SLOT_EMPTY || !*r)
@@ -402,10 +398,13 @@ bool policy_set_has_wire(const struct policy_set *s, const uint8_t *lname, bool 
 
 struct policy_set *policy_set_clone(const struct policy_set *o)
 {
+	if (o->map || o->next)
+		return NULL; /* one in-memory segment only (RPZ sets are never mapped or chained) */
 	struct policy_set *s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
 	*s = *o;
+	s->refs = 1;
 	s->lint = NULL;
 	s->arena = NULL;
 	s->files = NULL;
@@ -561,6 +560,10 @@ static int load_line(struct policy_set *s, struct load_batch *bt, const char *li
 
 int policy_set_load_file(struct policy_set *s, const char *path, char *err, size_t errlen)
 {
+	if (s->map) {
+		snprintf(err, errlen, "%s: a compiled set is read-only", path);
+		return MOAT_EINVAL;
+	}
 	FILE *f = pathfd_fopen(path); /* also after the privilege drop */
 	struct stat st;
 	if (!f || fstat(fileno(f), &st) < 0) {
@@ -617,51 +620,74 @@ int policy_set_load_file(struct policy_set *s, const char *path, char *err, size
 	return rc;
 }
 
+int policy_set_load_lines(struct policy_set *s, const char *const *lines, size_t n,
+                          const char *label, char *err, size_t errlen)
+{
+	size_t bytes = n;
+	for (size_t i = 0; i < n; i++)
+		bytes += strlen(lines[i]);
+	static _Thread_local struct load_batch bt;
+	bt.n = 0;
+	int rc = set_reserve(s, n, bytes);
+	if (!rc)
+		rc = set_file_index(s, label, &bt.fidx);
+	if (rc) {
+		snprintf(err, errlen, "%s: %s", label, moat_strerror(rc));
+		return rc;
+	}
+	for (size_t i = 0; i < n && !rc; i++)
+		rc = load_line(s, &bt, lines[i], strlen(lines[i]), label, (uint32_t)i + 1, err,
+		               errlen);
+	if (!rc && (rc = batch_flush(s, &bt)))
+		snprintf(err, errlen, "%s: %s", label, moat_strerror(rc));
+	return rc;
+}
+
 void policy_set_lint_to(struct policy_set *s, struct policy_lint *lint)
 {
 	s->lint = lint;
 }
 
+/* The explanation of a rule of s. A file index past the set's files (only a damaged mapped file
+ * has one) reads "?". */
+static struct policy_rule rule_of(const struct policy_set *s, uint32_t r, bool wild,
+                                  const uint8_t *at)
+{
+	uint32_t f = RULE_FILE(r);
+	return (struct policy_rule){f && f <= s->nfiles ? s->files[f - 1] : "?", RULE_LINE(r), wild,
+	                            s->nports ? ports_find(s, r) : NULL, at};
+}
+
 void policy_set_each(const struct policy_set *s, policy_set_each_cb cb, void *ctx)
 {
-	for (size_t i = 0; i < s->cap; i++) {
-		const struct pslot *sl = &s->slots[i];
-		if (sl->name_off == SLOT_EMPTY || (!sl->exact && !sl->wild))
-			continue; /* empty, or every rule of the name removed */
-		struct policy_rule ex = {0}, wi = {0};
-		if (sl->exact)
-			ex = (struct policy_rule){
-			    s->files[RULE_FILE(sl->exact) - 1], RULE_LINE(sl->exact), false,
-			    s->nports ? ports_find(s, sl->exact) : NULL, SLOT_NAME(s, sl)};
-		if (sl->wild)
-			wi = (struct policy_rule){
-			    s->files[RULE_FILE(sl->wild) - 1], RULE_LINE(sl->wild), true,
-			    s->nports ? ports_find(s, sl->wild) : NULL, SLOT_NAME(s, sl)};
-		cb(ctx, SLOT_NAME(s, sl), sl->exact ? &ex : NULL, sl->wild ? &wi : NULL);
-	}
+	for (; s; s = s->next)
+		for (size_t i = 0; i < s->cap; i++) {
+			const struct pslot *sl = &s->slots[i];
+			if (sl->name_off == SLOT_EMPTY || sl->name_off > s->arena_len ||
+			    (!sl->exact && !sl->wild))
+				continue; /* empty, damaged, or every rule of the name removed (RPZ) */
+			struct policy_rule ex = {0}, wi = {0};
+			if (sl->exact)
+				ex = rule_of(s, sl->exact, false, SLOT_NAME(s, sl));
+			if (sl->wild)
+				wi = rule_of(s, sl->wild, true, SLOT_NAME(s, sl));
+			cb(ctx, SLOT_NAME(s, sl), sl->exact ? &ex : NULL, sl->wild ? &wi : NULL);
+		}
 }
 
 static const struct pslot *set_lookup(const struct policy_set *s, const uint8_t *name)
 {
+	if (!s->used)
+		return NULL; /* an empty set (an agent whose lists are all compiled): no hashing */
 	size_t len = (size_t)name_wire_len(name, NAME_MAXWIRE);
-	const struct pslot *sl = set_find(s, name, len, set_tag(s, name, len));
-	return sl->name_off == SLOT_EMPTY ? NULL : sl;
+	uint32_t tag = set_tag(s, name, len);
+	if (s->filter && !pfilter_maybe(s->filter, s->filter_blocks, tag))
+		return NULL;
+	const struct pslot *sl = set_find(s, name, len, tag);
+	return !sl || sl->name_off == SLOT_EMPTY ? NULL : sl;
 }
 
-bool policy_set_match(const struct policy_set *s, const uint8_t *lname, struct policy_rule *rule)
-{
-	const struct pslot *sl = set_lookup(s, lname);
-	if (sl && sl->exact) {
-		if (rule)
-			*rule = (struct policy_rule){
-			    s->files[RULE_FILE(sl->exact) - 1], RULE_LINE(sl->exact), false,
-			    s->nports ? ports_find(s, sl->exact) : NULL, lname};
-		return true;
-	}
-	return policy_set_match_below(s, lname, rule);
-}
-
-bool policy_set_match_below(const struct policy_set *s, const uint8_t *lname,
+static bool match_below_one(const struct policy_set *s, const uint8_t *lname,
                             struct policy_rule *rule)
 {
 	const struct pslot *sl;
@@ -670,14 +696,36 @@ bool policy_set_match_below(const struct policy_set *s, const uint8_t *lname,
 		sl = set_lookup(s, p);
 		if (sl && sl->wild) {
 			if (rule)
-				*rule = (struct policy_rule){
-				    s->files[RULE_FILE(sl->wild) - 1], RULE_LINE(sl->wild), true,
-				    s->nports ? ports_find(s, sl->wild) : NULL, p};
+				*rule = rule_of(s, sl->wild, true, p);
 			return true;
 		}
 	}
 	if (rule)
 		*rule = (struct policy_rule){0};
+	return false;
+}
+
+bool policy_set_match(const struct policy_set *s, const uint8_t *lname, struct policy_rule *rule)
+{
+	for (; s; s = s->next) {
+		const struct pslot *sl = set_lookup(s, lname);
+		if (sl && sl->exact) {
+			if (rule)
+				*rule = rule_of(s, sl->exact, false, lname);
+			return true;
+		}
+		if (match_below_one(s, lname, rule))
+			return true;
+	}
+	return false;
+}
+
+bool policy_set_match_below(const struct policy_set *s, const uint8_t *lname,
+                            struct policy_rule *rule)
+{
+	for (; s; s = s->next)
+		if (match_below_one(s, lname, rule))
+			return true;
 	return false;
 }
 
@@ -700,20 +748,19 @@ void policy_unref(struct policy *p)
 	/* Workers share snapshots: the last one to let go frees it, on its own thread. */
 	if (!p || __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) > 0)
 		return;
-	if (p->base) { /* made by policy_with_rpz: only its RPZ array is its own */
-		struct policy *base = p->base;
-		policy_rpz_release(p);
-		free(p);
-		policy_unref(base);
-		return;
-	}
-	policy_rpz_release(p);
-	for (size_t i = 0; i < p->nagents; i++) {
+	policy_rpz_release(p); /* before the agents: it reads nagents */
+	for (size_t i = p->base ? p->nconfig : 0; i < p->nagents; i++) {
 		free(p->agents[i].clients);
 		policy_set_free(p->agents[i].allow);
 		forward_table_free(&p->agents[i].fwd);
 	}
 	free(p->agents);
+	policy_clients_free(p->byclient);
+	if (p->base) {
+		policy_unref(p->base);
+		free(p);
+		return;
+	}
 	policy_lint_free(p->lint);
 	forward_table_free(&p->fwd);
 	local_data_free(p->local);
@@ -724,6 +771,9 @@ void policy_unref(struct policy *p)
 
 const struct policy_agent *policy_agent_for(const struct policy *p, const struct sockaddr *client)
 {
+	if (p->byclient)
+		return policy_clients_find(p, client);
+	/* A snapshot without its index (built by hand, in tests): the same answer, linearly. */
 	const struct policy_agent *best = NULL;
 	int best_bits = -1;
 	for (size_t i = 0; i < p->nagents; i++)

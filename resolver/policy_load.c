@@ -9,6 +9,8 @@
 #include "moat/err.h"
 #include "moat/local.h"
 #include "moat/policy.h"
+#include "moat/policy_file.h"
+#include "moat/policy_clients.h"
 #include "moat/policy_lint.h"
 
 /* An allowlist that cannot be opened: say where the config names it. */
@@ -114,8 +116,8 @@ int policy_load(const struct config *cfg, struct policy **out, char *err, size_t
 		policy_set_lint_to(a->allow, p->lint);
 		for (size_t k = 0; k < ca->nallow; k++) {
 			policy_lint_file(p->lint, ca->allow_files[k]);
-			if ((rc =
-			         policy_set_load_file(a->allow, ca->allow_files[k], err, errlen))) {
+			if ((rc = policy_source_load(cfg, a->allow, ca->allow_files[k], false, err,
+			                             errlen))) {
 				listed_at(cfg, ca, k, rc, err, errlen);
 				goto fail;
 			}
@@ -128,7 +130,8 @@ int policy_load(const struct config *cfg, struct policy **out, char *err, size_t
 		goto fail_msg;
 	policy_set_forbid_ports(p->highrisk);
 	for (size_t k = 0; k < cfg->nhighrisk; k++)
-		if ((rc = policy_set_load_file(p->highrisk, cfg->highrisk_files[k], err, errlen)))
+		if ((rc = policy_source_load(cfg, p->highrisk, cfg->highrisk_files[k], true, err,
+		                             errlen)))
 			goto fail;
 	size_t total = 0;
 	for (size_t i = 0; i < p->nagents; i++)
@@ -147,6 +150,9 @@ int policy_load(const struct config *cfg, struct policy **out, char *err, size_t
 			goto fail;
 	if ((rc = local_load(cfg, p, err, errlen)))
 		goto fail;
+	p->nconfig = p->nagents;
+	if (policy_clients_build(p))
+		goto fail_msg;
 	if ((rc = policy_rpz_load(cfg, p, err, errlen)))
 		goto fail;
 	*out = p;

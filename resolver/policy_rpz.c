@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "moat/agent_edit.h"
 #include "moat/err.h"
 #include "moat/policy.h"
 #include "moat/rpz.h"
@@ -71,11 +72,11 @@ static int load_zones(const struct config *cfg, struct policy *p, const int *kin
 		enum rpz_kind kind = kinds[i] < 0 ? RPZ_ALLOW : (enum rpz_kind)kinds[i];
 		const uint8_t *origin = z->zone[0] ? z->zone : NULL;
 		int rc = 0;
-		/* HOOK (issue 16, signed bundles): with policy_pubkey set, an RPZ file must verify
-		 * before it is read: rc = policy_sig_verify_file(z->file, pk, err, errlen) here
-		 * (include/moat/policy_sig.h, another helper's), refusing the load on failure. */
+		/* With policy_pubkey set, an RPZ file loads only if its signature verifies. */
 		if (z->file)
-			rc = rpz_load_file(kind, z->file, origin, &p->rpz[i], err, errlen);
+			rc = rpz_load_file_signed(kind, z->file, origin,
+			                          cfg->has_policy_pubkey ? cfg->policy_pubkey : NULL,
+			                          &p->rpz[i], err, errlen);
 		else {
 			snprintf(label, sizeof(label), "rpz:%s", z->name);
 			if (!(p->rpz[i] = rpz_data_new(kind, origin, label)))
@@ -128,16 +129,14 @@ int policy_rpz_load(const struct config *cfg, struct policy *p, char *err, size_
 
 struct policy *policy_with_rpz(struct policy *cur, size_t idx, struct rpz_data *d)
 {
-	struct policy *np = malloc(sizeof(*np));
-	if (!np || idx >= cur->nrpz)
-		return free(np), NULL;
-	*np = *cur;
-	np->refs = 1;
-	if (!(np->rpz = malloc(cur->nrpz * sizeof(*np->rpz))))
-		return free(np), NULL;
-	for (size_t i = 0; i < cur->nrpz; i++)
-		np->rpz[i] = rpz_data_ref(i == idx ? d : cur->rpz[i]);
-	np->base = policy_ref(cur->base ? cur->base : cur);
+	char err[64];
+	struct policy *np;
+	if (idx >= cur->nrpz ||
+	    agent_edit_rebase(cur->base ? cur->base : cur, cur, &np, err, sizeof(err)))
+		return NULL;
+	/* np holds cur's zones and runtime agents: only zone idx changes. */
+	rpz_data_unref(np->rpz[idx]);
+	np->rpz[idx] = rpz_data_ref(d);
 	return np;
 }
 

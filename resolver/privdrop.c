@@ -6,8 +6,10 @@
  * AF_UNIX (the firewall channel, a control socket); openat() only read-only, or for writing
  * only relative to the log's directory (the reopen on SIGUSR1); kill()/tgkill() only to moatd
  * itself; ioctl() only the few requests libuv makes (FIONBIO, FIOCLEX, FIONCLEX, FIONREAD).
- * Anything else fails with EPERM rather than killing the process: a forgotten rare call then
- * fails that one operation, closed, instead of taking the resolver down. */
+ * The runtime agents' LMDB store (agentstore.c) is opened before the filter and written after
+ * it with calls already here (pwrite64/writev, lseek, fdatasync, futex). Anything else fails with
+ * EPERM rather than killing the process: a forgotten rare call then fails that one operation,
+ * closed, instead of taking the resolver down. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -42,6 +44,7 @@ static const char *const allowed_calls[] = {
     "dup3",
     "fsync",
     "fdatasync",
+    "fadvise64", /* policy_file.c: a compiled file out of the page cache after its check */
     /* sockets */
     "bind",
     "connect",

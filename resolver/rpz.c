@@ -7,6 +7,7 @@
 
 #include "moat/err.h"
 #include "moat/pathfd.h"
+#include "moat/policy_sig.h"
 #include "moat/rpz.h"
 
 struct rpz_data *rpz_data_new(enum rpz_kind kind, const uint8_t *origin, const char *label)
@@ -298,13 +299,26 @@ static int load_records(struct rpz_data *d, FILE *f, const char *path, const uin
 int rpz_load_file(enum rpz_kind kind, const char *path, const uint8_t *origin,
                   struct rpz_data **out, char *err, size_t errlen)
 {
+	return rpz_load_file_signed(kind, path, origin, NULL, out, err, errlen);
+}
+
+int rpz_load_file_signed(enum rpz_kind kind, const char *path, const uint8_t *origin,
+                         const uint8_t *pk, struct rpz_data **out, char *err, size_t errlen)
+{
 	FILE *f = pathfd_fopen(path); /* also after the privilege drop */
 	if (!f) {
 		snprintf(err, errlen, "%s: cannot open: %m", path);
 		return MOAT_EIO;
 	}
+	/* The signature covers the bytes read through this same descriptor (pread: the stream's
+	 * position stays), so what is verified is what is loaded. */
+	int rc = pk ? policy_sig_verify_fd(fileno(f), path, pk, err, errlen) : 0;
+	if (rc) {
+		fclose(f);
+		return rc;
+	}
 	struct rpz_data *d = rpz_data_new(kind, origin, path);
-	int rc = d ? load_records(d, f, path, origin, err, errlen) : MOAT_ENOMEM;
+	rc = d ? load_records(d, f, path, origin, err, errlen) : MOAT_ENOMEM;
 	fclose(f);
 	if (rc == MOAT_ENOMEM)
 		snprintf(err, errlen, "%s: %s", path, moat_strerror(rc));

@@ -329,6 +329,22 @@ void rpz_feed_adopt(struct rpz_feed *f, const struct config *cfg, struct policy 
 	pthread_mutex_unlock(&f->mu);
 }
 
+void rpz_feed_set_current(struct rpz_feed *f, struct policy *np)
+{
+	pthread_mutex_lock(&f->mu);
+	/* Same config as f->cur: np's zones are those of the snapshot it was edited from, which an
+	 * IXFR may have replaced since; take the feed's, index by index. */
+	for (size_t i = 0; i < np->nrpz && i < f->cur->nrpz; i++)
+		if (np->rpz[i] != f->cur->rpz[i]) {
+			rpz_data_unref(np->rpz[i]);
+			np->rpz[i] = rpz_data_ref(f->cur->rpz[i]);
+		}
+	policy_unref(f->cur);
+	f->cur = policy_ref(np);
+	f->publish(f->ctx, np);
+	pthread_mutex_unlock(&f->mu);
+}
+
 int rpz_feed_notify(struct rpz_feed *f, const uint8_t *pkt, size_t len, const struct sockaddr *from,
                     uint8_t *out, size_t cap, char *why, size_t whylen)
 {

@@ -36,6 +36,12 @@ int rpz_feed_start(struct rpz_feed **out, const struct config *cfg, struct polic
  * thread. */
 void rpz_feed_adopt(struct rpz_feed *f, const struct config *cfg, struct policy *np);
 
+/* An agent edit (control_agents.c): np (not yet shared, made from the same load as the feed's
+ * snapshot) takes the feed's current zones, becomes the snapshot later transfers build on, and
+ * is published, all under the feed's lock, so neither an IXFR nor the edit is lost. From the
+ * main thread. */
+void rpz_feed_set_current(struct rpz_feed *f, struct policy *np);
+
 /* A NOTIFY from a worker (any thread): checked (rpz_notify_check); if accepted, the zone's
  * transfer is started now and the response is in out (returns its length); else a negative
  * code and why. */

@@ -65,6 +65,10 @@
  *       tsig: {name: k1, algorithm: hmac-sha256, secret: BASE64}
  *   highrisk_rpz: [threats]                   # RPZ zones of high-risk names
  *   (an agent's allow: entry "rpz:NAME" takes the zone's rpz-passthru triggers)
+ *   policy_pubkey: /etc/moat/policy.key.pub   # load only compiled and RPZ files signed with it
+ *   policy_verify: full                       # full | quick: how much of a compiled file
+ *                                             # is checked when it is mapped
+ * An allow: or highrisk: entry ending in .mpol is a compiled policy (moat/policy_file.h).
  */
 #ifndef MOAT_CONFIG_H
 #define MOAT_CONFIG_H
@@ -194,6 +198,11 @@ struct config {
 	 * costs about a microsecond a pattern; moatd sets a limit so a list of a million names
 	 * starts as fast as before, and --check always lints everything. */
 	size_t lint_max_patterns;
+	/* Compiled and signed policy (policy_file.h, policy_sig.h): with a key, only signed
+	 * compiled files load; quick checks a compiled file's header and small sections only. */
+	bool has_policy_pubkey;
+	uint8_t policy_pubkey[32];
+	bool policy_verify_quick;
 	/* operating the daemon (control.c, metrics_http.c, dnstap_out.c) */
 	char *control_path;  /* owned; NULL: no control socket */
 	char *control_group; /* owned; NULL: the group moatd starts with */
@@ -206,6 +215,7 @@ struct config {
 	char **highrisk_rpz; /* owned: names of RPZ zones of high-risk names */
 	int *highrisk_rpz_lines;
 	size_t nhighrisk_rpz;
+	char *state_dir; /* owned; NULL: no runtime agents (agentstore.c) */
 };
 
 /* Fill cfg with defaults (no listeners, no upstreams, no agents, shipped zone files from
@@ -248,6 +258,9 @@ void config_cidr_text(const struct cidr *c, char *out, size_t cap);
 
 /* True if the address (AF_INET or AF_INET6 sockaddr) lies in the range. */
 bool config_cidr_contains(const struct cidr *c, const struct sockaddr *sa);
+
+/* An agent name: 1 to CONFIG_NAME_MAX - 1 of A-Z a-z 0-9 _ . - */
+bool config_name_ok(const char *s, size_t len);
 
 /* Add a string to an owned string array (for flags). Returns 0 or MOAT_ENOMEM. */
 int config_strv_push(char ***v, size_t *n, const char *s);

@@ -13,6 +13,11 @@
  *   explain NAME [client=ADDR] [type=T]
  *                               the daemon's decision on NAME for the agent of ADDR (default:
  *                               the first agent), with the rule (file:line) that decided
+ *   agent add NAME client=CIDR [client=CIDR...] [deny=nxdomain|refused|sinkhole] patterns=N
+ *                               followed by N lines, the agent's allowlist (one pattern and
+ *                               optional ports a line, as in a file): a runtime agent, in the
+ *                               state store before the reply (moat/agentstore.h)
+ *   agent del NAME              remove a runtime agent (config agents are read-only)
  * A connection may carry several requests; each gets exactly one reply, in order.
  * A reply is one JSON object on one line:
  *   {"v":1,"ok":true,"cmd":"explain",...fields of that command...}
@@ -26,6 +31,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "moat/agentstore.h"
 #include "moat/name.h"
 
 #define CTLPROTO_VERSION 1
@@ -38,7 +44,12 @@ enum ctl_cmd {
 	CTL_FLUSH,
 	CTL_AGENTS,
 	CTL_EXPLAIN,
+	CTL_AGENT_ADD,
+	CTL_AGENT_DEL,
 };
+
+/* Words of the longest request: agent add NAME, a client= per range, deny=, patterns=. */
+#define CTLPROTO_WORDS_MAX (3 + AGENT_CLIENTS_MAX + 2)
 
 struct ctl_request {
 	enum ctl_cmd cmd;
@@ -47,6 +58,12 @@ struct ctl_request {
 	bool has_client;
 	struct sockaddr_storage client;
 	uint16_t qtype; /* explain; default A */
+	/* agent add / agent del */
+	char agent[CONFIG_NAME_MAX];
+	enum deny_form deny;
+	struct cidr clients[AGENT_CLIENTS_MAX];
+	size_t nclients;
+	uint32_t npatterns; /* lines that follow an agent add */
 };
 
 /* Parse one request line (without or with its "\n"). Pure. Returns 0, or MOAT_EINVAL with a
@@ -56,6 +73,13 @@ int ctlproto_parse(const char *line, size_t len, struct ctl_request *out, char *
 /* The request line for r, "\n" included (what moatctl sends). Returns its length or
  * MOAT_ESPACE. */
 int ctlproto_format(const struct ctl_request *r, char *out, size_t cap);
+
+/* ctlproto_agent.c: the words of an agent request (words[0] is "agent"), for ctlproto_parse. */
+int ctlproto_parse_agent(char **words, int n, struct ctl_request *r, char *err, size_t errlen);
+
+/* The request line of an agent add or del, "\n" included; the pattern lines are the caller's
+ * to send after it. Returns its length or MOAT_ESPACE. */
+int ctlproto_format_agent(const struct ctl_request *r, char *out, size_t cap);
 
 /* "A", "aaaa", "TYPE65" -> type number; MOAT_EINVAL when unknown. */
 int ctlproto_parse_type(const char *s, uint16_t *out);

@@ -69,8 +69,11 @@ int policy_ports_union(struct policy_ports *into, const struct policy_ports *add
 /* "tcp/80,443 udp/123", or "any" for NULL. Returns the length or MOAT_ESPACE. */
 int policy_ports_format(const struct policy_ports *l, char *out, size_t cap);
 
-/* A new empty set. Ownership: caller frees with policy_set_free. NULL on allocation failure. */
+/* A new empty set. Ownership: caller frees with policy_set_free. NULL on allocation failure.
+ * Sets are reference-counted: policy_set_ref takes one more reference (snapshots that share an
+ * agent's set), policy_set_free drops one and frees the set with the last. */
 struct policy_set *policy_set_new(void);
+struct policy_set *policy_set_ref(struct policy_set *set);
 void policy_set_free(struct policy_set *set);
 
 /* Add one pattern (text, with or without "*." and trailing dot). file/line are recorded for
@@ -96,6 +99,10 @@ bool policy_set_has_wire(const struct policy_set *set, const uint8_t *lname, boo
  * IXFR patches a copy of its zone's set). Ownership: caller frees with policy_set_free.
  * NULL on allocation failure. Not linted. */
 struct policy_set *policy_set_clone(const struct policy_set *set);
+/* The same, from n lines in memory (a runtime agent's patterns, moat/agentstore.h): label
+ * stands for the file name in rules and errors ("label:line: reason"). */
+int policy_set_load_lines(struct policy_set *set, const char *const *lines, size_t n,
+                          const char *label, char *err, size_t errlen);
 
 /* Refuse ports in the files loaded into this set from now on (the high-risk list: a port there
  * would read as "high-risk only on this port"). */
@@ -110,7 +117,12 @@ bool policy_set_match(const struct policy_set *set, const uint8_t *lname, struct
 bool policy_set_match_below(const struct policy_set *set, const uint8_t *lname,
                             struct policy_rule *rule);
 
-/* Number of patterns. */
+/* Match more after set: policy_set_match and policy_set_match_below try set, then more (and
+ * what was chained to it before). set takes ownership of more. For the high-risk names, where
+ * the shipped text list and compiled files (moat/policy_file.h) are searched together. */
+void policy_set_chain(struct policy_set *set, struct policy_set *more);
+
+/* Number of patterns (of the set and what is chained to it). */
 size_t policy_set_count(const struct policy_set *set);
 
 /* Every distinct name of the set, in no particular order, with its exact and wildcard rules
@@ -131,6 +143,7 @@ struct policy_agent {
 	struct forward_table fwd; /* owned: this agent's forward zones */
 	size_t *allow_rpz;        /* owned: indices into policy.rpz of its RPZ allow zones */
 	size_t nallow_rpz;
+	bool runtime;             /* added by `moatctl agent add` (agent_edit.c), not the config */
 };
 
 struct policy {
@@ -143,21 +156,27 @@ struct policy {
 	bool lint_skipped;           /* more patterns than cfg->lint_max_patterns: not linted */
 	struct forward_table fwd;    /* owned: the global forward zones */
 	struct local_data *local;    /* owned: local answers (moat/local.h); NULL: none */
-	/* RPZ zones (policy_rpz.c), in cfg->rpz order: each holds a reference. A snapshot made by
-	 * policy_with_rpz has its own array and borrows everything else from base. */
+	/* RPZ zones (policy_rpz.c), in cfg->rpz order: each holds a reference (every snapshot has
+	 * its own array). highrisk_rpz is owned by the loaded snapshot, borrowed by edited ones. */
 	struct rpz_data **rpz;
 	size_t nrpz;
-	size_t *highrisk_rpz; /* owned (by the base): indices of the high-risk zones */
+	size_t *highrisk_rpz;
 	size_t nhighrisk_rpz;
-	struct policy *base; /* owned reference; NULL: this snapshot owns everything */
+	struct policy_clients *byclient; /* owned: agent by client address (policy_clients.h) */
+	/* A snapshot edited at runtime (agent_edit.c) borrows, through a reference to base (the
+	 * snapshot policy_load built), everything but the runtime agents: highrisk, guard, lint,
+	 * fwd, local, highrisk_rpz and agents[0..nconfig), shallow copies of base's; rpz[] is
+	 * its own array of references (policy_with_rpz swaps one entry). */
+	struct policy *base; /* one reference; NULL: this is a loaded snapshot */
+	size_t nconfig;      /* agents from the config; the runtime ones follow */
 };
 
 /* The RPZ part of policy_load: reads the file zones, makes empty zones for the transferred ones
  * (filled by rpz_xfr.c), resolves the agents' "rpz:NAME" and highrisk_rpz references. */
 int policy_rpz_load(const struct config *cfg, struct policy *p, char *err, size_t errlen);
 
-/* A new snapshot that is cur with RPZ zone idx replaced by d (a reference is taken): the other
- * zones are shared, the rest of the policy is borrowed from cur's base. Cheap (no file read).
+/* A new snapshot that is cur (with its runtime agents) with RPZ zone idx replaced by d (a
+ * reference is taken): the other zones are shared, the rest is borrowed from cur's base. Cheap (no file read).
  * Ownership: one reference, released with policy_unref. NULL on allocation failure. */
 struct policy *policy_with_rpz(struct policy *cur, size_t idx, struct rpz_data *d);
 

@@ -62,6 +62,11 @@ int rpz_data_apply(struct rpz_data *d, const ldns_rr *rr, bool add, const char *
 int rpz_load_file(enum rpz_kind kind, const char *path, const uint8_t *origin,
                   struct rpz_data **out, char *err, size_t errlen);
 
+/* The same, loaded only if the file's signature (path.sig, moat/policy_sig.h) verifies with pk
+ * (NULL: not checked); else the policy_sig error. */
+int rpz_load_file_signed(enum rpz_kind kind, const char *path, const uint8_t *origin,
+                         const uint8_t *pk, struct rpz_data **out, char *err, size_t errlen);
+
 /* The trigger of d that matches the lower-cased wire name lname, by RPZ precedence (the exact
  * name before a wildcard, a nearer wildcard before a farther one). On a match fills *act and
  * *rule (either may be NULL) and returns true. */

@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "moat/ctlproto.h"
@@ -131,4 +132,64 @@ Test(ctlproto, types_and_error_reply)
 	cr_expect_str_eq(out, "{\"v\":1,\"ok\":false,\"error\":\"a \\\"b\\\"\\u000a\"}\n");
 	cr_expect_eq(ctlproto_error("x", out, 10), MOAT_ESPACE);
 	cr_expect_str_eq(ctlproto_cmd_str(CTL_EXPLAIN), "explain");
+}
+
+Test(ctlproto, agent_commands)
+{
+	cr_assert_eq(parse("agent add ci-7 client=198.51.100.7 client=2001:db8::/64 deny=refused "
+	                   "patterns=3"),
+	             0, "%s", err);
+	cr_expect_eq(r.cmd, CTL_AGENT_ADD);
+	cr_expect_str_eq(r.agent, "ci-7");
+	cr_expect_eq(r.nclients, 2);
+	cr_expect_eq(r.clients[0].bits, 128, "an address alone is a /32 (mapped: 128)");
+	cr_expect_eq(r.clients[1].bits, 64);
+	cr_expect_eq(r.deny, DENY_REFUSED);
+	cr_expect_eq(r.npatterns, 3);
+	/* round trip through the line moatctl sends */
+	char line[CTLPROTO_MAXLINE + 2];
+	struct ctl_request a = r;
+	cr_assert_gt(ctlproto_format(&a, line, sizeof(line)), 0);
+	cr_expect_str_eq(line, "agent add ci-7 client=198.51.100.7/32 client=2001:db8::/64 "
+	                       "deny=refused patterns=3\n");
+	cr_assert_eq(parse(line), 0, "%s", err);
+	cr_expect_eq(memcmp(r.clients, a.clients, sizeof(a.clients)), 0);
+	cr_assert_eq(parse("agent del ci-7"), 0, "%s", err);
+	cr_expect_eq(r.cmd, CTL_AGENT_DEL);
+	cr_assert_gt(ctlproto_format(&r, line, sizeof(line)), 0);
+	cr_expect_str_eq(line, "agent del ci-7\n");
+	cr_assert_eq(parse("agent add x client=10.0.0.1 patterns=0"), 0, "%s", err);
+	cr_expect_eq(r.deny, DENY_NXDOMAIN, "deny defaults to nxdomain");
+
+	static const struct {
+		const char *line, *msg;
+	} bad[] = {
+	    {"agent", "expected agent add"},
+	    {"agent list x", "expected agent add"},
+	    {"agent add b@d client=10.0.0.1 patterns=1", "bad agent name"},
+	    {"agent add x patterns=1", "at least one client"},
+	    {"agent add x client=10.0.0.1", "needs patterns=N"},
+	    {"agent add x client=10.0.0.300 patterns=1", "bad client range"},
+	    {"agent add x client=10.0.0.1/33 patterns=1", "bad client range"},
+	    {"agent add x client=10.0.0.1 deny=drop patterns=1", "bad deny form"},
+	    {"agent add x client=10.0.0.1 patterns=-1", "bad pattern count"},
+	    {"agent add x client=10.0.0.1 patterns=1000001", "bad pattern count"},
+	    {"agent add x client=10.0.0.1 colour=red patterns=1", "unknown option"},
+	    {"agent del x y", "too many arguments"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_expect_eq(parse(bad[i].line), MOAT_EINVAL, "%s", bad[i].line);
+		cr_expect(strstr(err, bad[i].msg), "%s: '%s' not in '%s'", bad[i].line, bad[i].msg,
+		          err);
+	}
+	/* 64 ranges are fine, 65 are not */
+	char big[CTLPROTO_MAXLINE + 1];
+	size_t n = (size_t)snprintf(big, sizeof(big), "agent add x patterns=1");
+	for (int i = 1; i <= 65 && n < sizeof(big) - 20; i++)
+		n += (size_t)snprintf(big + n, sizeof(big) - n, " client=::%x", i);
+	cr_expect_eq(parse(big), MOAT_EINVAL);
+	cr_expect(strstr(err, "too many client ranges"), "%s", err);
+	*strrchr(big, ' ') = 0;
+	cr_expect_eq(parse(big), 0, "64 ranges: %s", err);
+	cr_expect_eq(r.nclients, 64);
 }

@@ -11,4 +11,27 @@ int ctl_grants(const char *dir, const char *agent, bool raw);
 /* main.c: print a JSON reply, raw (one line as received) or indented. */
 void ctl_print_json(const char *json, bool raw);
 
+/* The policy-file commands, each a main of its own (argv[0] is the command's name) returning the
+ * exit status: 0 done, 1 refused or failed (the message says why), 2 usage error. */
+int ctl_compile_main(int argc, char **argv); /* compile.c */
+int ctl_verify_main(int argc, char **argv);  /* compile.c */
+int ctl_sign_main(int argc, char **argv);    /* sign.c */
+int ctl_keygen_main(int argc, char **argv);  /* sign.c */
+
+/* compile.c: run argv[1] if it is one of the commands above (they need no daemon), setting
+ * *status; false if it is not one of them. */
+bool ctl_policy_command(int argc, char **argv, int *status);
+
+/* main.c: send text (len bytes) on the control socket at path and read nreplies reply lines
+ * into a malloc'd string (the caller frees it). NULL on failure (message printed). */
+char *ctl_ask(const char *path, const char *text, size_t len, size_t nreplies);
+
+/* main.c: the reply's "error" text on stderr. */
+void ctl_print_error(const char *reply);
+
+/* agent.c: `moatctl agent add|del ...` (argv after "agent") and `moatctl batch`. Return the exit
+ * status. */
+int ctl_agent(int argc, char **argv, const char *sock, bool raw);
+int ctl_batch(const char *sock, bool raw);
+
 #endif

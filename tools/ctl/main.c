@@ -37,6 +37,17 @@ static void usage(FILE *f)
 	      "  grants [AGENT] [--state DIR] moat-fw's live grants (its ledger, "
 	      "default " DEFAULT_STATE ")\n"
 	      "  check CONFIG                 validate a config and its policy files\n"
+	      "  compile [--highrisk] -o OUT.mpol FILE...\n"
+	      "                               compile text lists into one mapped file\n"
+	      "  verify [--pubkey K.pub] [--highrisk] FILE.mpol...\n"
+	      "                               check compiled files in full (and signatures)\n"
+	      "  sign --key K FILE...         write FILE.sig (Ed25519)\n"
+	      "  keygen -o K                  a signing key K and its public key K.pub\n"
+	      "  agent add NAME --clients CIDR... (--allow FILE | --pattern P...)\n"
+	      "            [--deny nxdomain|refused|sinkhole]\n"
+	      "                               add a runtime agent (kept in moatd's state_dir)\n"
+	      "  agent del NAME               remove a runtime agent\n"
+	      "  batch                        agent add/del lines from stdin, one connection\n"
 	      "  -s, --socket PATH            moatd's control socket (default " DEFAULT_SOCKET ")\n"
 	      "  --json                       print replies as one line of JSON\n",
 	      f);
@@ -93,8 +104,7 @@ void ctl_print_json(const char *json, bool raw)
 	putchar('\n');
 }
 
-/* Send line, read one reply line into a malloc'd string. NULL on failure (message printed). */
-static char *ask(const char *path, const char *line)
+char *ctl_ask(const char *path, const char *text, size_t len, size_t nreplies)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	if (strlen(path) >= sizeof(sa.sun_path)) {
@@ -109,13 +119,16 @@ static char *ask(const char *path, const char *line)
 			close(fd);
 		return NULL;
 	}
-	size_t len = strlen(line);
-	if (write(fd, line, len) != (ssize_t)len) {
-		fprintf(stderr, "moatctl: cannot send to %s: %m\n", path);
-		close(fd);
-		return NULL;
+	for (size_t off = 0; off < len;) {
+		ssize_t k = write(fd, text + off, len - off);
+		if (k <= 0) {
+			fprintf(stderr, "moatctl: cannot send to %s: %m\n", path);
+			close(fd);
+			return NULL;
+		}
+		off += (size_t)k;
 	}
-	size_t cap = 65536, n = 0;
+	size_t cap = 65536, n = 0, seen = 0, lines = 0;
 	char *buf = malloc(cap);
 	while (buf) {
 		struct pollfd p = {fd, POLLIN, 0};
@@ -137,7 +150,11 @@ static char *ask(const char *path, const char *line)
 		}
 		n += (size_t)k;
 		buf[n] = 0;
-		if (memchr(buf, '\n', n)) {
+		for (char *nl; (nl = memchr(buf + seen, '\n', n - seen));
+		     seen = (size_t)(nl - buf) + 1)
+			lines++;
+		seen = n;
+		if (lines >= nreplies) {
 			close(fd);
 			return buf;
 		}
@@ -147,8 +164,13 @@ static char *ask(const char *path, const char *line)
 	return NULL;
 }
 
+static char *ask(const char *path, const char *line)
+{
+	return ctl_ask(path, line, strlen(line), 1);
+}
+
 /* The reply's "error" text, unescaped enough for a terminal. */
-static void print_error(const char *reply)
+void ctl_print_error(const char *reply)
 {
 	const char *e = strstr(reply, "\"error\":\"");
 	if (!e) {
@@ -256,6 +278,8 @@ int main(int argc, char **argv)
 	};
 	struct ctl_opts o = {DEFAULT_SOCKET, DEFAULT_STATE, NULL, NULL, false};
 	int ch;
+	if (ctl_policy_command(argc, argv, &ch)) /* compile, verify, sign, keygen: no daemon */
+		return ch;
 	while ((ch = getopt_long(argc, argv, "+s:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 's':
@@ -281,6 +305,10 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (optind < argc && !strcmp(argv[optind], "agent"))
+		return ctl_agent(argc - optind - 1, argv + optind + 1, o.sock, o.raw);
+	if (optind < argc && !strcmp(argv[optind], "batch"))
+		return ctl_batch(o.sock, o.raw);
 	char *words[8];
 	int nwords = collect_words(argc, argv, words, 8, &o);
 	bool check = nwords > 0 && !strcmp(words[0], "check");
@@ -303,7 +331,7 @@ int main(int argc, char **argv)
 	if (ok)
 		ctl_print_json(reply, o.raw);
 	else
-		print_error(reply);
+		ctl_print_error(reply);
 	free(reply);
 	return ok ? 0 : 1;
 }

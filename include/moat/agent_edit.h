@@ -1,0 +1,34 @@
+/* Runtime agents in the policy snapshot (agent_edit.c): a new snapshot made from the running
+ * one plus or minus one agent, without reading any file again. The new snapshot borrows the
+ * loaded one's high-risk list, guard, forward zones, local data and config agents (a reference
+ * to it), and shares the other runtime agents' pattern sets by reference count: an edit costs
+ * a copy of the agent table and a new client index, whatever the size of the lists. Pure. */
+#ifndef MOAT_AGENT_EDIT_H
+#define MOAT_AGENT_EDIT_H
+
+#include <stddef.h>
+
+#include "moat/agentstore.h"
+#include "moat/policy.h"
+
+/* cur plus the agent of spec. Refused (MOAT_EINVAL, err says why): a bad name, a name cur has
+ * already (from the config: read-only; at runtime: del it first), no range, a range listed twice
+ * or identical to another agent's, a bad pattern line ("runtime:NAME:N: reason", N counting the
+ * pattern lines from 1). Lint warnings of the patterns go to warn ("" when none). Ownership:
+ * *out has one reference. */
+int agent_edit_add(struct policy *cur, const struct agent_spec *spec, struct policy **out,
+                   char *warn, size_t warnlen, char *err, size_t errlen);
+
+/* cur without the runtime agent name. Refused for an unknown name and a config agent. */
+int agent_edit_del(struct policy *cur, const char *name, struct policy **out, char *err,
+                   size_t errlen);
+
+/* The runtime agents of old on top of base, a snapshot just loaded (a reload). Refused when
+ * one of them now has a config agent's name or range: the reload then fails and old stays. */
+int agent_edit_rebase(struct policy *base, struct policy *old, struct policy **out, char *err,
+                      size_t errlen);
+
+/* The runtime agent named name in p, or NULL. */
+const struct policy_agent *agent_edit_find(const struct policy *p, const char *name);
+
+#endif

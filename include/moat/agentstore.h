@@ -1,0 +1,65 @@
+/* The agents added at runtime (`moatctl agent add`), kept in an LMDB environment in moatd's
+ * state directory (`state_dir:`, `--state-dir`) so a restart brings them back. agentstore.c
+ * owns the record format (documented there, versioned) and the environment. Writes happen in
+ * batches: every agent command that arrives in one read of the control socket is one
+ * transaction, committed (to disk) before any of their replies leaves. */
+#ifndef MOAT_AGENTSTORE_H
+#define MOAT_AGENTSTORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "moat/config.h"
+
+#define AGENTSTORE_VERSION 1
+#define AGENT_CLIENTS_MAX 64       /* ranges per runtime agent */
+#define AGENT_PATTERNS_MAX 1000000 /* pattern lines per runtime agent */
+#define AGENT_LINE_MAX 1024        /* bytes per pattern line */
+
+/* A runtime agent as the control socket and the store carry it: its patterns as the lines of
+ * an allowlist file (a pattern, optionally ports), parsed by the file loader's own code. */
+struct agent_spec {
+	char name[CONFIG_NAME_MAX];
+	enum deny_form deny;
+	struct cidr clients[AGENT_CLIENTS_MAX];
+	size_t nclients;
+	char **patterns; /* owned, each owned (NUL-terminated, no newline) */
+	size_t npatterns;
+};
+
+/* Free spec's patterns (the struct itself is the caller's). */
+void agent_spec_clear(struct agent_spec *spec);
+
+/* Encode spec as a record value. Ownership: *out is malloc'd, the caller frees it. Returns 0,
+ * MOAT_EINVAL (a field out of range) or MOAT_ENOMEM. Pure. */
+int agentstore_encode(const struct agent_spec *spec, uint8_t **out, size_t *len);
+
+/* Decode the record of key (the agent's name) into *spec (cleared first; the caller clears it
+ * after). Returns 0, or MOAT_EINVAL with the reason in err: unknown version, truncated or
+ * overlong, a range or name out of bounds, a checksum that does not match. Pure. */
+int agentstore_decode(const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen,
+                      struct agent_spec *spec, char *err, size_t errlen);
+
+struct agentstore;
+
+/* Open (creating) the environment in dir. Call before privileges drop: the files stay open.
+ * Ownership: close with agentstore_close. Returns 0 or a negative code with err set. */
+int agentstore_open(const char *dir, struct agentstore **out, char *err, size_t errlen);
+void agentstore_close(struct agentstore *st);
+
+/* Stage a write or a delete in the open batch (begun on the first one). */
+int agentstore_put(struct agentstore *st, const struct agent_spec *spec, char *err, size_t errlen);
+int agentstore_del(struct agentstore *st, const char *name, char *err, size_t errlen);
+/* Commit the batch (durable when it returns 0), or drop it. No batch: 0. */
+int agentstore_commit(struct agentstore *st, char *err, size_t errlen);
+void agentstore_abort(struct agentstore *st);
+
+/* Call cb for every agent in the store, in name order. A record that does not decode is
+ * reported through bad (name, reason) and skipped: its clients then match no agent and are
+ * refused. Returns 0, cb's first non-zero return, or a negative code with err set. */
+typedef int (*agentstore_cb)(void *ctx, const struct agent_spec *spec);
+typedef void (*agentstore_bad_cb)(void *ctx, const char *name, const char *why);
+int agentstore_each(struct agentstore *st, agentstore_cb cb, agentstore_bad_cb bad, void *ctx,
+                    char *err, size_t errlen);
+
+#endif

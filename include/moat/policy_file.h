@@ -1,0 +1,77 @@
+/* Compiled policy: a pattern set (allowlists or high-risk names) written once by
+ * `moatctl compile` into a read-only file that moatd maps at start and on reload, shared by every
+ * worker and process (the page cache holds one copy; a process's RSS counts only the pages its
+ * lookups touched). The mapped set is searched by the same code as one built in memory
+ * (policy_set_match): the file holds the table in the in-memory layout (resolver/policy_set.h).
+ *
+ * File format, version 1 (owned by resolver/policy_file.c; host byte order, checked by a mark):
+ *   0     header (struct pfile_header, 256 bytes), then zeros up to 4096
+ *   4096  sections, each at the offset the header records:
+ *         slots   cap x 16 bytes: {name_off+1, tag, exact rule, wild rule} (cap a power of two,
+ *                 linear probing from tag & (cap-1), at most 3/4 full)
+ *         filter  blocked Bloom filter, 64-byte blocks, 7 bits a name picked from the tag
+ *         arena   the lower-cased wire names back to back, then 256 zero bytes
+ *         ports   {rule, struct policy_ports} sorted by rule: the port rules
+ *         files   the source file names, NUL-terminated, in rule file-index order
+ *   The header carries the SipHash key of the tags, the counts, the section table, a BLAKE2b-256
+ *   (libsodium crypto_generichash) of the body (bytes 4096..end) and one of the header itself.
+ *
+ * Written to a temporary file in the same directory and renamed over the target, so a running
+ * moatd (which maps the old inode) and a reload (which maps the new one) each see a whole file.
+ * Replace a compiled file only by rename, never by writing into it. */
+#ifndef MOAT_POLICY_FILE_H
+#define MOAT_POLICY_FILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "moat/config.h"
+#include "moat/policy.h"
+
+#define POLICY_FILE_EXT ".mpol"
+#define POLICY_FILE_VERSION 1
+
+/* What moatd checks when it maps a file. FULL: the header, the section table and the body
+ * checksum (reads the whole file once: ~0.4 GB/s here). QUICK: header, section table and the
+ * small sections; the body is trusted (lookups stay inside the mapping whatever it holds, so a
+ * damaged body gives wrong answers for the damaged names, never a crash). With a policy public
+ * key the signature covers every byte, so the file is read in full whatever the mode. */
+enum policy_file_verify {
+	POLICY_VERIFY_FULL = 0,
+	POLICY_VERIFY_QUICK,
+};
+
+/* True if path names a compiled policy (by its extension, POLICY_FILE_EXT). */
+bool policy_file_is_compiled(const char *path);
+
+/* Write set as a compiled file at path (temporary file + fsync + rename). highrisk records the
+ * kind (a high-risk set has no ports). 0, or MOAT_EIO/MOAT_ENOMEM/MOAT_ELIMIT with err set. */
+int policy_file_write(const struct policy_set *set, bool highrisk, const char *path, char *err,
+                      size_t errlen);
+
+/* Map a compiled file. pubkey (NULL: none) is an Ed25519 public key path.sig must verify with
+ * (moat/policy_sig.h). highrisk: the file is used as high-risk names (port rules refused).
+ * Ownership: *out is a new read-only set, freed with policy_set_free (which unmaps it).
+ * Errors (the running policy stays): MOAT_EIO (cannot read), MOAT_EFORMAT (not a compiled policy,
+ * another version, truncated, checksum mismatch, bad section table), MOAT_EINVAL (signature),
+ * each with err = "path: reason". */
+int policy_file_open(const char *path, bool highrisk, enum policy_file_verify mode,
+                     const uint8_t *pubkey, struct policy_set **out, char *err, size_t errlen);
+
+/* What a compiled file holds, for `moatctl verify`. */
+struct policy_file_info {
+	uint32_t version;
+	bool highrisk;
+	uint64_t file_len, names, patterns, slots, arena_len, nports, nfiles;
+};
+int policy_file_info(const struct policy_set *set, struct policy_file_info *info);
+
+/* The loader hook: add the patterns of one allow or high-risk file to set. A compiled file is
+ * mapped (with cfg's policy_verify and policy_pubkey) and chained to set (policy_set_chain);
+ * a text file is read into set. With policy_pubkey set, text files are refused, except the
+ * shipped high-risk list (highrisk_files[0], part of the installation). err: "file: reason". */
+int policy_source_load(const struct config *cfg, struct policy_set *set, const char *path,
+                       bool highrisk, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,97 @@
+/* policy_set.h: the layout of a pattern set, private to policy.c (which builds and searches it)
+ * and policy_file.c (which writes it to a compiled file and maps it back). Both forms share this
+ * struct, so one lookup serves a set built in memory and one mapped from a file: a mapped set's
+ * slots, arena, ports and filter point into the read-only mapping. */
+#ifndef MOAT_POLICY_SET_H
+#define MOAT_POLICY_SET_H
+
+#include <sodium.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "moat/policy.h"
+
+/* 16 bytes a name. The tag (32 bits of the name's SipHash) picks the home slot and is compared
+ * before the name itself, so a probe rarely touches the name arena (a cache miss each), and the
+ * table grows without hashing or reading a single name again. A rule is packed as
+ * file index (8 bits, 1-based) and line (24 bits); 0 means "not listed". */
+struct pslot {
+	uint32_t name_off; /* into arena, plus one; 0 = empty slot (so calloc makes empty tables) */
+	uint32_t tag;
+	uint32_t exact; /* rule of "name" */
+	uint32_t wild;  /* rule of "*.name" */
+};
+
+#define RULE_LINE_MAX 0xFFFFFFu
+#define RULE_FILES_MAX 255
+#define RULE(file, line)                                                                           \
+	((uint32_t)(file) << 24 | ((line) > RULE_LINE_MAX ? RULE_LINE_MAX : (line)))
+#define RULE_FILE(r) ((r) >> 24)
+#define RULE_LINE(r) ((r)&RULE_LINE_MAX)
+
+struct pset_ports {
+	uint32_t rule;
+	struct policy_ports ports;
+};
+
+struct policy_set {
+	int refs;                 /* atomic: snapshots share sets (a runtime agent edit) */
+	struct policy_lint *lint; /* borrowed; NULL: duplicates pass silently */
+	uint8_t key[crypto_shorthash_KEYBYTES];
+	uint8_t *arena; /* owned (mapped: in the mapping): the wire names, back to back */
+	size_t arena_len, arena_cap;
+	struct pslot *slots; /* owned (mapped: in the mapping); cap is a power of two */
+	size_t cap, used, npatterns;
+	char **files; /* owned: file names, index = pslot.*_file - 1 (mapped: the strings are in
+	               * the mapping, the array is owned) */
+	size_t nfiles;
+	struct pset_ports *ports; /* owned (mapped: in the mapping), sorted by rule */
+	size_t nports, ports_cap;
+	bool no_ports; /* policy_set_forbid_ports */
+	/* Compiled form only (policy_file.c): the mapping, and a blocked Bloom filter over the
+	 * tags that answers most misses without touching the slots (so a deny touches one line
+	 * of a small array instead of a page of a large one). NULL filter: none (in memory). */
+	void *map; /* owned: munmap on free; NULL for a set built in memory */
+	size_t map_len;
+	const uint8_t *filter;
+	size_t filter_blocks;
+	struct policy_set *next; /* owned: more sets matched after this one (high-risk chain) */
+};
+
+/* The filter: 64-byte blocks, one per name picked from the tag, 7 bits set in it. About 10 bits
+ * a name give ~1% false positives (a false positive only costs the slot probe). */
+#define PFILTER_BLOCK 64
+#define PFILTER_K 7
+
+static inline uint64_t pfilter_mix(uint32_t tag)
+{
+	uint64_t h = (uint64_t)tag * 0x9E3779B97F4A7C15ull;
+	return (h ^ (h >> 29)) * 0xBF58476D1CE4E5B9ull;
+}
+
+static inline size_t pfilter_block(uint32_t tag, size_t nblocks)
+{
+	uint64_t h = (uint64_t)tag * 0x9E3779B97F4A7C15ull;
+	return (size_t)(((h >> 32) * (uint64_t)nblocks) >> 32);
+}
+
+static inline bool pfilter_maybe(const uint8_t *f, size_t nblocks, uint32_t tag)
+{
+	const uint8_t *b = f + pfilter_block(tag, nblocks) * PFILTER_BLOCK;
+	uint64_t m = pfilter_mix(tag);
+	for (int k = 0; k < PFILTER_K; k++, m >>= 9)
+		if (!(b[(m & 511) >> 3] & (1u << (m & 7))))
+			return false;
+	return true;
+}
+
+static inline void pfilter_add(uint8_t *f, size_t nblocks, uint32_t tag)
+{
+	uint8_t *b = f + pfilter_block(tag, nblocks) * PFILTER_BLOCK;
+	uint64_t m = pfilter_mix(tag);
+	for (int k = 0; k < PFILTER_K; k++, m >>= 9)
+		b[(m & 511) >> 3] |= (uint8_t)(1u << (m & 7));
+}
+
+#endif

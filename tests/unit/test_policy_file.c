@@ -1,0 +1,334 @@
+/* Unit tests for the compiled policy file (policy_file.c): a round trip keeps every decision,
+ * rule and port list; damaged files (truncated, a flipped header or body byte, another version,
+ * not a compiled file at all) are refused with a reason; the quick mode survives a garbage body
+ * without leaving the mapping; a rename replaces a file; the loader hook chains compiled sets
+ * and refuses text lists when a policy key is set. */
+#include <criterion/criterion.h>
+
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "moat/config.h"
+#include "moat/err.h"
+#include "moat/name.h"
+#include "moat/policy.h"
+#include "moat/policy_file.h"
+
+static char dir[] = "/tmp/moat-test-pfile-XXXXXX";
+static char err[1024];
+#include "tmpfiles.h"
+
+static void setup(void)
+{
+	tmpdir_make();
+}
+
+static void teardown(void)
+{
+	tmpdir_remove();
+}
+
+TestSuite(pfile, .init = setup, .fini = teardown);
+
+static const uint8_t *W(const char *text)
+{
+	static uint8_t bufs[4][NAME_MAXWIRE];
+	static int next;
+	uint8_t *b = bufs[next++ & 3];
+	cr_assert_gt(name_from_text(text, strlen(text), b), 0);
+	return b;
+}
+
+/* Compile text into name.mpol; returns its path. */
+static const char *compile(const char *name, const char *text, bool highrisk)
+{
+	char src[512];
+	snprintf(src, sizeof(src), "%s/%s.txt", dir, name);
+	put(src, text);
+	struct policy_set *s = policy_set_new();
+	if (highrisk)
+		policy_set_forbid_ports(s);
+	cr_assert_eq(policy_set_load_file(s, src, err, sizeof(err)), 0, "%s", err);
+	static char out[512];
+	snprintf(out, sizeof(out), "%s/%s.mpol", dir, name);
+	cr_assert_eq(policy_file_write(s, highrisk, out, err, sizeof(err)), 0, "%s", err);
+	policy_set_free(s);
+	return out;
+}
+
+static int open_mode(const char *path, enum policy_file_verify mode, struct policy_set **s)
+{
+	err[0] = 0;
+	return policy_file_open(path, false, mode, NULL, s, err, sizeof(err));
+}
+
+static const char *LIST = "example.com\n"
+                          "*.example.org tcp/443,80\n"
+                          "a\\.b.example.net\n"
+                          "# comment\n"
+                          "ntp.example.net udp/123\n"
+                          "*.deep.example.com\n";
+
+Test(pfile, round_trip_keeps_decisions_rules_and_ports)
+{
+	const char *path = compile("rt", LIST, false);
+	struct policy_set *s = NULL;
+	cr_assert_eq(open_mode(path, POLICY_VERIFY_FULL, &s), 0, "%s", err);
+	struct policy_rule r;
+	cr_assert(policy_set_match(s, W("example.com"), &r));
+	cr_assert_eq(r.line, 1);
+	cr_assert_not(r.wildcard);
+	cr_assert_null(r.ports);
+	cr_assert(strstr(r.file, "rt.txt"), "rule names the source list: %s", r.file);
+	cr_assert(policy_set_match(s, W("x.y.example.org"), &r));
+	cr_assert(r.wildcard);
+	cr_assert_eq(r.line, 2);
+	cr_assert_not_null(r.ports);
+	cr_assert_eq(r.ports->n, 2);
+	cr_assert_eq(r.ports->p[0].port, 80);
+	cr_assert(policy_set_match(s, W("a\\.b.example.net"), &r));
+	cr_assert_not(policy_set_match(s, W("b.example.net"), NULL));
+	cr_assert(policy_set_match(s, W("ntp.example.net"), &r));
+	cr_assert_eq(r.ports->p[0].proto, POLICY_PROTO_UDP);
+	cr_assert_not(policy_set_match(s, W("example.org"), NULL), "a wildcard is not its apex");
+	cr_assert_not(policy_set_match(s, W("www.example.com"), NULL));
+	cr_assert(policy_set_match(s, W("a.deep.example.com"), NULL));
+	cr_assert(policy_set_match_below(s, W("deep.example.com.x"), NULL) == false);
+	cr_assert_eq(policy_set_count(s), 5);
+	struct policy_file_info in;
+	cr_assert_eq(policy_file_info(s, &in), 0);
+	cr_assert_eq(in.version, POLICY_FILE_VERSION);
+	cr_assert_eq(in.names, 5);
+	cr_assert_eq(in.nports, 2);
+	/* read-only: adding to a mapped set is refused, not a write into the mapping */
+	cr_assert_eq(policy_set_add(s, "new.example", 11, "x", 1), MOAT_EINVAL);
+	policy_set_free(s);
+	cr_assert_eq(open_mode(path, POLICY_VERIFY_QUICK, &s), 0, "%s", err);
+	cr_assert(policy_set_match(s, W("example.com"), NULL));
+	policy_set_free(s);
+}
+
+Test(pfile, many_names_round_trip)
+{
+	char src[512];
+	snprintf(src, sizeof(src), "%s/big.txt", dir);
+	FILE *f = fopen(src, "w");
+	for (int i = 0; i < 50000; i++)
+		fprintf(f, "n%d.bench.test\n", i);
+	fclose(f);
+	struct policy_set *t = policy_set_new();
+	cr_assert_eq(policy_set_load_file(t, src, err, sizeof(err)), 0);
+	cr_assert_eq(policy_file_write(t, false, P("big.mpol"), err, sizeof(err)), 0);
+	struct policy_set *s = NULL;
+	cr_assert_eq(open_mode(P("big.mpol"), POLICY_VERIFY_FULL, &s), 0, "%s", err);
+	char name[64];
+	for (int i = 0; i < 50000; i += 7) {
+		snprintf(name, sizeof(name), "n%d.bench.test", i);
+		cr_assert(policy_set_match(s, W(name), NULL), "%s", name);
+		snprintf(name, sizeof(name), "d%d.bench.test", i);
+		cr_assert_eq(policy_set_match(s, W(name), NULL), policy_set_match(t, W(name), NULL));
+	}
+	policy_set_free(s);
+	policy_set_free(t);
+}
+
+static void patch(const char *path, long off, const void *bytes, size_t n)
+{
+	int fd = open(path, O_WRONLY);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pwrite(fd, bytes, n, off), (ssize_t)n);
+	close(fd);
+}
+
+static void flip(const char *path, long off)
+{
+	int fd = open(path, O_RDWR);
+	uint8_t b;
+	cr_assert_eq(pread(fd, &b, 1, off), 1);
+	b ^= 0x40;
+	cr_assert_eq(pwrite(fd, &b, 1, off), 1);
+	close(fd);
+}
+
+static long file_size(const char *path)
+{
+	struct stat st;
+	cr_assert_eq(stat(path, &st), 0);
+	return (long)st.st_size;
+}
+
+Test(pfile, truncated_refused)
+{
+	const char *path = compile("tr", LIST, false);
+	struct policy_set *s = NULL;
+	cr_assert_eq(truncate(path, file_size(path) - 1), 0);
+	cr_assert_eq(open_mode(path, POLICY_VERIFY_QUICK, &s), MOAT_EFORMAT);
+	cr_assert(strstr(err, "truncated"), "%s", err);
+	cr_assert_null(s);
+	cr_assert_eq(truncate(path, 100), 0);
+	cr_assert_eq(open_mode(path, POLICY_VERIFY_FULL, &s), MOAT_EFORMAT);
+	cr_assert(strstr(err, "truncated"), "%s", err);
+	cr_assert_eq(truncate(path, 0), 0);
+	cr_assert_eq(open_mode(path, POLICY_VERIFY_FULL, &s), MOAT_EFORMAT);
+}
+
+Test(pfile, body_byte_flipped_refused_by_checksum)
+{
+	const char *path = compile("body", LIST, false);
+	struct policy_set *s = NULL;
+	flip(path, file_size(path) - 3); /* in the file names */
+	cr_assert_eq(open_mode(path, POLICY_VERIFY_FULL, &s), MOAT_EFORMAT);
+	cr_assert(strstr(err, "body checksum"), "%s", err);
+	cr_assert_null(s);
+	path = compile("body2", LIST, false);
+	flip(path, 4096 + 5); /* in the slots */
+	cr_assert_eq(open_mode(path, POLICY_VERIFY_FULL, &s), MOAT_EFORMAT);
+	cr_assert(strstr(err, "body checksum"), "%s", err);
+}
+
+Test(pfile, header_byte_flipped_refused)
+{
+	const char *path = compile("head", LIST, false);
+	struct policy_set *s = NULL;
+	flip(path, 40); /* in the counts */
+	cr_assert_eq(open_mode(path, POLICY_VERIFY_QUICK, &s), MOAT_EFORMAT);
+	cr_assert(strstr(err, "header checksum"), "%s", err);
+}
+
+/* The header's own checksum sits at byte 200 and covers bytes 0..199. */
+static void reseal_header(const char *path)
+{
+	uint8_t h[200], sum[32];
+	int fd = open(path, O_RDWR);
+	cr_assert_eq(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
+	crypto_generichash(sum, sizeof(sum), h, sizeof(h), NULL, 0);
+	cr_assert_eq(pwrite(fd, sum, sizeof(sum), 200), (ssize_t)sizeof(sum));
+	close(fd);
+}
+
+Test(pfile, other_version_refused)
+{
+	const char *path = compile("ver", LIST, false);
+	struct policy_set *s = NULL;
+	uint32_t v = 2;
+	patch(path, 8, &v, sizeof(v));
+	reseal_header(path);
+	cr_assert_eq(open_mode(path, POLICY_VERIFY_QUICK, &s), MOAT_EFORMAT);
+	cr_assert(strstr(err, "version 2"), "%s", err);
+	cr_assert(strstr(err, "reads version 1"), "%s", err);
+}
+
+Test(pfile, section_outside_file_refused)
+{
+	const char *path = compile("sec", LIST, false);
+	struct policy_set *s = NULL;
+	uint64_t off = 1u << 30;
+	patch(path, 120, &off, sizeof(off)); /* sec[SEC_ARENA].off */
+	reseal_header(path);
+	cr_assert_eq(open_mode(path, POLICY_VERIFY_QUICK, &s), MOAT_EFORMAT);
+	cr_assert(strstr(err, "section"), "%s", err);
+}
+
+Test(pfile, text_file_is_not_compiled)
+{
+	put(P("plain.mpol"), "example.com\n");
+	struct policy_set *s = NULL;
+	cr_assert_eq(open_mode(P("plain.mpol"), POLICY_VERIFY_QUICK, &s), MOAT_EFORMAT);
+	cr_assert(strstr(err, "not a compiled moat policy"), "%s", err);
+	cr_assert_eq(open_mode(P("missing.mpol"), POLICY_VERIFY_QUICK, &s), MOAT_EIO);
+	cr_assert(strstr(err, "cannot open"), "%s", err);
+}
+
+/* Quick mode trusts the body: garbage there gives wrong answers at worst, never a read outside
+ * the mapping (run under ASan too). */
+Test(pfile, quick_mode_survives_garbage_body)
+{
+	const char *path = compile("garbage", LIST, false);
+	long size = file_size(path);
+	uint8_t junk[4096];
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (uint8_t)(i * 131 + 7) | 1; /* no empty slot, offsets everywhere */
+	patch(path, 4096, junk, 1024);            /* the 64 slots */
+	cr_assert_lt(4096 + 1024, size);
+	struct policy_set *s = NULL;
+	cr_assert_eq(open_mode(path, POLICY_VERIFY_FULL, &s), MOAT_EFORMAT);
+	cr_assert_eq(open_mode(path, POLICY_VERIFY_QUICK, &s), 0, "%s", err);
+	struct policy_rule r;
+	const char *names[] = {"example.com", "a.b.c.d.e.f", "x.example.org", "ntp.example.net"};
+	for (size_t i = 0; i < 4; i++)
+		(void)policy_set_match(s, W(names[i]), &r);
+	policy_set_free(s);
+}
+
+Test(pfile, rename_replaces_and_leaves_no_temp)
+{
+	const char *path = compile("swap", "one.example\n", false);
+	struct policy_set *old = NULL, *s = NULL;
+	cr_assert_eq(open_mode(path, POLICY_VERIFY_FULL, &old), 0);
+	path = compile("swap", "two.example\n", false);
+	cr_assert_eq(open_mode(path, POLICY_VERIFY_FULL, &s), 0);
+	cr_assert(policy_set_match(s, W("two.example"), NULL));
+	cr_assert_not(policy_set_match(s, W("one.example"), NULL));
+	cr_assert(policy_set_match(old, W("one.example"), NULL), "the old mapping still answers");
+	policy_set_free(old);
+	policy_set_free(s);
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "ls '%s' | grep -q tmp", dir);
+	cr_assert_neq(system(cmd), 0, "a temporary file was left behind");
+}
+
+Test(pfile, highrisk_role)
+{
+	const char *path = compile("ports", LIST, false);
+	struct policy_set *s = NULL;
+	cr_assert_eq(policy_file_open(path, true, POLICY_VERIFY_FULL, NULL, &s, err, sizeof(err)),
+	             MOAT_EFORMAT);
+	cr_assert(strstr(err, "port rules"), "%s", err);
+	path = compile("hr", "*.evil.example\nbad.example\n", true);
+	cr_assert_eq(policy_file_open(path, true, POLICY_VERIFY_FULL, NULL, &s, err, sizeof(err)),
+	             0, "%s", err);
+	/* chained after a text set: both are searched */
+	struct policy_set *head = policy_set_new();
+	cr_assert_eq(policy_set_add(head, "text.example", 12, "t", 1), 0);
+	policy_set_chain(head, s);
+	cr_assert(policy_set_match(head, W("text.example"), NULL));
+	cr_assert(policy_set_match(head, W("a.evil.example"), NULL));
+	cr_assert(policy_set_match(head, W("bad.example"), NULL));
+	cr_assert(policy_set_match_below(head, W("a.evil.example"), NULL));
+	cr_assert_not(policy_set_match(head, W("good.example"), NULL));
+	cr_assert_eq(policy_set_count(head), 3);
+	policy_set_free(head);
+}
+
+Test(pfile, source_load_by_extension_and_pubkey_rule)
+{
+	struct config cfg;
+	config_init(&cfg);
+	const char *path = compile("src", LIST, false);
+	char mpol[512];
+	snprintf(mpol, sizeof(mpol), "%s", path);
+	put(P("text.txt"), "text.example\n");
+	struct policy_set *s = policy_set_new();
+	cr_assert_eq(policy_source_load(&cfg, s, P("text.txt"), false, err, sizeof(err)), 0);
+	cr_assert_eq(policy_source_load(&cfg, s, mpol, false, err, sizeof(err)), 0, "%s", err);
+	cr_assert(policy_set_match(s, W("text.example"), NULL));
+	cr_assert(policy_set_match(s, W("example.com"), NULL));
+	policy_set_free(s);
+	/* with a key, a text list is refused (the shipped high-risk list excepted) */
+	cfg.has_policy_pubkey = true;
+	s = policy_set_new();
+	cr_assert_eq(policy_source_load(&cfg, s, P("text.txt"), false, err, sizeof(err)),
+	             MOAT_EINVAL);
+	cr_assert(strstr(err, "policy_pubkey is set"), "%s", err);
+	cr_assert_eq(policy_source_load(&cfg, s, mpol, false, err, sizeof(err)), MOAT_EIO);
+	cr_assert(strstr(err, "no signature"), "%s", err);
+	cr_assert_eq(policy_source_load(&cfg, s, cfg.highrisk_files[0], true, err, sizeof(err)), 0,
+	             "%s", err);
+	policy_set_free(s);
+	config_free(&cfg);
+}
