@@ -665,7 +665,7 @@ void policy_set_each(const struct policy_set *s, policy_set_each_cb cb, void *ct
 			const struct pslot *sl = &s->slots[i];
 			if (sl->name_off == SLOT_EMPTY || sl->name_off > s->arena_len ||
 			    (!sl->exact && !sl->wild))
-				continue; /* empty, damaged, or every rule of the name removed (RPZ) */
+				continue; /* empty, damaged, or all its rules removed (RPZ) */
 			struct policy_rule ex = {0}, wi = {0};
 			if (sl->exact)
 				ex = rule_of(s, sl->exact, false, SLOT_NAME(s, sl));

@@ -74,9 +74,10 @@ static int load_zones(const struct config *cfg, struct policy *p, const int *kin
 		int rc = 0;
 		/* With policy_pubkey set, an RPZ file loads only if its signature verifies. */
 		if (z->file)
-			rc = rpz_load_file_signed(kind, z->file, origin,
-			                          cfg->has_policy_pubkey ? cfg->policy_pubkey : NULL,
-			                          &p->rpz[i], err, errlen);
+			rc =
+			    rpz_load_file_signed(kind, z->file, origin,
+			                         cfg->has_policy_pubkey ? cfg->policy_pubkey : NULL,
+			                         &p->rpz[i], err, errlen);
 		else {
 			snprintf(label, sizeof(label), "rpz:%s", z->name);
 			if (!(p->rpz[i] = rpz_data_new(kind, origin, label)))

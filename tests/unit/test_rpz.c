@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "moat/agent_edit.h"
 #include "moat/config.h"
 #include "moat/err.h"
 #include "moat/name.h"
@@ -301,6 +302,74 @@ Test(rpz, policy_decisions_and_cheap_snapshot)
 	policy_decide(np, &np->agents[0], W("www.ok.example"), 1, &d);
 	cr_expect_eq(d.verdict, POLICY_ALLOW);
 	policy_unref(np);
+	rpz_data_unref(z);
+	ldns_rr_free(rr);
+	config_free(&cfg);
+	unlink(allow);
+	unlink(hr);
+	free(allow);
+	free(hr);
+}
+
+/* An agent added at runtime keeps every RPZ zone (agent_edit.c carries them), and a transfer's
+ * snapshot (policy_with_rpz) keeps the runtime agent. */
+Test(rpz, runtime_agents_and_zones_follow_each_other)
+{
+	char err[512], warn[256];
+	char *allow = write_tmp(SOA "ok.example CNAME rpz-passthru.\n");
+	char *hr =
+	    write_tmp("$ORIGIN hr.test.\n@ SOA ns. h. 1 60 60 600 60\nevil.example CNAME .\n");
+	char cfgtext[2048];
+	snprintf(cfgtext, sizeof(cfgtext),
+	         "upstreams: [192.0.2.53]\nlisten: [127.0.0.1:5300]\n"
+	         "rpz:\n  - {name: allowz, file: %s}\n  - {name: hrz, file: %s}\n"
+	         "  - {name: feed, primary: \"192.0.2.1:53\", zone: rpz.example.}\n"
+	         "highrisk_rpz: [hrz]\n"
+	         "agents:\n  - name: a1\n    clients: [10.0.0.0/8]\n    allow: [\"rpz:allowz\", "
+	         "\"rpz:feed\"]\n",
+	         allow, hr);
+	struct config cfg;
+	config_init(&cfg);
+	cr_assert_eq(config_load_string(&cfg, cfgtext, strlen(cfgtext), "t.yaml", err, sizeof(err)),
+	             0, "%s", err);
+	struct policy *p, *ed, *np;
+	cr_assert_eq(policy_load(&cfg, &p, err, sizeof(err)), 0, "%s", err);
+	struct agent_spec s;
+	memset(&s, 0, sizeof(s));
+	snprintf(s.name, sizeof(s.name), "rt");
+	cr_assert_eq(config_parse_cidr("192.0.2.7/32", &s.clients[0]), 0);
+	s.nclients = 1;
+	s.patterns = calloc(1, sizeof(char *));
+	s.patterns[0] = strdup("evil.example");
+	s.npatterns = 1;
+	cr_assert_eq(agent_edit_add(p, &s, &ed, warn, sizeof(warn), err, sizeof(err)), 0, "%s",
+	             err);
+	agent_spec_clear(&s);
+	struct policy_decision d;
+	cr_assert_eq(ed->nrpz, 3);
+	policy_decide(ed, &ed->agents[0], W("ok.example"), 1, &d);
+	cr_expect_eq(d.verdict, POLICY_ALLOW, "the config agent's RPZ allow zone stays: %s",
+	             d.reason);
+	const struct policy_agent *rt = agent_edit_find(ed, "rt");
+	cr_assert_not_null(rt);
+	policy_decide(ed, rt, W("evil.example"), 1, &d);
+	cr_expect_eq(d.verdict, POLICY_DENY_HIGHRISK, "the RPZ high-risk zone stays");
+	struct rpz_data *z = rpz_data_new(RPZ_ALLOW, W("rpz.example"), "rpz:feed");
+	ldns_rr *rr = RR("feed.example.rpz.example. CNAME rpz-passthru.");
+	cr_assert_eq(rpz_data_apply(z, rr, true, "rpz:feed", 0, err, sizeof(err)), 0, "%s", err);
+	z->loaded = true;
+	cr_assert_not_null(np = policy_with_rpz(ed, 2, z));
+	cr_expect_not_null(agent_edit_find(np, "rt"), "a transfer keeps the runtime agent");
+	policy_decide(np, &np->agents[0], W("feed.example"), 1, &d);
+	cr_expect_eq(d.verdict, POLICY_ALLOW);
+	policy_unref(p);
+	policy_unref(ed);
+	struct policy *del;
+	cr_assert_eq(agent_edit_del(np, "rt", &del, err, sizeof(err)), 0, "%s", err);
+	policy_decide(del, &del->agents[0], W("feed.example"), 1, &d);
+	cr_expect_eq(d.verdict, POLICY_ALLOW, "an agent del keeps the transferred zone");
+	policy_unref(np);
+	policy_unref(del);
 	rpz_data_unref(z);
 	ldns_rr_free(rr);
 	config_free(&cfg);
