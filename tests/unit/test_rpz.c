@@ -245,14 +245,23 @@ Test(rpz, transferred_records_and_patching_a_copy)
 
 /* A snapshot from a config: the allow zone allows, the high-risk zone denies (NODATA form
  * too), and policy_with_rpz replaces one zone without touching the old snapshot. */
-Test(rpz, policy_decisions_and_cheap_snapshot)
+/* Two RPZ files (an allow zone, a high-risk zone) and a transferred allow zone "feed", all
+ * taken by agent a1 (10.0.0.0/8), loaded into cfg and *p; the feed's next contents in *z. */
+struct three {
+	char *allow, *hr;
+	struct config cfg;
+	struct rpz_data *z;
+	ldns_rr *rr;
+};
+
+static struct policy *three_load(struct three *t)
 {
 	char err[512];
-	char *allow =
+	t->allow =
 	    write_tmp(SOA "ok.example CNAME rpz-passthru.\n*.ok.example CNAME rpz-passthru.\n"
 	                  "evil.example CNAME rpz-passthru.\n");
-	char *hr = write_tmp("$ORIGIN hr.test.\n@ SOA ns. h. 1 60 60 600 60\n"
-	                     "evil.example CNAME .\nquiet.ok.example CNAME *.\n");
+	t->hr = write_tmp("$ORIGIN hr.test.\n@ SOA ns. h. 1 60 60 600 60\n"
+	                  "evil.example CNAME .\nquiet.ok.example CNAME *.\n");
 	char cfgtext[2048];
 	snprintf(cfgtext, sizeof(cfgtext),
 	         "upstreams: [192.0.2.53]\nlisten: [127.0.0.1:5300]\n"
@@ -261,16 +270,39 @@ Test(rpz, policy_decisions_and_cheap_snapshot)
 	         "highrisk_rpz: [hrz]\n"
 	         "agents:\n  - name: a1\n    clients: [10.0.0.0/8]\n    allow: [\"rpz:allowz\", "
 	         "\"rpz:feed\"]\n",
-	         allow, hr);
-	struct config cfg;
-	config_init(&cfg);
-	cr_assert_eq(config_load_string(&cfg, cfgtext, strlen(cfgtext), "t.yaml", err, sizeof(err)),
-	             0, "%s", err);
-	cr_assert_eq(cfg.nrpz, 3);
-	cr_assert_eq(cfg.agents[0].nallow_rpz, 2);
-	cr_assert_eq(cfg.agents[0].nallow, 0);
+	         t->allow, t->hr);
+	config_init(&t->cfg);
+	cr_assert_eq(
+	    config_load_string(&t->cfg, cfgtext, strlen(cfgtext), "t.yaml", err, sizeof(err)), 0,
+	    "%s", err);
 	struct policy *p;
-	cr_assert_eq(policy_load(&cfg, &p, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(policy_load(&t->cfg, &p, err, sizeof(err)), 0, "%s", err);
+	t->z = rpz_data_new(RPZ_ALLOW, W("rpz.example"), "rpz:feed");
+	t->rr = RR("feed.example.rpz.example. CNAME rpz-passthru.");
+	cr_assert_eq(rpz_data_apply(t->z, t->rr, true, "rpz:feed", 0, err, sizeof(err)), 0, "%s",
+	             err);
+	t->z->loaded = true;
+	return p;
+}
+
+static void three_free(struct three *t)
+{
+	rpz_data_unref(t->z);
+	ldns_rr_free(t->rr);
+	config_free(&t->cfg);
+	unlink(t->allow);
+	unlink(t->hr);
+	free(t->allow);
+	free(t->hr);
+}
+
+Test(rpz, policy_decisions_and_cheap_snapshot)
+{
+	struct three t;
+	struct policy *p = three_load(&t);
+	cr_assert_eq(t.cfg.nrpz, 3);
+	cr_assert_eq(t.cfg.agents[0].nallow_rpz, 2);
+	cr_assert_eq(t.cfg.agents[0].nallow, 0);
 	const struct policy_agent *ag = &p->agents[0];
 	struct policy_decision d;
 	policy_decide(p, ag, W("www.ok.example"), 1, &d);
@@ -287,11 +319,7 @@ Test(rpz, policy_decisions_and_cheap_snapshot)
 	/* the transferred zone is empty until a transfer fills it */
 	policy_decide(p, ag, W("feed.example"), 1, &d);
 	cr_expect_eq(d.verdict, POLICY_DENY_NOT_ALLOWED);
-	struct rpz_data *z = rpz_data_new(RPZ_ALLOW, W("rpz.example"), "rpz:feed");
-	ldns_rr *rr = RR("feed.example.rpz.example. CNAME rpz-passthru.");
-	cr_assert_eq(rpz_data_apply(z, rr, true, "rpz:feed", 0, err, sizeof(err)), 0, "%s", err);
-	z->loaded = true;
-	struct policy *np = policy_with_rpz(p, 2, z);
+	struct policy *np = policy_with_rpz(p, 2, t.z);
 	cr_assert_not_null(np);
 	policy_decide(np, &np->agents[0], W("feed.example"), 1, &d);
 	cr_expect_eq(d.verdict, POLICY_ALLOW);
@@ -302,13 +330,7 @@ Test(rpz, policy_decisions_and_cheap_snapshot)
 	policy_decide(np, &np->agents[0], W("www.ok.example"), 1, &d);
 	cr_expect_eq(d.verdict, POLICY_ALLOW);
 	policy_unref(np);
-	rpz_data_unref(z);
-	ldns_rr_free(rr);
-	config_free(&cfg);
-	unlink(allow);
-	unlink(hr);
-	free(allow);
-	free(hr);
+	three_free(&t);
 }
 
 /* An agent added at runtime keeps every RPZ zone (agent_edit.c carries them), and a transfer's
@@ -316,24 +338,8 @@ Test(rpz, policy_decisions_and_cheap_snapshot)
 Test(rpz, runtime_agents_and_zones_follow_each_other)
 {
 	char err[512], warn[256];
-	char *allow = write_tmp(SOA "ok.example CNAME rpz-passthru.\n");
-	char *hr =
-	    write_tmp("$ORIGIN hr.test.\n@ SOA ns. h. 1 60 60 600 60\nevil.example CNAME .\n");
-	char cfgtext[2048];
-	snprintf(cfgtext, sizeof(cfgtext),
-	         "upstreams: [192.0.2.53]\nlisten: [127.0.0.1:5300]\n"
-	         "rpz:\n  - {name: allowz, file: %s}\n  - {name: hrz, file: %s}\n"
-	         "  - {name: feed, primary: \"192.0.2.1:53\", zone: rpz.example.}\n"
-	         "highrisk_rpz: [hrz]\n"
-	         "agents:\n  - name: a1\n    clients: [10.0.0.0/8]\n    allow: [\"rpz:allowz\", "
-	         "\"rpz:feed\"]\n",
-	         allow, hr);
-	struct config cfg;
-	config_init(&cfg);
-	cr_assert_eq(config_load_string(&cfg, cfgtext, strlen(cfgtext), "t.yaml", err, sizeof(err)),
-	             0, "%s", err);
-	struct policy *p, *ed, *np;
-	cr_assert_eq(policy_load(&cfg, &p, err, sizeof(err)), 0, "%s", err);
+	struct three t;
+	struct policy *p = three_load(&t), *ed, *np;
 	struct agent_spec s;
 	memset(&s, 0, sizeof(s));
 	snprintf(s.name, sizeof(s.name), "rt");
@@ -354,11 +360,7 @@ Test(rpz, runtime_agents_and_zones_follow_each_other)
 	cr_assert_not_null(rt);
 	policy_decide(ed, rt, W("evil.example"), 1, &d);
 	cr_expect_eq(d.verdict, POLICY_DENY_HIGHRISK, "the RPZ high-risk zone stays");
-	struct rpz_data *z = rpz_data_new(RPZ_ALLOW, W("rpz.example"), "rpz:feed");
-	ldns_rr *rr = RR("feed.example.rpz.example. CNAME rpz-passthru.");
-	cr_assert_eq(rpz_data_apply(z, rr, true, "rpz:feed", 0, err, sizeof(err)), 0, "%s", err);
-	z->loaded = true;
-	cr_assert_not_null(np = policy_with_rpz(ed, 2, z));
+	cr_assert_not_null(np = policy_with_rpz(ed, 2, t.z));
 	cr_expect_not_null(agent_edit_find(np, "rt"), "a transfer keeps the runtime agent");
 	policy_decide(np, &np->agents[0], W("feed.example"), 1, &d);
 	cr_expect_eq(d.verdict, POLICY_ALLOW);
@@ -370,13 +372,7 @@ Test(rpz, runtime_agents_and_zones_follow_each_other)
 	cr_expect_eq(d.verdict, POLICY_ALLOW, "an agent del keeps the transferred zone");
 	policy_unref(np);
 	policy_unref(del);
-	rpz_data_unref(z);
-	ldns_rr_free(rr);
-	config_free(&cfg);
-	unlink(allow);
-	unlink(hr);
-	free(allow);
-	free(hr);
+	three_free(&t);
 }
 
 Test(rpz, config_errors)
