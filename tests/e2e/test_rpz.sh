@@ -80,6 +80,8 @@ moat_cfg() { # SECRET
 listen: ["127.0.0.1:53"]
 upstreams: ["127.0.0.1:5300"]
 log: {file: $E2E_WORK/query.jsonl}
+control: $E2E_WORK/ctl.sock
+state_dir: $E2E_WORK/state
 rpz:
   - name: allowz
     primary: "127.0.0.1:5310"
@@ -156,6 +158,13 @@ e2e_assert_eq REFUSED "$(status_of "$out")" "NOTIFY for another zone is refused"
 grep -q '"decision":"notify-refused","reason":"NOTIFY not from a configured primary' "$E2E_WORK/query.jsonl" ||
 	e2e_fail "refused NOTIFY not logged with its reason"
 
+# --- a runtime agent (its own /32, not the allow zone) beside the transferred zones ---
+e2e_run "$MOAT_BUILD/moatctl" -s "$E2E_WORK/ctl.sock" agent add rt --clients 127.0.0.9/32 \
+	--pattern rt.example.test >/dev/null || e2e_fail "agent add beside RPZ zones failed"
+out=$(e2e_dig @127.0.0.1 -b 127.0.0.9 www.example.test A)
+e2e_assert_eq NXDOMAIN "$(status_of "$out")" "the runtime agent has its own policy"
+e2e_assert_eq 192.0.2.10 "$(e2e_dig @127.0.0.1 +short www.example.test A)" "the zone stays after agent add"
+
 # --- a change plus NOTIFY: applied by IXFR within 1 s ---
 axfrs=$(grep -c 'AXFR, outgoing' "$KLOG" || true)
 notifies=$(grep -c '"decision":"notify","reason":"rpz NOTIFY accepted"' "$E2E_WORK/query.jsonl" || true)
@@ -171,6 +180,8 @@ after=$(sed -n 's/.*rpz allowz: IXFR .*serial 1 -> 2 applied.*, \([0-9.]*\) ms a
 e2e_log "IXFR of one changed name: applied ${after} ms after the NOTIFY (${ms} ms after knotc zone-reload, polled)"
 echo "BENCH rpz_ixfr_after_notify_ms=$after rpz_ixfr_after_zone_reload_ms=$ms" >&2
 awk -v a="$after" 'BEGIN { exit !(a <= 1000) }' || e2e_fail "IXFR applied ${after} ms after NOTIFY (target <= 1000)"
+out=$(e2e_dig @127.0.0.1 -b 127.0.0.9 www.example.test A)
+e2e_assert_eq NXDOMAIN "$(status_of "$out")" "the IXFR's snapshot keeps the runtime agent"
 wait_log "$KLOG" '\[allow.rpz.\] IXFR, outgoing.*serial 1 -> 2' 100 || e2e_fail "knotd logged no IXFR"
 e2e_assert_eq "$axfrs" "$(grep -c 'AXFR, outgoing' "$KLOG" || true)" "no AXFR for the change"
 n=$(grep -c '"decision":"notify","reason":"rpz NOTIFY accepted"' "$E2E_WORK/query.jsonl" || true)
