@@ -10,6 +10,7 @@
 #include "moat/err.h"
 #include "moat/policy_clients.h"
 #include "moat/policy_lint.h"
+#include "moat/rpz.h"
 
 static int refuse(char *err, size_t errlen, const char *fmt, const char *a, const char *b)
 {
@@ -42,8 +43,24 @@ static int agent_copy(const struct policy_agent *from, struct policy_agent *to)
 	return 0;
 }
 
+/* The RPZ zones of p (policy_rpz.c): a reference to each of src's, the high-risk indices
+ * borrowed from the loaded snapshot. */
+static int carry_rpz(struct policy *p, const struct policy *src, const struct policy *base)
+{
+	p->highrisk_rpz = base->highrisk_rpz;
+	p->nhighrisk_rpz = base->nhighrisk_rpz;
+	if (!src->nrpz)
+		return 0;
+	if (!(p->rpz = malloc(src->nrpz * sizeof(*p->rpz))))
+		return MOAT_ENOMEM;
+	for (; p->nrpz < src->nrpz; p->nrpz++)
+		p->rpz[p->nrpz] = rpz_data_ref(src->rpz[p->nrpz]);
+	return 0;
+}
+
 /* base's shared parts and config agents, old's runtime agents but skip, then extra (owned,
- * handed over even on failure). */
+ * handed over even on failure). The RPZ zones are old's when old is an edit of the same load
+ * (they may be newer than base's: an IXFR), else base's (a reload: rpz_feed_adopt fills them). */
 static int assemble(struct policy *base, const struct policy *old, const char *skip,
                     struct policy_agent *extra, struct policy **out)
 {
@@ -66,6 +83,11 @@ static int assemble(struct policy *base, const struct policy *old, const char *s
 	p->local = base->local;
 	memcpy(p->agents, base->agents, base->nagents * sizeof(*p->agents));
 	p->nagents = p->nconfig = base->nagents;
+	const struct policy *zsrc = old && (old->base ? old->base : old) == base ? old : base;
+	if (carry_rpz(p, zsrc, base)) {
+		policy_unref(p);
+		goto nomem;
+	}
 	for (size_t i = 0; i < nrt; i++) {
 		const struct policy_agent *a = &old->agents[old->nconfig + i];
 		if (skip && !strcmp(a->cfg.name, skip))

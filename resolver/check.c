@@ -90,6 +90,7 @@ int check_report(const struct config *cfg, struct policy *p, bool strict, FILE *
 		fprintf(errs, "moatd: --strict: %zu warning(s), configuration refused\n", warnings);
 		return 1;
 	}
+	policy_rpz_report(cfg, p, out);
 	size_t zones = p->fwd.n;
 	for (size_t i = 0; i < p->nagents; i++)
 		zones += p->agents[i].fwd.n;

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "moat/err.h"
 #include "moat/idn.h"
@@ -364,6 +365,25 @@ static void config_agent_free(struct config_agent *a)
 	a->clients = NULL;
 	a->nclients = 0;
 	config_strv_free(&a->allow_files, &a->nallow);
+	config_strv_free(&a->allow_rpz, &a->nallow_rpz);
+	free(a->allow_rpz_lines);
+	a->allow_rpz_lines = NULL;
+}
+
+static void config_rpz_free(struct config *cfg)
+{
+	for (size_t i = 0; i < cfg->nrpz; i++) {
+		free(cfg->rpz[i].file);
+		if (cfg->rpz[i].tsig_secret)
+			explicit_bzero(cfg->rpz[i].tsig_secret, strlen(cfg->rpz[i].tsig_secret));
+		free(cfg->rpz[i].tsig_secret);
+	}
+	free(cfg->rpz);
+	cfg->rpz = NULL;
+	cfg->nrpz = 0;
+	config_strv_free(&cfg->highrisk_rpz, &cfg->nhighrisk_rpz);
+	free(cfg->highrisk_rpz_lines);
+	cfg->highrisk_rpz_lines = NULL;
 }
 
 static void config_agents_free(struct config *cfg)
@@ -427,6 +447,7 @@ void config_free(struct config *cfg)
 	config_strv_free(&cfg->highrisk_files, &cfg->nhighrisk);
 	config_strv_free(&cfg->range_files, &cfg->nranges);
 	config_agents_free(cfg);
+	config_rpz_free(cfg);
 	memset(cfg, 0, sizeof(*cfg));
 }
 
@@ -521,6 +542,11 @@ struct config_ctx {
 
 static int config_fail(struct config_ctx *c, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+static int config_allow_rpz(struct config_ctx *c, struct config_agent *a, struct fy_node *v,
+                            int line);
+static int config_rpz_list(struct config_ctx *c, struct fy_node *v, int line);
+static int config_rpz_names(struct config_ctx *c, struct fy_node *v, int line, const char *key,
+                            char ***outv, int **lines, size_t *n);
 
 static int config_fail(struct config_ctx *c, int line, const char *fmt, ...)
 {
@@ -1287,6 +1313,8 @@ static int config_agent(struct config_ctx *c, struct config_agent *a, size_t ind
 		} else if (config_key_is(ks, klen, "allow")) {
 			rc = config_paths(c, v, kline, "allow", &a->allow_files, &a->nallow, false,
 			                  &a->allow_lines);
+			if (rc == 0)
+				rc = config_allow_rpz(c, a, v, kline);
 		} else if (config_key_is(ks, klen, "deny")) {
 			const char *s = NULL;
 			size_t len = 0;
@@ -1568,6 +1596,11 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 		} else if (config_key_is(ks, klen, "local_data")) {
 			rc = config_lines_list(c, v, line, "local_data", false, &cfg->local_data,
 			                       &cfg->local_lines, &cfg->nlocal);
+		} else if (config_key_is(ks, klen, "rpz")) {
+			rc = config_rpz_list(c, v, line);
+		} else if (config_key_is(ks, klen, "highrisk_rpz")) {
+			rc = config_rpz_names(c, v, line, "highrisk_rpz", &cfg->highrisk_rpz,
+			                      &cfg->highrisk_rpz_lines, &cfg->nhighrisk_rpz);
 		} else if (config_key_is(ks, klen, "hosts")) {
 			rc = config_lines_list(c, v, line, "hosts", true, &cfg->hosts_files,
 			                       &cfg->hosts_lines, &cfg->nhosts);
@@ -1576,6 +1609,202 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 		}
 		if (rc != 0)
 			return rc;
+	}
+	return 0;
+}
+
+/* --- RPZ zones ------------------------------------------------------------------------------ */
+
+/* Append a zone name to a list (the zones are matched by name at policy load). */
+static int config_rpz_push(struct config_ctx *c, const char *name, int line, char ***v, int **lines,
+                           size_t *n)
+{
+	int *nl = realloc(*lines, (*n + 1) * sizeof(**lines));
+	if (!nl)
+		return config_fail(c, line, "out of memory");
+	*lines = nl;
+	nl[*n] = line;
+	if (config_strv_push(v, n, name) != 0)
+		return config_fail(c, line, "out of memory");
+	return 0;
+}
+
+/* highrisk_rpz: [NAME...] */
+static int config_rpz_names(struct config_ctx *c, struct fy_node *v, int line, const char *key,
+                            char ***outv, int **lines, size_t *n)
+{
+	struct fy_node *item;
+	void *it = NULL;
+	int rc = config_seq(c, v, line, key);
+	while (!rc && (item = fy_node_sequence_iterate(v, &it)) != NULL) {
+		char buf[CONFIG_NAME_MAX];
+		int l = config_node_line(item, line);
+		rc = config_scalar(c, item, line, key, "an rpz zone name", buf, sizeof(buf));
+		if (!rc)
+			rc = config_rpz_push(c, buf, l, outv, lines, n);
+	}
+	return rc;
+}
+
+/* An allow: entry "rpz:NAME" names an RPZ zone, not a file: config_paths made it a path, which
+ * is taken back out of the agent's files here (the list is walked in the same order). */
+static int config_allow_rpz(struct config_ctx *c, struct config_agent *a, struct fy_node *v,
+                            int line)
+{
+	struct fy_node *item;
+	void *it = NULL;
+	size_t k = 0, keep = 0;
+	while ((item = fy_node_sequence_iterate(v, &it)) != NULL && k < a->nallow) {
+		size_t len = 0;
+		const char *s = fy_node_get_scalar(item, &len);
+		if (s && len > 4 && !memcmp(s, "rpz:", 4)) {
+			char name[CONFIG_NAME_MAX];
+			int l = config_node_line(item, line);
+			if (len - 4 >= sizeof(name) || !config_name_ok(s + 4, len - 4))
+				return config_fail(c, l, "allow: bad rpz zone name");
+			memcpy(name, s + 4, len - 4);
+			name[len - 4] = 0;
+			free(a->allow_files[k++]);
+			if (config_rpz_push(c, name, l, &a->allow_rpz, &a->allow_rpz_lines,
+			                    &a->nallow_rpz))
+				return MOAT_EINVAL;
+			continue;
+		}
+		if (a->allow_lines)
+			a->allow_lines[keep] = a->allow_lines[k];
+		a->allow_files[keep++] = a->allow_files[k++];
+	}
+	a->nallow = keep;
+	return 0;
+}
+
+static int config_rpz_tsig(struct config_ctx *c, struct fy_node *m, int line, struct config_rpz *z)
+{
+	struct fy_node_pair *pair;
+	void *it = NULL;
+	int rc = 0;
+	if (m == NULL || fy_node_get_type(m) != FYNT_MAPPING || config_is_alias(m))
+		return config_fail(c, line, "tsig: expected {name, algorithm, secret}");
+	snprintf(z->tsig_alg, sizeof(z->tsig_alg), "hmac-sha256");
+	while (!rc && (pair = fy_node_mapping_iterate(m, &it)) != NULL) {
+		struct fy_node *k = fy_node_pair_key(pair), *v = fy_node_pair_value(pair);
+		int kline = config_node_line(k, line);
+		const char *ks = NULL;
+		size_t klen = 0;
+		char buf[1024];
+		if ((rc = config_key(c, k, line, &ks, &klen)) != 0)
+			return rc;
+		if (config_key_is(ks, klen, "name"))
+			rc = config_scalar(c, v, kline, "tsig.name", "a key name", z->tsig_name,
+			                   sizeof(z->tsig_name));
+		else if (config_key_is(ks, klen, "algorithm"))
+			rc = config_scalar(c, v, kline, "tsig.algorithm", "hmac-sha256 or the like",
+			                   z->tsig_alg, sizeof(z->tsig_alg));
+		else if (config_key_is(ks, klen, "secret")) {
+			rc = config_scalar(c, v, kline, "tsig.secret", "a base64 secret", buf,
+			                   sizeof(buf));
+			free(z->tsig_secret);
+			if (!rc && !(z->tsig_secret = strdup(buf)))
+				rc = config_fail(c, kline, "out of memory");
+			explicit_bzero(buf, sizeof(buf));
+		} else
+			return config_unknown(c, kline, ks, klen);
+	}
+	if (!rc && (!z->tsig_name[0] || !z->tsig_secret))
+		rc = config_fail(c, line, "tsig: name and secret are required");
+	/* the HMACs ldns signs with; a typo must fail here, not at the first transfer */
+	static const char *const algs[] = {"hmac-md5.sig-alg.reg.int",
+	                                   "hmac-sha1",
+	                                   "hmac-sha224",
+	                                   "hmac-sha256",
+	                                   "hmac-sha384",
+	                                   "hmac-sha512"};
+	bool known = false;
+	size_t al = strlen(z->tsig_alg);
+	if (al && z->tsig_alg[al - 1] == '.')
+		z->tsig_alg[--al] = 0;
+	for (size_t i = 0; i < sizeof(algs) / sizeof(algs[0]); i++)
+		known |= strcasecmp(z->tsig_alg, algs[i]) == 0;
+	if (!rc && !known)
+		rc = config_fail(c, line,
+		                 "tsig.algorithm: expected hmac-sha256 (or hmac-sha1, -sha224, "
+		                 "-sha384, -sha512, hmac-md5.sig-alg.reg.int)");
+	return rc;
+}
+
+static int config_rpz_key(struct config_ctx *c, struct fy_node *k, struct fy_node *v, int zline,
+                          struct config_rpz *z)
+{
+	int kline = config_node_line(k, zline), rc;
+	const char *ks = NULL;
+	size_t klen = 0;
+	char buf[PATH_MAX];
+	if ((rc = config_key(c, k, zline, &ks, &klen)) != 0)
+		return rc;
+	if (config_key_is(ks, klen, "name")) {
+		rc = config_scalar(c, v, kline, "rpz.name", "a zone name", buf, CONFIG_NAME_MAX);
+		if (!rc && !config_name_ok(buf, strlen(buf)))
+			rc = config_fail(c, kline, "rpz.name: 1 to %d of A-Z a-z 0-9 _ . -",
+			                 CONFIG_NAME_MAX - 1);
+		if (!rc)
+			snprintf(z->name, sizeof(z->name), "%s", buf);
+	} else if (config_key_is(ks, klen, "file")) {
+		free(z->file);
+		z->file = NULL;
+		rc = config_path(c, v, kline, "rpz.file", true, &z->file);
+	} else if (config_key_is(ks, klen, "zone")) {
+		rc = config_scalar(c, v, kline, "rpz.zone", "a domain name", buf, sizeof(buf));
+		if (!rc && name_from_text(buf, strlen(buf), z->zone) <= 1)
+			rc = config_fail(c, kline, "rpz.zone: not a domain name below the root");
+	} else if (config_key_is(ks, klen, "primary")) {
+		rc = config_scalar(c, v, kline, "rpz.primary", "ADDR:PORT", buf, sizeof(buf));
+		if (!rc && config_parse_addrport(buf, 53, &z->primary) != 0)
+			rc = config_fail(c, kline, "rpz.primary: expected ADDR[:PORT]");
+	} else if (config_key_is(ks, klen, "tsig")) {
+		rc = config_rpz_tsig(c, v, kline, z);
+	} else {
+		return config_unknown(c, kline, ks, klen);
+	}
+	return rc;
+}
+
+/* rpz: [{name, file} | {name, primary, zone, tsig}] */
+static int config_rpz_list(struct config_ctx *c, struct fy_node *v, int line)
+{
+	struct config *cfg = c->cfg;
+	struct fy_node *m;
+	void *it = NULL;
+	int rc = config_seq(c, v, line, "rpz");
+	if (rc)
+		return rc;
+	config_rpz_free(cfg);
+	size_t count = (size_t)fy_node_sequence_item_count(v);
+	if (count && !(cfg->rpz = calloc(count, sizeof(*cfg->rpz))))
+		return config_fail(c, line, "out of memory");
+	while ((m = fy_node_sequence_iterate(v, &it)) != NULL && cfg->nrpz < count) {
+		struct config_rpz *z = &cfg->rpz[cfg->nrpz++];
+		struct fy_node_pair *pair;
+		void *mit = NULL;
+		z->line = config_node_line(m, line);
+		if (config_is_alias(m) || fy_node_get_type(m) != FYNT_MAPPING)
+			return config_fail(c, z->line,
+			                   "rpz: expected {name, file} or {name, primary, zone}");
+		if (config_dup_keys(c, m, z->line) != 0)
+			return MOAT_EINVAL;
+		while ((pair = fy_node_mapping_iterate(m, &mit)) != NULL)
+			if ((rc = config_rpz_key(c, fy_node_pair_key(pair),
+			                         fy_node_pair_value(pair), z->line, z)))
+				return rc;
+		if (!z->name[0])
+			return config_fail(c, z->line, "rpz: zone without a name");
+		for (size_t i = 0; i + 1 < cfg->nrpz; i++)
+			if (!strcmp(cfg->rpz[i].name, z->name))
+				return config_fail(c, z->line, "rpz: duplicate name '%s'", z->name);
+		if (!z->file == !z->primary.ss_family)
+			return config_fail(c, z->line, "rpz '%s': give either file or primary",
+			                   z->name);
+		if (z->primary.ss_family && !z->zone[0])
+			return config_fail(c, z->line, "rpz '%s': primary needs zone", z->name);
 	}
 	return 0;
 }

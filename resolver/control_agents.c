@@ -4,7 +4,9 @@
  * of that read, and before any other command), so a burst of adds costs one disk sync, and no
  * reply leaves before its agent is durable. Only then does the new snapshot go to the workers,
  * the way a reload hands its snapshot over: worker 0 (this thread) takes it at once, the others
- * at their next loop turn; a query keeps the snapshot it started with. */
+ * at their next loop turn; a query keeps the snapshot it started with. With transferred RPZ
+ * zones the edit goes through the transfer thread (rpz_feed_set_current), so an IXFR never
+ * publishes a snapshot without a just-added agent and an edit never drops an IXFR. */
 #include <stdio.h>
 #include <string.h>
 
@@ -15,6 +17,7 @@
 #include "moat/metrics.h"
 #include "moat/policy.h"
 #include "control_agents.h"
+#include "rpz_feed.h"
 #include "server.h"
 #include "worker.h"
 
@@ -22,6 +25,12 @@ static struct server *ws;
 static unsigned nws;
 static struct agentstore *store;
 static struct policy *staged; /* one reference; NULL: nothing staged */
+static struct rpz_feed *feed; /* transferred RPZ zones; NULL: none */
+
+void control_agents_feed(struct rpz_feed *f)
+{
+	feed = f;
+}
 
 void control_agents_init(struct server *w, unsigned n, struct agentstore *st)
 {
@@ -96,9 +105,11 @@ int control_agents_commit(char *err, size_t errlen)
 		stage(NULL);
 		return rc;
 	}
+	if (feed) /* with the feed's newest zones; the feed posts it to every worker */
+		rpz_feed_set_current(feed, staged);
 	policy_unref(ws[0].policy);
 	ws[0].policy = staged; /* the staged reference passes to worker 0 */
-	for (unsigned i = 1; i < nws; i++)
+	for (unsigned i = 1; i < nws && !feed; i++)
 		worker_post_policy(&ws[i], staged);
 	metrics_set(&metrics_global.policy_agents, staged->nagents);
 	metrics_set(&metrics_global.policy_patterns, policy_allow_count(staged));

@@ -12,6 +12,10 @@ struct agent_spec;
 /* The workers to hand snapshots to and the store (NULL: no state_dir, agent add is refused). */
 void control_agents_init(struct server *ws, unsigned n, struct agentstore *store);
 
+struct rpz_feed;
+/* The RPZ transfer thread edits must go through (main.c, once it started); NULL: none. */
+void control_agents_feed(struct rpz_feed *f);
+
 /* Stage an add or a del on top of the running policy and what is already staged. 0 with the
  * reply's members in body, or < 0 with the reason in err (nothing staged). */
 int control_agents_add(const struct agent_spec *spec, char *body, size_t cap, char *err,

@@ -32,6 +32,7 @@
 #include "moat/version.h"
 #include "moat/zonesdir.h"
 #include "control.h"
+#include "control_agents.h"
 #include "dnstap_out.h"
 #include "fetch.h"
 #include "fwchan.h"
@@ -39,6 +40,7 @@
 #include "logreopen.h"
 #include "metrics_http.h"
 #include "privdrop.h"
+#include "rpz_feed.h"
 #include "server.h"
 #include "worker.h"
 
@@ -550,6 +552,15 @@ static struct options opts;
 static uv_signal_t sig_term, sig_int, sig_hup;
 static FILE *qlog; /* the query log (SIGUSR1 reopens it) */
 static uv_timer_t stats_timer;
+static struct rpz_feed *feed; /* RPZ transfers; NULL until started */
+
+/* The feed's way to hand a snapshot to every worker (with its lock held). */
+static void publish_policy(void *ctx, struct policy *p)
+{
+	(void)ctx;
+	for (unsigned i = 0; i < nworkers; i++)
+		worker_post_policy(&workers[i], p);
+}
 static struct agentstore *store; /* runtime agents (state_dir); NULL: none */
 
 /* The lint at start-up and reload: every pattern of lists up to this size (about 0.1 s); larger
@@ -606,18 +617,25 @@ static int reload(char *err, size_t errlen)
 	}
 	ncfg.lint_max_patterns = cfg.lint_max_patterns;
 	int rc = policy_load(opts.config_path ? &ncfg : &cfg, &np, err, errlen);
-	config_free(&ncfg);
 	if (rc == 0 && workers[0].policy->nagents > workers[0].policy->nconfig) {
 		struct policy *loaded = np; /* the runtime agents stay, on top of the new files */
 		rc = agent_edit_rebase(loaded, workers[0].policy, &np, err, errlen);
 		policy_unref(loaded);
 	}
 	if (rc < 0) {
+		config_free(&ncfg);
 		fprintf(stderr, "moatd: reload failed, running policy kept: %s\n", err);
 		reload_failed();
 		return rc;
 	}
 	lint_report(np);
+	/* The feed fills np's transferred zones before anyone sees np, and hands it on itself. */
+	if (feed)
+		rpz_feed_adopt(feed, opts.config_path ? &ncfg : &cfg, np);
+	else if (rpz_feed_wanted(&ncfg))
+		fprintf(stderr, "moatd: rpz: transferred zones need a restart (none at start-up, "
+		                "so no transfer thread); they stay empty until then\n");
+	config_free(&ncfg);
 	/* Worker 0 is this thread: it takes the snapshot now, so a control reply that follows
 	 * (explain) already sees it. */
 	policy_unref(workers[0].policy);
@@ -684,6 +702,9 @@ static void keep_policy_dirs(const struct config *c, const char *config_path)
 		pathfd_keep_dir(c->highrisk_files[k]);
 	for (size_t k = 0; k < c->nranges; k++)
 		pathfd_keep_dir(c->range_files[k]);
+	for (size_t k = 0; k < c->nrpz; k++)
+		if (c->rpz[k].file)
+			pathfd_keep_dir(c->rpz[k].file);
 }
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -816,6 +837,15 @@ int main(int argc, char **argv)
 		}
 	for (unsigned i = 0; i < nworkers; i++)
 		workers[i].inflight = inflight;
+	/* The transfer thread starts before the system-call filter (which has no clone). */
+	if (rpz_feed_wanted(&cfg) &&
+	    rpz_feed_start(&feed, &cfg, policy, publish_policy, NULL) < 0) {
+		fprintf(stderr, "moatd: cannot start the RPZ transfer thread\n");
+		return 1;
+	}
+	for (unsigned i = 0; i < nworkers; i++)
+		workers[i].feed = feed;
+	control_agents_feed(feed);
 	policy_unref(policy); /* the workers hold theirs */
 	uv_loop_t *loop = workers[0].loop;
 	uv_timer_init(loop, &stats_timer);
@@ -862,6 +892,7 @@ int main(int argc, char **argv)
 	worker_join(workers, nworkers);
 	metrics_http_stop();
 	dnstap_out_stop();
+	rpz_feed_stop(feed);
 
 	struct server_stats t = {0};
 	for (unsigned i = 0; i < nworkers; i++) {

@@ -195,6 +195,16 @@ static int set_file_index(struct policy_set *s, const char *file, uint16_t *idx)
 	return 0;
 }
 
+/* A '*' anywhere but as the whole first label of a pattern is a typo for a wildcard, not a
+ * literal label. */
+static bool star_inside(const uint8_t *wire)
+{
+	for (const uint8_t *p = wire; *p; p = name_parent(p))
+		if (memchr(p + 1, '*', *p))
+			return true;
+	return false;
+}
+
 /* Check a pattern and turn it into a lower-cased wire name. Returns the wire length or
  * MOAT_EINVAL. */
 static int pattern_parse(const char *pattern, size_t len, uint8_t *wire, bool *wild)
@@ -213,11 +223,7 @@ static int pattern_parse(const char *pattern, size_t len, uint8_t *wire, bool *w
 	int wl = name_from_text(pattern, len, wire);
 	if (wl < 0)
 		return wl;
-	/* A '*' anywhere else is a typo for a wildcard, not a literal label. */
-	for (const uint8_t *p = wire; *p; p = name_parent(p))
-		if (memchr(p + 1, '*', *p))
-			return MOAT_EINVAL;
-	return wl;
+	return star_inside(wire) ? MOAT_EINVAL : wl;
 }
 
 void policy_set_forbid_ports(struct policy_set *s)
@@ -345,12 +351,84 @@ int policy_set_add(struct policy_set *s, const char *pattern, size_t len, const 
 	int wl = pattern_parse(pattern, len, wire, &wild);
 	if (wl < 0)
 		return wl;
+	return policy_set_add_wire(s, wire, wild, file, line);
+}
+
+int policy_set_add_wire(struct policy_set *s, const uint8_t *lname, bool wild, const char *file,
+                        uint32_t line)
+{
+	int wl = name_wire_len(lname, NAME_MAXWIRE);
+	if (s->map || wl < 0 || (wild && wl == 1))
+		return MOAT_EINVAL; /* read-only (mapped), or "*." would match every name */
+	if (star_inside(lname))
+		return MOAT_EINVAL;
 	uint16_t fidx = 0;
 	int rc = set_file_index(s, file ? file : "-", &fidx);
 	if (rc)
 		return rc;
-	return set_insert(s, wire, (size_t)wl, set_tag(s, wire, (size_t)wl), wild, fidx, line,
+	return set_insert(s, lname, (size_t)wl, set_tag(s, lname, (size_t)wl), wild, fidx, line,
 	                  NULL);
+}
+
+/* The slot stays (its name still leads probes to the names placed after it); only the rule
+ * goes, so a lookup that lands there finds nothing listed. */
+int policy_set_remove_wire(struct policy_set *s, const uint8_t *lname, bool wild)
+{
+	int wl = name_wire_len(lname, NAME_MAXWIRE);
+	if (s->map || wl < 0)
+		return MOAT_EINVAL; /* a mapped set is read-only */
+	struct pslot *sl = set_find(s, lname, (size_t)wl, set_tag(s, lname, (size_t)wl));
+	uint32_t *r = wild ? &sl->wild : &sl->exact;
+	if (sl->name_off == SLOT_EMPTY || !*r)
+		return MOAT_ENOENT;
+	ports_merge(s, *r, NULL); /* drops its port entry, if any */
+	*r = 0;
+	s->npatterns--;
+	return 0;
+}
+
+bool policy_set_has_wire(const struct policy_set *s, const uint8_t *lname, bool wild)
+{
+	int wl = name_wire_len(lname, NAME_MAXWIRE);
+	if (wl < 0)
+		return false;
+	const struct pslot *sl = set_find(s, lname, (size_t)wl, set_tag(s, lname, (size_t)wl));
+	return sl->name_off != SLOT_EMPTY && (wild ? sl->wild : sl->exact);
+}
+
+struct policy_set *policy_set_clone(const struct policy_set *o)
+{
+	if (o->map || o->next)
+		return NULL; /* one in-memory segment only (RPZ sets are never mapped or chained) */
+	struct policy_set *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	*s = *o;
+	s->refs = 1;
+	s->lint = NULL;
+	s->arena = NULL;
+	s->files = NULL;
+	s->ports = NULL;
+	s->nfiles = s->nports = s->ports_cap = 0;
+	if (!(s->slots = slots_alloc(o->cap)) ||
+	    (o->arena_cap && !(s->arena = malloc(o->arena_cap))) ||
+	    (o->nports && !(s->ports = malloc(o->nports * sizeof(*s->ports)))) ||
+	    (o->nfiles && !(s->files = calloc(o->nfiles, sizeof(*s->files))))) {
+		policy_set_free(s);
+		return NULL;
+	}
+	memcpy(s->slots, o->slots, o->cap * sizeof(*s->slots));
+	if (o->arena_len)
+		memcpy(s->arena, o->arena, o->arena_len);
+	if (o->nports)
+		memcpy(s->ports, o->ports, o->nports * sizeof(*s->ports));
+	s->nports = s->ports_cap = o->nports;
+	for (; s->nfiles < o->nfiles; s->nfiles++)
+		if (!(s->files[s->nfiles] = strdup(o->files[s->nfiles]))) {
+			policy_set_free(s);
+			return NULL;
+		}
+	return s;
 }
 
 /* Make room for n more names and bytes more arena at once: loading a large file then touches
@@ -572,11 +650,12 @@ void policy_set_lint_to(struct policy_set *s, struct policy_lint *lint)
 
 /* The explanation of a rule of s. A file index past the set's files (only a damaged mapped file
  * has one) reads "?". */
-static struct policy_rule rule_of(const struct policy_set *s, uint32_t r, bool wild)
+static struct policy_rule rule_of(const struct policy_set *s, uint32_t r, bool wild,
+                                  const uint8_t *at)
 {
 	uint32_t f = RULE_FILE(r);
 	return (struct policy_rule){f && f <= s->nfiles ? s->files[f - 1] : "?", RULE_LINE(r), wild,
-	                            s->nports ? ports_find(s, r) : NULL};
+	                            s->nports ? ports_find(s, r) : NULL, at};
 }
 
 void policy_set_each(const struct policy_set *s, policy_set_each_cb cb, void *ctx)
@@ -584,13 +663,14 @@ void policy_set_each(const struct policy_set *s, policy_set_each_cb cb, void *ct
 	for (; s; s = s->next)
 		for (size_t i = 0; i < s->cap; i++) {
 			const struct pslot *sl = &s->slots[i];
-			if (sl->name_off == SLOT_EMPTY || sl->name_off > s->arena_len)
-				continue;
+			if (sl->name_off == SLOT_EMPTY || sl->name_off > s->arena_len ||
+			    (!sl->exact && !sl->wild))
+				continue; /* empty, damaged, or all its rules removed (RPZ) */
 			struct policy_rule ex = {0}, wi = {0};
 			if (sl->exact)
-				ex = rule_of(s, sl->exact, false);
+				ex = rule_of(s, sl->exact, false, SLOT_NAME(s, sl));
 			if (sl->wild)
-				wi = rule_of(s, sl->wild, true);
+				wi = rule_of(s, sl->wild, true, SLOT_NAME(s, sl));
 			cb(ctx, SLOT_NAME(s, sl), sl->exact ? &ex : NULL, sl->wild ? &wi : NULL);
 		}
 }
@@ -616,7 +696,7 @@ static bool match_below_one(const struct policy_set *s, const uint8_t *lname,
 		sl = set_lookup(s, p);
 		if (sl && sl->wild) {
 			if (rule)
-				*rule = rule_of(s, sl->wild, true);
+				*rule = rule_of(s, sl->wild, true, p);
 			return true;
 		}
 	}
@@ -631,7 +711,7 @@ bool policy_set_match(const struct policy_set *s, const uint8_t *lname, struct p
 		const struct pslot *sl = set_lookup(s, lname);
 		if (sl && sl->exact) {
 			if (rule)
-				*rule = rule_of(s, sl->exact, false);
+				*rule = rule_of(s, sl->exact, false, lname);
 			return true;
 		}
 		if (match_below_one(s, lname, rule))
@@ -668,6 +748,7 @@ void policy_unref(struct policy *p)
 	/* Workers share snapshots: the last one to let go frees it, on its own thread. */
 	if (!p || __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) > 0)
 		return;
+	policy_rpz_release(p); /* before the agents: it reads nagents */
 	for (size_t i = p->base ? p->nconfig : 0; i < p->nagents; i++) {
 		free(p->agents[i].clients);
 		policy_set_free(p->agents[i].allow);
@@ -711,6 +792,8 @@ static bool class_blocks(enum addr_class cls, const struct policy_agent *agent)
 	return cls == ADDR_ALWAYS || (cls == ADDR_PRIVATE && !agent->cfg.allow_private);
 }
 
+static void reason_set(struct policy_decision *out, const char *a, const char *b, int line);
+
 /* The checks that apply to every name moat would send upstream, in order of severity. */
 static enum policy_verdict check_name(const struct policy *p, const struct policy_agent *agent,
                                       const uint8_t *lname, struct policy_decision *out)
@@ -731,6 +814,13 @@ static enum policy_verdict check_name(const struct policy *p, const struct polic
 		out->alert = true;
 		snprintf(out->reason, sizeof(out->reason), "moat: high-risk name (%s:%u)",
 		         out->rule.file, out->rule.line);
+		return out->verdict;
+	}
+	if (p->nhighrisk_rpz && policy_rpz_highrisk(p, lname, &out->rule, &out->nodata)) {
+		out->verdict = POLICY_DENY_HIGHRISK;
+		out->alert = true;
+		reason_set(out, "moat: high-risk name by ", out->rule.file,
+		           out->rule.line ? (int)out->rule.line : -1);
 		return out->verdict;
 	}
 	/* Every embedded address, not only the leftmost. */
@@ -787,6 +877,12 @@ void policy_decide(const struct policy *p, const struct policy_agent *agent, con
 		reason_set(out, "allowed by ", out->rule.file, (int)out->rule.line);
 		return;
 	}
+	if (agent->nallow_rpz && policy_rpz_allows(p, agent, lname, &out->rule)) {
+		out->verdict = POLICY_ALLOW;
+		reason_set(out, "allowed by ", out->rule.file,
+		           out->rule.line ? (int)out->rule.line : -1);
+		return;
+	}
 	out->verdict = POLICY_DENY_NOT_ALLOWED;
 	reason_set(out, "moat: not on allowlist of agent ", agent->cfg.name, -1);
 }
@@ -797,7 +893,8 @@ enum policy_verdict policy_check_chain(const struct policy *p, const struct poli
 	memset(out, 0, sizeof(*out));
 	if (check_name(p, agent, lname, out) != POLICY_ALLOW)
 		return out->verdict;
-	bool listed = policy_set_match(agent->allow, lname, &out->rule);
+	bool listed = policy_set_match(agent->allow, lname, &out->rule) ||
+	              (agent->nallow_rpz && policy_rpz_allows(p, agent, lname, &out->rule));
 	if (agent->cfg.strict_chain && !listed) {
 		char txt[NAME_MAXTEXT];
 		name_to_text(lname, txt, sizeof(txt));

@@ -153,6 +153,8 @@ int policy_load(const struct config *cfg, struct policy **out, char *err, size_t
 	p->nconfig = p->nagents;
 	if (policy_clients_build(p))
 		goto fail_msg;
+	if ((rc = policy_rpz_load(cfg, p, err, errlen)))
+		goto fail;
 	*out = p;
 	return 0;
 fail_msg:

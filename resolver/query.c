@@ -18,6 +18,7 @@
 #include "fetch.h"
 #include "fwchan.h"
 #include "local_answer.h"
+#include "rpz_feed.h"
 #include "server.h"
 
 /* An allowed query: lives from the fetch until the reply. */
@@ -431,6 +432,28 @@ static void on_fetched(void *ctx, int status, struct answer *ans)
 	on_answer(qr);
 }
 
+/* A NOTIFY: accepted only for a transferred RPZ zone, from its primary, with its TSIG (then its
+ * transfer starts); anything else NOTIFY-related is REFUSED. */
+static void query_notify(struct server *srv, struct reply_to *to, const struct wire_query *q,
+                         const uint8_t *pkt, size_t len)
+{
+	uint8_t out[1024];
+	char why[200] = "no RPZ zone is transferred";
+	int n = srv->feed
+	            ? rpz_feed_notify(srv->feed, pkt, len, (const struct sockaddr *)&to->client,
+	                              out, sizeof(out), why, sizeof(why))
+	            : MOAT_EINVAL;
+	if (n > 0) {
+		reply_send(srv, to, out, (size_t)n);
+		srv->stats.answered++;
+		log_it(srv, to, q, NULL, "notify", "rpz NOTIFY accepted", WIRE_NOERROR, false, NULL,
+		       -1);
+		return;
+	}
+	answer_local(srv, to, q, NULL, false, WIRE_REFUSED, 0, NULL);
+	log_it(srv, to, q, NULL, "notify-refused", why, WIRE_REFUSED, true, NULL, -1);
+}
+
 /* An allowed question: answered from the cache, or it waits for the upstream (within the caps
  * on questions in flight), then goes through on_answer. */
 static void forward(struct server *srv, struct reply_to *to, const struct wire_query *q,
@@ -533,6 +556,10 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 		return;
 	case WQ_NOTIMP:
 		q.has_question = false;
+		if (q.opcode == 4 /* NOTIFY */) {
+			query_notify(srv, to, &q, pkt, len);
+			return;
+		}
 		answer_local(srv, to, &q, NULL, false, WIRE_NOTIMP, 0, NULL);
 		log_it(srv, to, &q, NULL, "notimp", "opcode not supported", WIRE_NOTIMP, false,
 		       NULL, -1);
@@ -571,11 +598,13 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 	if (d.verdict != POLICY_ALLOW) {
 		srv->stats.denied++;
 		bool class_deny = d.verdict == POLICY_DENY_CLASS;
-		answer_local(srv, to, &q, agent, !class_deny, WIRE_REFUSED, WIRE_EDE_BLOCKED,
-		             d.reason);
-		int rcode = class_deny || agent->cfg.deny == DENY_REFUSED ? WIRE_REFUSED
-		            : agent->cfg.deny == DENY_SINKHOLE            ? WIRE_NOERROR
-		                                                          : WIRE_NXDOMAIN;
+		/* an RPZ NODATA trigger: NOERROR without records, whatever the agent's form */
+		answer_local(srv, to, &q, agent, !class_deny && !d.nodata,
+		             d.nodata ? WIRE_NOERROR : WIRE_REFUSED, WIRE_EDE_BLOCKED, d.reason);
+		int rcode = d.nodata                                        ? WIRE_NOERROR
+		            : class_deny || agent->cfg.deny == DENY_REFUSED ? WIRE_REFUSED
+		            : agent->cfg.deny == DENY_SINKHOLE              ? WIRE_NOERROR
+		                                                            : WIRE_NXDOMAIN;
 		struct log_query e = {
 		    .client = (const struct sockaddr *)&to->client,
 		    .transport = to->kind == REPLY_UDP ? "udp" : "tcp",

@@ -62,6 +62,7 @@ struct server {
 	struct inflight *inflight;   /* caps on questions in flight (shared; NULL: none) */
 	uint32_t upool_max;          /* upstream sockets this worker may hold open */
 	struct fetch_table *fetches; /* questions in flight (fetch.c) */
+	struct rpz_feed *feed;       /* borrowed: RPZ transfers (rpz_feed.h), for NOTIFY */
 	struct dlist listeners;      /* struct listener */
 	struct dlist tcp_conns;      /* struct tcp_conn */
 	struct tcp_conn *tcp_resume; /* paused connections drained enough to be read again */

@@ -57,7 +57,15 @@
  *       allow_private: true                   # answers may hold private addresses
  *   local_data: ["db.corp.internal A 10.1.2.3"]   # answered by moatd (A, AAAA, CNAME, TXT)
  *   hosts: [/etc/moat/hosts]                  # hosts(5) files answered the same way
- *   policy_pubkey: /etc/moat/policy.key.pub   # load only compiled files signed with it
+ *   rpz:                                      # RPZ zones (moat/rpz.h), by file or transfer
+ *     - {name: feed, file: zones/feed.rpz}    # name: [A-Za-z0-9_.-]{1,63}
+ *     - name: threats
+ *       primary: 192.0.2.1:53                 # AXFR/IXFR from here; NOTIFY only from here
+ *       zone: rpz.example.                    # required with primary
+ *       tsig: {name: k1, algorithm: hmac-sha256, secret: BASE64}
+ *   highrisk_rpz: [threats]                   # RPZ zones of high-risk names
+ *   (an agent's allow: entry "rpz:NAME" takes the zone's rpz-passthru triggers)
+ *   policy_pubkey: /etc/moat/policy.key.pub   # load only compiled and RPZ files signed with it
  *   policy_verify: full                       # full | quick: how much of a compiled file
  *                                             # is checked when it is mapped
  * An allow: or highrisk: entry ending in .mpol is a compiled policy (moat/policy_file.h).
@@ -95,6 +103,17 @@ struct config_forward {
 	int line;
 };
 
+/* An RPZ zone: from a file, or transferred from a primary (with TSIG if tsig_name is set). */
+struct config_rpz {
+	char name[CONFIG_NAME_MAX];
+	char *file;                      /* owned; NULL: transferred */
+	uint8_t zone[256];               /* lower-cased wire origin; zone[0] == 0: unset */
+	struct sockaddr_storage primary; /* ss_family 0: none */
+	char tsig_name[256], tsig_alg[64];
+	char *tsig_secret; /* owned; base64 */
+	int line;
+};
+
 struct config_agent {
 	char name[CONFIG_NAME_MAX];
 	struct cidr *clients; /* owned */
@@ -114,6 +133,9 @@ struct config_agent {
 	int sink_line;     /* of an explicit sinkhole: list; 0 when the defaults apply */
 	struct config_forward *forwards; /* owned: this agent's forward zones */
 	size_t nforwards;
+	char **allow_rpz; /* owned: names of RPZ zones in allow: ("rpz:NAME") */
+	int *allow_rpz_lines;
+	size_t nallow_rpz;
 };
 
 /* Lines of the top-level values checked after parsing (config_check.c). Each array belongs to
@@ -186,9 +208,14 @@ struct config {
 	char *control_group; /* owned; NULL: the group moatd starts with */
 	struct sockaddr_storage metrics_addr;
 	bool has_metrics;
-	char *dnstap_path;  /* owned; NULL: no dnstap */
-	bool dnstap_socket; /* dnstap_path is a Frame Streams socket, not a file */
-	char *state_dir;    /* owned; NULL: no runtime agents (agentstore.c) */
+	char *dnstap_path;      /* owned; NULL: no dnstap */
+	bool dnstap_socket;     /* dnstap_path is a Frame Streams socket, not a file */
+	struct config_rpz *rpz; /* owned: RPZ zones */
+	size_t nrpz;
+	char **highrisk_rpz; /* owned: names of RPZ zones of high-risk names */
+	int *highrisk_rpz_lines;
+	size_t nhighrisk_rpz;
+	char *state_dir; /* owned; NULL: no runtime agents (agentstore.c) */
 };
 
 /* Fill cfg with defaults (no listeners, no upstreams, no agents, shipped zone files from

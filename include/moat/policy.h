@@ -21,12 +21,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/socket.h>
 
 #include "moat/config.h"
 #include "moat/forward.h"
 
 struct policy_set;
+struct rpz_data;
 struct addrguard;
 struct local_data;
 
@@ -51,6 +53,8 @@ struct policy_rule {
 	uint32_t line;
 	bool wildcard;
 	const struct policy_ports *ports; /* borrowed from the set; NULL: any port */
+	const uint8_t *at; /* the suffix of the matched name the pattern names (borrowed from the
+	                    * caller's name): a longer one is a nearer match */
 };
 
 /* Parse the port part of a line (the text after the pattern: tokens `tcp/N[,N...]` or
@@ -82,6 +86,19 @@ int policy_set_add(struct policy_set *set, const char *pattern, size_t len, cons
  * with err = "path:line: reason". */
 int policy_set_load_file(struct policy_set *set, const char *path, char *err, size_t errlen);
 
+/* Add or remove one pattern given as a lower-cased wire name (wild: "*.name"), for sources
+ * that are not text files (RPZ zones). Adding a pattern already listed keeps the first rule.
+ * add: 0, MOAT_EINVAL (a '*' inside a label), MOAT_ENOMEM or MOAT_ELIMIT. remove: 0 or
+ * MOAT_ENOENT (not listed); the name's bytes stay in the arena until the set is copied. */
+int policy_set_add_wire(struct policy_set *set, const uint8_t *lname, bool wild, const char *file,
+                        uint32_t line);
+int policy_set_remove_wire(struct policy_set *set, const uint8_t *lname, bool wild);
+bool policy_set_has_wire(const struct policy_set *set, const uint8_t *lname, bool wild);
+
+/* A copy of set that can be patched while the original is being read by other threads (an
+ * IXFR patches a copy of its zone's set). Ownership: caller frees with policy_set_free.
+ * NULL on allocation failure. Not linted. */
+struct policy_set *policy_set_clone(const struct policy_set *set);
 /* The same, from n lines in memory (a runtime agent's patterns, moat/agentstore.h): label
  * stands for the file name in rules and errors ("label:line: reason"). */
 int policy_set_load_lines(struct policy_set *set, const char *const *lines, size_t n,
@@ -124,6 +141,8 @@ struct policy_agent {
 	size_t nclients;
 	struct policy_set *allow; /* owned */
 	struct forward_table fwd; /* owned: this agent's forward zones */
+	size_t *allow_rpz;        /* owned: indices into policy.rpz of its RPZ allow zones */
+	size_t nallow_rpz;
 	bool runtime;             /* added by `moatctl agent add` (agent_edit.c), not the config */
 };
 
@@ -137,13 +156,42 @@ struct policy {
 	bool lint_skipped;           /* more patterns than cfg->lint_max_patterns: not linted */
 	struct forward_table fwd;    /* owned: the global forward zones */
 	struct local_data *local;    /* owned: local answers (moat/local.h); NULL: none */
+	/* RPZ zones (policy_rpz.c), in cfg->rpz order: each holds a reference (every snapshot has
+	 * its own array). highrisk_rpz is owned by the loaded snapshot, borrowed by edited ones. */
+	struct rpz_data **rpz;
+	size_t nrpz;
+	size_t *highrisk_rpz;
+	size_t nhighrisk_rpz;
 	struct policy_clients *byclient; /* owned: agent by client address (policy_clients.h) */
 	/* A snapshot edited at runtime (agent_edit.c) borrows, through a reference to base (the
 	 * snapshot policy_load built), everything but the runtime agents: highrisk, guard, lint,
-	 * fwd, local and agents[0..nconfig), shallow copies of base's. */
+	 * fwd, local, highrisk_rpz and agents[0..nconfig), shallow copies of base's; rpz[] is
+	 * its own array of references (policy_with_rpz swaps one entry). */
 	struct policy *base; /* one reference; NULL: this is a loaded snapshot */
 	size_t nconfig;      /* agents from the config; the runtime ones follow */
 };
+
+/* The RPZ part of policy_load: reads the file zones, makes empty zones for the transferred ones
+ * (filled by rpz_xfr.c), resolves the agents' "rpz:NAME" and highrisk_rpz references. */
+int policy_rpz_load(const struct config *cfg, struct policy *p, char *err, size_t errlen);
+
+/* A new snapshot that is cur (with its runtime agents) with RPZ zone idx replaced by d (a
+ * reference is taken): the other zones are shared, the rest is borrowed from cur's base. Cheap (no file read).
+ * Ownership: one reference, released with policy_unref. NULL on allocation failure. */
+struct policy *policy_with_rpz(struct policy *cur, size_t idx, struct rpz_data *d);
+
+/* For --check: each RPZ zone, its kind and (files) its triggers, one line each, to out. */
+void policy_rpz_report(const struct config *cfg, const struct policy *p, FILE *out);
+
+/* Release what the snapshot owns of its RPZ part (policy_unref calls it). */
+void policy_rpz_release(struct policy *p);
+
+/* The agent's RPZ allow zones / the high-risk zones matched on lname (*nodata: the trigger's
+ * action is NODATA, not NXDOMAIN). Pure. */
+bool policy_rpz_allows(const struct policy *p, const struct policy_agent *agent,
+                       const uint8_t *lname, struct policy_rule *rule);
+bool policy_rpz_highrisk(const struct policy *p, const uint8_t *lname, struct policy_rule *rule,
+                         bool *nodata);
 
 /* Build a snapshot from a validated config: reads every allowlist, high-risk and range file.
  * Ownership: *out has one reference; release with policy_unref. On error nothing is returned,
@@ -173,6 +221,7 @@ struct policy_decision {
 	enum policy_verdict verdict;
 	struct policy_rule rule; /* the rule that allowed or denied, if any */
 	bool alert;              /* worth an operator's attention (high-risk, internal address) */
+	bool nodata;             /* deny as NOERROR without records (an RPZ "CNAME *." trigger) */
 	char
 	    reason[160]; /* for the EDE text and the log: "moat: not on allowlist of agent ci-42" */
 };

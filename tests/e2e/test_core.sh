@@ -127,9 +127,9 @@ r=$(raw "abcd01000001000000000000037777")
 # compression loop in the question
 r=$(raw "abcd0100000100000000000003777777c00c00010001")
 [[ "${r:7:1}" == 1 ]] || e2e_fail "pointer in question: expected FORMERR, got $r"
-# opcode NOTIFY (4): NOTIMP
+# opcode NOTIFY (4) without RPZ transfers configured: REFUSED (test_rpz.sh has the rest)
 r=$(raw "abcd2000000100000000000003777777076578616d706c6504746573740000010001")
-[[ "${r:7:1}" == 4 ]] || e2e_fail "NOTIFY: expected NOTIMP, got $r"
+[[ "${r:7:1}" == 5 ]] || e2e_fail "NOTIFY: expected REFUSED, got $r"
 # a response (QR=1) is dropped, never answered
 r=$(raw "abcd8180000100000000000003777777076578616d706c6504746573740000010001")
 e2e_assert_eq timeout "$r" "a response packet must not be answered"

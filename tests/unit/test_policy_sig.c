@@ -8,10 +8,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "moat/config.h"
 #include "moat/err.h"
 #include "moat/policy.h"
 #include "moat/policy_file.h"
 #include "moat/policy_sig.h"
+#include "moat/rpz.h"
 
 static char dir[] = "/tmp/moat-test-psig-XXXXXX";
 static char err[1024];
@@ -116,4 +118,52 @@ Test(psig, compiled_file_with_key)
 	                              sizeof(err)),
 	             0, "%s", err);
 	policy_set_free(m);
+}
+
+/* With a key, an RPZ zone file loads only if its signature verifies (policy_rpz.c's hook). */
+Test(psig, rpz_file_with_key)
+{
+	struct rpz_data *d = NULL;
+	put(P("z.rpz"), "$ORIGIN rpz.test.\n@ SOA ns. h. 1 60 60 600 60\n"
+	                "ok.example CNAME rpz-passthru.\n");
+	cr_assert_eq(rpz_load_file_signed(RPZ_ALLOW, P("z.rpz"), NULL, pk, &d, err, sizeof(err)),
+	             MOAT_EIO, "unsigned");
+	cr_assert_null(d);
+	cr_assert_eq(policy_sig_sign_file(P("z.rpz"), sk, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(rpz_load_file_signed(RPZ_ALLOW, P("z.rpz"), NULL, pk2, &d, err, sizeof(err)),
+	             MOAT_EINVAL, "other key");
+	cr_assert_eq(rpz_load_file_signed(RPZ_ALLOW, P("z.rpz"), NULL, pk, &d, err, sizeof(err)), 0,
+	             "%s", err);
+	cr_assert_eq(rpz_count(d), 1);
+	rpz_data_unref(d);
+	d = NULL;
+	put(P("z.rpz"), "$ORIGIN rpz.test.\n@ SOA ns. h. 1 60 60 600 60\n"
+	                "ok.example CNAME rpz-passthru.\nmore.example CNAME rpz-passthru.\n");
+	cr_assert_eq(rpz_load_file_signed(RPZ_ALLOW, P("z.rpz"), NULL, pk, &d, err, sizeof(err)),
+	             MOAT_EINVAL, "changed after signing");
+	cr_assert_null(d);
+}
+
+/* The same through policy_load: with policy_pubkey set, an unsigned RPZ file fails the load. */
+Test(psig, rpz_file_in_policy_load)
+{
+	char text[2048];
+	struct config cfg;
+	struct policy *p = NULL;
+	put(P("z.rpz"), "$ORIGIN rpz.test.\n@ SOA ns. h. 1 60 60 600 60\n"
+	                "ok.example CNAME rpz-passthru.\n");
+	snprintf(text, sizeof(text),
+	         "upstreams: [192.0.2.53]\nlisten: [127.0.0.1:5300]\npolicy_pubkey: %s\n"
+	         "rpz:\n  - {name: z, file: %s}\nagents:\n  - name: a\n    clients: [10.0.0.0/8]\n"
+	         "    allow: [\"rpz:z\"]\n",
+	         P("k.pub"), P("z.rpz"));
+	config_init(&cfg);
+	cr_assert_eq(config_load_string(&cfg, text, strlen(text), "t.yaml", err, sizeof(err)), 0,
+	             "%s", err);
+	cr_assert_lt(policy_load(&cfg, &p, err, sizeof(err)), 0, "unsigned RPZ file loaded");
+	cr_assert(strstr(err, "z.rpz"), "%s", err);
+	cr_assert_eq(policy_sig_sign_file(P("z.rpz"), sk, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(policy_load(&cfg, &p, err, sizeof(err)), 0, "%s", err);
+	policy_unref(p);
+	config_free(&cfg);
 }
