@@ -15,33 +15,9 @@
 #include <uv.h>
 
 #include "moat/config.h"
+#include "moat/dlist.h"
 #include "moat/policy.h"
 #include "moat/wire.h"
-
-/* Intrusive doubly linked list, so shutdown can find every live object. */
-struct dlist {
-	struct dlist *prev, *next;
-};
-
-static inline void dlist_init(struct dlist *l)
-{
-	l->prev = l->next = l;
-}
-
-static inline void dlist_add(struct dlist *head, struct dlist *n)
-{
-	n->next = head->next;
-	n->prev = head;
-	head->next->prev = n;
-	head->next = n;
-}
-
-static inline void dlist_del(struct dlist *n)
-{
-	n->prev->next = n->next;
-	n->next->prev = n->prev;
-	n->prev = n->next = n;
-}
 
 struct server_stats {
 	uint64_t queries, answered, dropped, denied, forwarded, servfail, formerr, refused_clients;
