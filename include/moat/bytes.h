@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 static inline uint16_t be16_get(const uint8_t *p)
 {
@@ -32,20 +33,23 @@ static inline void be32_put(uint8_t *p, uint32_t v)
 	p[3] = (uint8_t)v;
 }
 
-/* Make room for one more element in a realloc'd array *v of *cap elements of elem bytes, of
- * which n are used: doubles the capacity (first: the capacity of an empty array). 0, or -1 when
- * out of memory or the size would overflow (*v and *cap unchanged, still owned by the caller). */
-static inline int grow_one(void **v, size_t *cap, size_t n, size_t elem, size_t first)
+/* Make room for one more element in the realloc'd array whose pointer is at arrp (a T **), holding
+ * *cap elements of elem bytes of which n are used: doubles the capacity (first: the capacity of an
+ * empty array). 0, or -1 when out of memory or the size would overflow (array and *cap unchanged,
+ * still owned by the caller). The pointer is read and written with memcpy, so any T works. */
+static inline int grow_one(void *arrp, size_t *cap, size_t n, size_t elem, size_t first)
 {
 	if (n < *cap)
 		return 0;
 	size_t nc = *cap ? *cap * 2 : first;
 	if (nc < *cap || nc > SIZE_MAX / elem)
 		return -1;
-	void *nv = realloc(*v, nc * elem);
+	void *v;
+	memcpy(&v, arrp, sizeof(v));
+	void *nv = realloc(v, nc * elem);
 	if (!nv)
 		return -1;
-	*v = nv;
+	memcpy(arrp, &nv, sizeof(nv));
 	*cap = nc;
 	return 0;
 }
