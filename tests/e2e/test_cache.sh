@@ -75,7 +75,7 @@ e2e_dig @127.0.0.1 +short again.wild.example.test A >/dev/null
 out=$(e2e_dig @127.0.0.1 +short again.wild.example.test A)
 e2e_assert_eq 192.0.2.20 "$out" "full cache still answers"
 e2e_assert_eq "again.wild.example.test. A UDP" "$(e2e_upstream_queries)" "full cache still caches"
-rss=$(awk '/VmRSS/ { print $2 }' "/proc/$(e2e_pid small)/status")
+rss=$(rss_kb small)
 e2e_log "moatd RSS after 6000 names through a 1 MB cache: $rss kB"
 # AddressSanitizer's shadow memory and quarantine make RSS meaningless in the sanitizer build;
 # the bound is checked in the plain build.
