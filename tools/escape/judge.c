@@ -43,10 +43,11 @@ static bool escape_has_type(const ldns_rr_list *l, ldns_rr_type t)
 }
 
 /* RFC 6891 6.1.1: one OPT record at most, in the additional section. ldns lifts the OPT records
- * out of that section (counting them off its arcount) and leaves any elsewhere in place. */
+ * and a TSIG out of that section (counting them off its arcount) and leaves any elsewhere. */
 static bool escape_opt_ok(const ldns_pkt *p, const uint8_t *pkt)
 {
-	unsigned nopt = (unsigned)be16_get(pkt + 10) - ldns_pkt_arcount(p);
+	unsigned nopt = (unsigned)be16_get(pkt + 10) - ldns_pkt_arcount(p) -
+	                (ldns_pkt_tsig(p) != NULL ? 1u : 0u);
 
 	return nopt <= 1 && !escape_has_type(ldns_pkt_answer(p), LDNS_RR_TYPE_OPT) &&
 	       !escape_has_type(ldns_pkt_authority(p), LDNS_RR_TYPE_OPT);
