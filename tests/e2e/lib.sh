@@ -45,7 +45,9 @@ E2E_PEERS=()         # extra namespaces made by e2e_peer (deleted at cleanup)
 E2E_DIR="$MOAT_SRC/tests/e2e"
 E2E_ZONES="$E2E_DIR/zones"
 export MOAT_SRC MOAT_BUILD
-E2E_PY=python3 # the peers' interpreter: Debian's, where its packages live, when there is one
+# The peers' interpreter: the system's when there is one (its packages live there, and a
+# version-manager shim in PATH can cost a second per start).
+E2E_PY=python3
 [[ -x /usr/bin/python3 ]] && E2E_PY=/usr/bin/python3
 
 # Bounds for every wait loop (count x 0.1 s), so no test can hang forever.
@@ -738,6 +740,6 @@ e2e_upstream_queries() {
 # e2e_upstream_reset [IDX]
 # e2e_fail MSG / e2e_pass / e2e_assert_eq EXP ACT [MSG]
 # e2e_assert_contains HAY NEEDLE [MSG] / e2e_assert_not_contains HAY NEEDLE [MSG]
-# Variables: E2E_WORK E2E_NS E2E_ZONES E2E_DIR MOAT_BUILD MOAT_SRC
+# Variables: E2E_WORK E2E_NS E2E_ZONES E2E_DIR E2E_PY MOAT_BUILD MOAT_SRC
 # Environment: E2E_KEEP=1 keeps the work dir; E2E_STATE_OUT=FILE records ns,
 # work dir and PIDs so a wrapper can check that cleanup left nothing behind.

@@ -16,8 +16,7 @@ source "$(dirname "$0")/lib.sh"
 e2e_init abuse
 
 PEERS="$E2E_DIR/peers"
-PY=python3
-[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
+PY=$E2E_PY
 IDLE_MS=1500
 asan=0
 if ldd "$MOAT_BUILD/moatd" | grep -q libasan; then asan=1; fi

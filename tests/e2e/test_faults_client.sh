@@ -21,8 +21,7 @@ source "$(dirname "$0")/lib.sh"
 e2e_init faults_cl
 
 PEERS="$E2E_DIR/peers"
-PY=python3
-[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
+PY=$E2E_PY
 IDLE_MS=1500
 MAX_TCP=200
 

@@ -12,8 +12,7 @@ e2e_init faults_up
 
 PEERS="$E2E_DIR/peers"
 # The system interpreter: a version-manager shim in PATH can cost a second per start.
-PY=python3
-[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
+PY=$E2E_PY
 TIMEOUT_MS=300
 # 3 attempts x 300 ms = 900 ms. The lower bound shows moatd waited out each attempt (a bad
 # answer did not end it early); the upper bound is generous for a loaded 2-core machine under

@@ -14,8 +14,7 @@ SOCK="$E2E_WORK/fw.sock"
 STATE="$E2E_WORK/state"
 # The system interpreter when there is one: a version-manager shim costs ~1 s per start, and this
 # test starts python some forty times.
-PY=python3
-[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
+PY=$E2E_PY
 
 # Hosts: documentation addresses on the lo of a second namespace ("net"), one veth away (the
 # sandbox's own loopback is never filtered). 192.0.2.53 plays moatd, 198.51.100.53 another

@@ -14,8 +14,7 @@
 source "$(dirname "$0")/lib.sh"
 e2e_init fw_netns
 
-PY=python3
-[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
+PY=$E2E_PY
 FW="$MOAT_BUILD/moat-fw"
 H="$E2E_DIR/peers/hostile.py"
 e2e_peer net

@@ -10,8 +10,7 @@
 source "$(dirname "$0")/lib.sh"
 e2e_init fw_ports
 
-PY=python3
-[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
+PY=$E2E_PY
 PROBE="$E2E_DIR/peers/port_probe.py"
 SBX="moat-e2e-fwports-sbx-$$"
 NET="moat-e2e-fwports-net-$$"

@@ -8,8 +8,7 @@
 source "$(dirname "$0")/lib.sh"
 e2e_init fw_race
 
-PY=python3
-[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
+PY=$E2E_PY
 N=${RACE_COUNT:-1000}
 
 # The zone: r1..rN.race.test, each an AAAA of its own in 2001:db8:5::/64.

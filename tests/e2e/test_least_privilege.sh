@@ -17,8 +17,7 @@ source "$(dirname "$0")/lib.sh"
 e2e_init least_priv
 
 PEERS="$E2E_DIR/peers"
-PY=python3
-[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
+PY=$E2E_PY
 want_uid=$(id -u moat 2>/dev/null || id -u nobody)
 
 e2e_nsd 127.0.0.1 5300 "$E2E_ZONES/example.test.zone"

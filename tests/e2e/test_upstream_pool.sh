@@ -15,8 +15,7 @@ e2e_init upstream_pool
 
 PEERS="$E2E_DIR/peers"
 # The system interpreter: a version-manager shim in PATH can cost a second per start.
-PY=python3
-[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
+PY=$E2E_PY
 UP_PORT=5300
 PLOG="$E2E_WORK/upstream-queries.txt"
 
