@@ -11,14 +11,15 @@
 #include "fetch.h"
 #include "moat/cache.h"
 #include "moat/err.h"
-#include "server.h"
+#include "upstream.h"
+#include "worker.h"
 
 #define FETCH_BUCKETS 1024
 #define ANSWER_SPARE 64 /* freed answers kept for reuse, per worker */
 
 struct fetch {
 	struct dlist link; /* in its bucket */
-	struct server *srv;
+	struct worker *srv;
 	uint64_t hash;
 	uint8_t lname[NAME_MAXWIRE];
 	uint16_t qtype, qclass;
@@ -57,7 +58,7 @@ void answer_unref(struct answer *a)
 		free(a);
 }
 
-static struct answer *answer_new(struct server *srv)
+static struct answer *answer_new(struct worker *srv)
 {
 	struct fetch_table *t = srv->fetches;
 	struct answer *a = t->nspare ? t->spare[--t->nspare] : malloc(sizeof(*a));
@@ -90,7 +91,7 @@ static uint64_t question_hash(const struct fetch_table *t, const uint8_t *lname,
 	return h;
 }
 
-int fetch_init(struct server *srv, size_t cache_bytes)
+int fetch_init(struct worker *srv, size_t cache_bytes)
 {
 	struct fetch_table *t = malloc(sizeof(*t));
 	if (!t)
@@ -111,7 +112,7 @@ int fetch_init(struct server *srv, size_t cache_bytes)
 	return 0;
 }
 
-void fetch_deinit(struct server *srv)
+void fetch_deinit(struct worker *srv)
 {
 	cache_free(srv->cache);
 	srv->cache = NULL;
@@ -153,7 +154,7 @@ static int cache_value(const uint8_t *pkt, size_t len, const struct wire_resp *r
 }
 
 /* An answer from a cache value (packet and packed parse), or NULL if it does not decode. */
-static struct answer *answer_from_value(struct server *srv, const uint8_t *v, size_t vlen,
+static struct answer *answer_from_value(struct worker *srv, const uint8_t *v, size_t vlen,
                                         uint32_t age)
 {
 	size_t len = vlen >= 2 ? (size_t)(v[0] << 8 | v[1]) : 0;
@@ -184,7 +185,7 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
                         const struct sockaddr *from, int64_t elapsed_us)
 {
 	struct fetch *f = ctx;
-	struct server *srv = f->srv;
+	struct worker *srv = f->srv;
 	struct answer *a = f->ans;
 	f->up = NULL;
 	dlist_del(&f->link); /* later questions start afresh (or hit the cache) */
@@ -224,8 +225,7 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
 	}
 	/* Each waiter's callback may free its query (and so cancel only its own wait). */
 	while (f->waiters.next != &f->waiters) {
-		struct fetch_wait *w = (struct fetch_wait *)((char *)f->waiters.next -
-		                                             offsetof(struct fetch_wait, link));
+		struct fetch_wait *w = container_of(f->waiters.next, struct fetch_wait, link);
 		dlist_del(&w->link);
 		fetch_cb cb = w->cb;
 		void *wctx = w->ctx;
@@ -236,7 +236,7 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
 	fetch_free(f);
 }
 
-int fetch_answer(struct server *srv, const struct upstream_set *set, const uint8_t *lname,
+int fetch_answer(struct worker *srv, const struct upstream_set *set, const uint8_t *lname,
                  uint16_t qtype, uint16_t qclass, bool dnssec_ok, bool may_wait, fetch_cb cb,
                  void *ctx, struct answer **hit, struct fetch_wait **wait)
 {
@@ -265,7 +265,7 @@ int fetch_answer(struct server *srv, const struct upstream_set *set, const uint8
 	struct dlist *b = &t->buckets[h & (FETCH_BUCKETS - 1)];
 	struct fetch *f = NULL;
 	for (struct dlist *l = b->next; l != b; l = l->next) {
-		struct fetch *c = (struct fetch *)((char *)l - offsetof(struct fetch, link));
+		struct fetch *c = container_of(l, struct fetch, link);
 		if (c->hash == h && c->qtype == qtype && c->qclass == qclass &&
 		    c->variant == variant && !memcmp(c->lname, lname, (size_t)nl)) {
 			f = c;
@@ -317,19 +317,17 @@ void fetch_cancel(struct fetch_wait *w)
 	}
 }
 
-void fetch_cancel_all(struct server *srv)
+void fetch_cancel_all(struct worker *srv)
 {
 	struct fetch_table *t = srv->fetches;
 	if (!t)
 		return;
 	for (int i = 0; i < FETCH_BUCKETS; i++)
 		while (t->buckets[i].next != &t->buckets[i]) {
-			struct fetch *f = (struct fetch *)((char *)t->buckets[i].next -
-			                                   offsetof(struct fetch, link));
+			struct fetch *f = container_of(t->buckets[i].next, struct fetch, link);
 			while (f->waiters.next != &f->waiters) {
 				struct fetch_wait *w =
-				    (struct fetch_wait *)((char *)f->waiters.next -
-				                          offsetof(struct fetch_wait, link));
+				    container_of(f->waiters.next, struct fetch_wait, link);
 				dlist_del(&w->link);
 				free(w);
 			}

@@ -3,6 +3,7 @@
  * ACK (each with a deadline), and reconnection when moat-fw restarts. Anything that goes wrong
  * completes the waiting grants with FWPROTO_FAILED: moatd then answers SERVFAIL (fail closed). */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -10,8 +11,8 @@
 #include <unistd.h>
 
 #include "fwchan.h"
+#include "moat/dlist.h"
 #include "moat/err.h"
-#include "server.h"
 
 struct pending {
 	struct dlist link;
@@ -45,7 +46,7 @@ static uint64_t now_ms(const struct fwchan *fw)
 
 static struct pending *pending_of(struct dlist *l)
 {
-	return (struct pending *)((char *)l - offsetof(struct pending, link));
+	return container_of(l, struct pending, link);
 }
 
 static void complete(struct pending *p, uint16_t status, uint32_t lifetime)

@@ -11,7 +11,6 @@
 #include "moat/fwproto.h"
 
 struct fwchan;
-struct server;
 
 /* status: FWPROTO_OK or another fwproto_status (FAILED also for timeouts and a lost channel). */
 typedef void (*fwchan_cb)(void *ctx, uint16_t status, uint32_t lifetime);

@@ -18,11 +18,12 @@
 #include <string.h>
 
 #include "moat/err.h"
-#include "server.h"
+#include "listen.h"
+#include "query.h"
 
 struct tcp_conn {
 	struct dlist link;
-	struct server *srv;
+	struct worker *srv;
 	uv_tcp_t tcp;
 	uv_timer_t idle;
 	struct sockaddr_storage peer;
@@ -134,13 +135,12 @@ static void conn_touch(struct tcp_conn *c)
  * longest and has no query in flight, so a client holding
  * many idle connections cannot lock everyone else out of TCP. Looks at a bounded number from
  * the tail. Returns false when there is none to close. */
-static bool conn_evict_idle(struct server *srv, const struct tcp_conn *keep)
+static bool conn_evict_idle(struct worker *srv, const struct tcp_conn *keep)
 {
 	int n = 0;
 	for (struct dlist *d = srv->tcp_conns.prev; d != &srv->tcp_conns && n < 64;
 	     d = d->prev, n++) {
-		struct tcp_conn *v =
-		    (struct tcp_conn *)((char *)d - offsetof(struct tcp_conn, link));
+		struct tcp_conn *v = container_of(d, struct tcp_conn, link);
 		if (v != keep && v->queries == 0) {
 			conn_close(v);
 			return true;
@@ -252,7 +252,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
 
-void tcp_resume_all(struct server *srv)
+void tcp_resume_all(struct worker *srv)
 {
 	while (srv->tcp_resume) {
 		struct tcp_conn *c = srv->tcp_resume;
@@ -272,7 +272,7 @@ void tcp_resume_all(struct server *srv)
 static void on_connection(uv_stream_t *server, int status)
 {
 	struct listener *l = server->data;
-	struct server *srv = l->srv;
+	struct worker *srv = l->srv;
 	if (status < 0)
 		return;
 	struct tcp_conn *c = calloc(1, sizeof(*c));
@@ -306,7 +306,21 @@ static void on_connection(uv_stream_t *server, int status)
 		conn_close(c);
 }
 
-int listen_tcp_start(struct server *srv, const struct sockaddr *addr)
+/* SO_REUSEPORT on a listener's socket before it binds: workers then share the port and the
+ * kernel spreads clients over them by address and port. */
+static int share_port(uv_handle_t *h)
+{
+	uv_os_fd_t fd;
+	int on = 1;
+	int rc = uv_fileno(h, &fd);
+	if (rc < 0)
+		return rc;
+	return setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on)) < 0
+	           ? uv_translate_sys_error(errno)
+	           : 0;
+}
+
+int listen_tcp_start(struct worker *srv, const struct sockaddr *addr)
 {
 	struct listener *l = calloc(1, sizeof(*l));
 	if (!l)
@@ -319,7 +333,7 @@ int listen_tcp_start(struct server *srv, const struct sockaddr *addr)
 	}
 	l->h.handle.data = l;
 	dlist_add(&srv->listeners, &l->link);
-	if ((srv->reuseport && (rc = listen_share_port(&l->h.handle)) < 0) ||
+	if ((srv->reuseport && (rc = share_port(&l->h.handle)) < 0) ||
 	    (rc = uv_tcp_bind(&l->h.tcp, addr, addr->sa_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0)) <
 	        0 ||
 	    (rc = uv_listen((uv_stream_t *)&l->h.tcp, 256, on_connection)) < 0)
@@ -327,7 +341,7 @@ int listen_tcp_start(struct server *srv, const struct sockaddr *addr)
 	return 0;
 }
 
-void tcp_close_all(struct server *srv)
+void tcp_close_all(struct worker *srv)
 {
 	while (srv->tcp_resume) {
 		struct tcp_conn *c = srv->tcp_resume;
@@ -336,6 +350,5 @@ void tcp_close_all(struct server *srv)
 		conn_put(c);
 	}
 	while (srv->tcp_conns.next != &srv->tcp_conns)
-		conn_close((struct tcp_conn *)((char *)srv->tcp_conns.next -
-		                               offsetof(struct tcp_conn, link)));
+		conn_close(container_of(srv->tcp_conns.next, struct tcp_conn, link));
 }

@@ -7,9 +7,8 @@
 #include <string.h>
 
 #include "moat/local.h"
-#include "server.h"
 
-struct answer *local_answer(struct server *srv, const struct policy *p, const struct wire_query *q)
+struct answer *local_answer(struct worker *srv, const struct policy *p, const struct wire_query *q)
 {
 	static _Thread_local uint8_t buf[WIRE_EDNS_SIZE * 4];
 	if (!p->local)

@@ -19,11 +19,12 @@
 #include "fwchan.h"
 #include "local_answer.h"
 #include "rpz_feed.h"
-#include "server.h"
+#include "listen.h"
+#include "query.h"
 
 /* An allowed query: lives from the fetch until the reply. */
 struct query {
-	struct server *srv;
+	struct worker *srv;
 	struct policy *policy; /* reference: a reload cannot pull rules from under us */
 	const struct policy_agent *agent;
 	const struct upstream_set *fwd; /* the forward zone asked (in policy), NULL: global */
@@ -42,13 +43,13 @@ struct query {
 };
 
 /* Every log line goes through here, and so is counted (moat/metrics.h). */
-static void log_emit(struct server *srv, const struct reply_to *to, const struct log_query *e)
+static void log_emit(struct worker *srv, const struct reply_to *to, const struct log_query *e)
 {
 	log_write_query(srv->log, e);
 	metrics_count_query(srv->metrics, e->agent, e->decision, to->kind == REPLY_TCP, e->rcode);
 }
 
-static void log_it(struct server *srv, const struct reply_to *to, const struct wire_query *q,
+static void log_it(struct worker *srv, const struct reply_to *to, const struct wire_query *q,
                    const char *agent, const char *decision, const char *reason, int rcode,
                    bool alert, const struct sockaddr *upstream, int64_t up_us)
 {
@@ -80,7 +81,7 @@ static size_t reply_limit(const struct reply_to *to, const struct wire_query *q)
 }
 
 /* Answer locally with rcode (and the agent's deny form when deny is set). */
-static void answer_local(struct server *srv, struct reply_to *to, const struct wire_query *q,
+static void answer_local(struct worker *srv, struct reply_to *to, const struct wire_query *q,
                          const struct policy_agent *agent, bool deny, uint8_t rcode,
                          uint16_t ede_code, const char *reason)
 {
@@ -254,7 +255,7 @@ static bool answer_passes(struct query *qr, struct policy_decision *d)
 /* Rebuild the checked answer for the client, TTLs capped at ttl_cap, and send it. */
 static void release(struct query *qr, uint32_t ttl_cap)
 {
-	struct server *srv = qr->srv;
+	struct worker *srv = qr->srv;
 	const struct answer *a = qr->ans;
 	static _Thread_local uint8_t out[WIRE_MAXMSG]; /* one answer built at a time per loop */
 	size_t limit = reply_limit(&qr->to, &qr->q);
@@ -291,9 +292,9 @@ static void release(struct query *qr, uint32_t ttl_cap)
 static void on_granted(void *ctx, uint16_t status, uint32_t lifetime)
 {
 	struct query *qr = ctx;
-	struct server *srv = qr->srv;
+	struct worker *srv = qr->srv;
 	qr->fw_token = 0;
-	metrics_observe(&srv->metrics->grant, server_now_us() - qr->grant_t0);
+	metrics_observe(&srv->metrics->grant, worker_now_us() - qr->grant_t0);
 	metrics_inc(status == FWPROTO_OK ? &srv->metrics->grants_acked
 	                                 : &srv->metrics->grants_failed);
 	qr->grant = fwproto_status_str(status);
@@ -368,7 +369,7 @@ static bool grant_first(struct query *qr)
 		memcpy(g.client.addr, &((const struct sockaddr_in6 *)c)->sin6_addr, 16);
 	}
 	metrics_inc(&qr->srv->metrics->grants_sent);
-	qr->grant_t0 = server_now_us();
+	qr->grant_t0 = worker_now_us();
 	/* The callback may already have run (channel down); qr is then gone. */
 	uint32_t token = fwchan_grant(qr->srv->fw, &g, on_granted, qr);
 	if (token)
@@ -379,7 +380,7 @@ static bool grant_first(struct query *qr)
 /* The answer is here (fresh or cached): check it for this query's agent, grant, release. */
 static void on_answer(struct query *qr)
 {
-	struct server *srv = qr->srv;
+	struct worker *srv = qr->srv;
 	const char *agent = qr->agent->cfg.name;
 	const struct answer *a = qr->ans;
 	const struct sockaddr *from =
@@ -413,7 +414,7 @@ static void on_answer(struct query *qr)
 static void on_fetched(void *ctx, int status, struct answer *ans)
 {
 	struct query *qr = ctx;
-	struct server *srv = qr->srv;
+	struct worker *srv = qr->srv;
 	qr->wait = NULL;
 	give_slot(qr);
 	if (status < 0) {
@@ -434,7 +435,7 @@ static void on_fetched(void *ctx, int status, struct answer *ans)
 
 /* A NOTIFY: accepted only for a transferred RPZ zone, from its primary, with its TSIG (then its
  * transfer starts); anything else NOTIFY-related is REFUSED. */
-static void query_notify(struct server *srv, struct reply_to *to, const struct wire_query *q,
+static void query_notify(struct worker *srv, struct reply_to *to, const struct wire_query *q,
                          const uint8_t *pkt, size_t len)
 {
 	uint8_t out[1024];
@@ -456,7 +457,7 @@ static void query_notify(struct server *srv, struct reply_to *to, const struct w
 
 /* An allowed question: answered from the cache, or it waits for the upstream (within the caps
  * on questions in flight), then goes through on_answer. */
-static void forward(struct server *srv, struct reply_to *to, const struct wire_query *q,
+static void forward(struct worker *srv, struct reply_to *to, const struct wire_query *q,
                     const struct policy_agent *agent, const struct policy_decision *d)
 {
 	struct query *qr = malloc(sizeof(*qr));
@@ -513,7 +514,7 @@ static void forward(struct server *srv, struct reply_to *to, const struct wire_q
 	}
 }
 
-void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, size_t len,
+void query_handle(struct worker *srv, struct reply_to *to, const uint8_t *pkt, size_t len,
                   bool oversized)
 {
 	struct wire_query q;
@@ -639,13 +640,12 @@ void query_handle(struct server *srv, struct reply_to *to, const uint8_t *pkt, s
 	forward(srv, to, &q, agent, &d);
 }
 
-void query_cancel_all(struct server *srv)
+void query_cancel_all(struct worker *srv)
 {
 	/* At shutdown: every query still waiting is dropped, and counted so (queries read =
 	 * answered + dropped, also when a client kept many waiting). */
 	while (srv->live_queries.next != &srv->live_queries) {
 		srv->stats.dropped++;
-		query_free((struct query *)((char *)srv->live_queries.next -
-		                            offsetof(struct query, link)));
+		query_free(container_of(srv->live_queries.next, struct query, link));
 	}
 }

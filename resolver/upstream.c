@@ -28,7 +28,8 @@
 #include "moat/rng.h"
 #include "dnstap_out.h"
 #include "moat/metrics.h"
-#include "server.h"
+#include "upstream.h"
+#include "worker.h"
 
 #define SOCK_USES 128        /* queries one UDP socket carries in its life */
 #define SOCK_INFLIGHT 16     /* of them at most this many at once */
@@ -39,7 +40,7 @@
 
 struct up_sock {
 	struct dlist link; /* the pool's open or retired list */
-	struct server *srv;
+	struct worker *srv;
 	uv_poll_t poll;
 	int fd;
 	struct sockaddr_storage to; /* the upstream it is connected to */
@@ -85,7 +86,7 @@ struct attempt {
 };
 
 struct upstream_req {
-	struct server *srv;
+	struct worker *srv;
 	struct dlist link;
 	uint8_t lname[NAME_MAXWIRE];
 	uint16_t qtype, qclass;
@@ -114,11 +115,6 @@ uint32_t upstream_pool_max(uint32_t inflight_share, size_t nupstreams)
 	return inflight_share / SOCK_INFLIGHT * 4 + 4 * (uint32_t)nupstreams + 4;
 }
 
-uint64_t server_now_us(void)
-{
-	return uv_hrtime() / 1000;
-}
-
 static void req_try(struct upstream_req *r);
 static void on_sock_readable(uv_poll_t *p, int status, int events);
 
@@ -126,7 +122,7 @@ static void on_sock_readable(uv_poll_t *p, int status, int events);
 
 static void on_deadline(uv_timer_t *t);
 
-static struct upstream_pool *pool_of(struct server *srv)
+static struct upstream_pool *pool_of(struct worker *srv)
 {
 	if (!srv->upool) {
 		struct upstream_pool *p = calloc(1, sizeof(*p));
@@ -143,7 +139,7 @@ static struct upstream_pool *pool_of(struct server *srv)
 
 static struct up_sock *sock_of(struct dlist *d)
 {
-	return (struct up_sock *)((char *)d - offsetof(struct up_sock, link));
+	return container_of(d, struct up_sock, link);
 }
 
 static void on_sock_closed(uv_handle_t *h)
@@ -171,7 +167,7 @@ static void sock_close(struct up_sock *s)
 }
 
 /* No new queries on s; it closes when its last one is done. */
-static void sock_retire(struct server *srv, struct up_sock *s)
+static void sock_retire(struct worker *srv, struct up_sock *s)
 {
 	if (s->retired)
 		return;
@@ -188,7 +184,7 @@ static socklen_t sa_len(const struct sockaddr *sa)
 }
 
 /* A fresh UDP socket on a random source port, connected to upstream u. */
-static struct up_sock *sock_open(struct server *srv, const struct sockaddr_storage *u)
+static struct up_sock *sock_open(struct worker *srv, const struct sockaddr_storage *u)
 {
 	const struct config *cfg = srv->cfg;
 	const struct sockaddr *to = (const struct sockaddr *)u;
@@ -241,7 +237,7 @@ static struct up_sock *sock_open(struct server *srv, const struct sockaddr_stora
 
 /* A socket to upstream u with room for one more query: the newest open one that has room (so
  * answers bunch up on few sockets and are read in batches), or a new one. */
-static struct up_sock *sock_pick(struct server *srv, const struct sockaddr_storage *u)
+static struct up_sock *sock_pick(struct worker *srv, const struct sockaddr_storage *u)
 {
 	struct upstream_pool *p = pool_of(srv);
 	if (!p)
@@ -324,11 +320,11 @@ static void abandon(struct upstream_req *r)
 
 static struct upstream_req *req_of(struct dlist *d)
 {
-	return (struct upstream_req *)((char *)d - offsetof(struct upstream_req, link));
+	return container_of(d, struct upstream_req, link);
 }
 
 /* Arm the pool's timer for the earliest deadline (or stop it when nothing waits). */
-static void deadline_arm(struct server *srv)
+static void deadline_arm(struct worker *srv)
 {
 	struct upstream_pool *p = srv->upool;
 	if (p->timer_closed)
@@ -344,7 +340,7 @@ static void deadline_arm(struct server *srv)
 /* The current attempt of r ends ms from now: place r in deadline order. */
 static void deadline_set(struct upstream_req *r, uint64_t ms)
 {
-	struct server *srv = r->srv;
+	struct worker *srv = r->srv;
 	struct dlist *head = &srv->upstream_reqs;
 	bool was_first = head->next == &r->link;
 	dlist_del(&r->link);
@@ -361,7 +357,7 @@ static void on_timeout(struct upstream_req *r);
 
 static void on_deadline(uv_timer_t *t)
 {
-	struct server *srv = t->data;
+	struct worker *srv = t->data;
 	uint64_t now = uv_now(srv->loop);
 	/* Bounded by the requests present now: a timed-out one moves behind them or ends. */
 	for (struct dlist *d = srv->upstream_reqs.next;
@@ -374,9 +370,9 @@ static void finish(struct upstream_req *r, int status, const uint8_t *pkt, size_
 {
 	if (r->done)
 		return;
-	struct server *srv = r->srv;
+	struct worker *srv = r->srv;
 	const struct sockaddr *from = (const struct sockaddr *)&r->addrs[r->upstream];
-	int64_t elapsed = (int64_t)(server_now_us() - r->start_us);
+	int64_t elapsed = (int64_t)(worker_now_us() - r->start_us);
 	r->done = true;
 	dlist_del(&r->link);
 	metrics_set(&srv->metrics->inflight, metrics_get(&srv->metrics->inflight) - 1);
@@ -589,7 +585,7 @@ static void on_tcp_connect(uv_connect_t *c, int status)
 
 static int try_tcp(struct upstream_req *r, const struct sockaddr *to)
 {
-	struct server *srv = r->srv;
+	struct worker *srv = r->srv;
 	const struct config *cfg = srv->cfg;
 	struct attempt *a = calloc(1, sizeof(*a));
 	int rc;
@@ -643,7 +639,7 @@ static int try_udp(struct upstream_req *r)
 /* Send what each socket queued this turn, one sendmmsg per socket. When a send fails
  * (ECONNREFUSED from an ICMP error, a full buffer) the socket is retired and the queries not
  * sent move to their next attempt at once. */
-static void upstream_send_queued(struct server *srv, struct upstream_pool *p)
+static void upstream_send_queued(struct worker *srv, struct upstream_pool *p)
 {
 	while (p->dirty) {
 		struct up_sock *s = p->dirty;
@@ -678,7 +674,7 @@ static void upstream_send_queued(struct server *srv, struct upstream_pool *p)
 }
 
 /* Once per loop turn: the queued sends, then free the requests that ended. */
-void upstream_flush(struct server *srv)
+void upstream_flush(struct worker *srv)
 {
 	struct upstream_pool *p = srv->upool;
 	if (!p)
@@ -704,7 +700,7 @@ static void req_try(struct upstream_req *r)
 	deadline_set(r, 0);
 }
 
-int upstream_query(struct server *srv, const struct upstream_set *set, const uint8_t *lname,
+int upstream_query(struct worker *srv, const struct upstream_set *set, const uint8_t *lname,
                    uint16_t qtype, uint16_t qclass, bool dnssec_ok, struct wire_resp *resp,
                    upstream_cb cb, void *ctx, struct upstream_req **out)
 {
@@ -729,7 +725,7 @@ int upstream_query(struct server *srv, const struct upstream_set *set, const uin
 	r->resp = resp;
 	r->cb = cb;
 	r->ctx = ctx;
-	r->start_us = server_now_us();
+	r->start_us = worker_now_us();
 	r->upstream = srv->next_upstream++ % (unsigned)naddrs;
 	dlist_init(&r->link);
 	metrics_inc(&srv->metrics->inflight);
@@ -745,12 +741,11 @@ void upstream_cancel(struct upstream_req *r)
 }
 
 /* Shutdown: every request ends, every pooled socket closes. */
-void upstream_cancel_all(struct server *srv)
+void upstream_cancel_all(struct worker *srv)
 {
 	while (srv->upstream_reqs.next != &srv->upstream_reqs) {
 		struct upstream_req *r =
-		    (struct upstream_req *)((char *)srv->upstream_reqs.next -
-		                            offsetof(struct upstream_req, link));
+		    container_of(srv->upstream_reqs.next, struct upstream_req, link);
 		upstream_cancel(r);
 	}
 	struct upstream_pool *p = srv->upool;
@@ -764,7 +759,7 @@ void upstream_cancel_all(struct server *srv)
 	uv_close((uv_handle_t *)&p->timer, NULL);
 }
 
-void upstream_deinit(struct server *srv)
+void upstream_deinit(struct worker *srv)
 {
 	upstream_flush(srv); /* frees the requests that ended last */
 	free(srv->upool);
