@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fetch.h"
+#include "moat/bytes.h"
 #include "moat/cache.h"
 #include "moat/err.h"
 #include "upstream.h"
@@ -126,7 +127,7 @@ void fetch_deinit(struct worker *srv)
 /* The TTL an answer may be cached for, or 0 when it must not be (RFC 2308 for negatives). */
 static uint32_t cacheable_ttl(const struct wire_resp *r)
 {
-	if (r->flags & 0x0200)
+	if (r->flags & WIRE_FLAG_TC)
 		return 0; /* truncated */
 	if (r->rcode == WIRE_NXDOMAIN)
 		return r->neg_ttl == UINT32_MAX ? 0 : r->neg_ttl;
@@ -157,7 +158,7 @@ static int cache_value(const uint8_t *pkt, size_t len, const struct wire_resp *r
 static struct answer *answer_from_value(struct worker *srv, const uint8_t *v, size_t vlen,
                                         uint32_t age)
 {
-	size_t len = vlen >= 2 ? (size_t)(v[0] << 8 | v[1]) : 0;
+	size_t len = vlen >= 2 ? be16_get(v) : 0;
 	if (vlen < 2 + len || len < WIRE_HDR)
 		return NULL;
 	struct answer *a = answer_new(srv);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "moat/bytes.h"
 #include "moat/err.h"
 #include "listen.h"
 #include "query.h"
@@ -194,7 +195,7 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 	(void)hint;
 	size_t want = 4096;
 	if (c->len >= 2) {
-		size_t mlen = (size_t)(c->buf[0] << 8 | c->buf[1]) + 2;
+		size_t mlen = (size_t)be16_get(c->buf) + 2;
 		if (mlen > c->len)
 			want = mlen - c->len;
 	}
@@ -216,7 +217,7 @@ static void conn_process(struct tcp_conn *c)
 {
 	size_t off = 0;
 	while (c->len - off >= 2 && !c->closed && !c->paused) {
-		size_t mlen = (size_t)(c->buf[off] << 8 | c->buf[off + 1]);
+		size_t mlen = be16_get(c->buf + off);
 		if (c->len - off < 2 + mlen)
 			break;
 		struct reply_to to = {.kind = REPLY_TCP, .conn = c, .client = c->peer};

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "moat/bytes.h"
 #include "moat/addrguard.h"
 #include "moat/err.h"
 #include "moat/inflight.h"
@@ -284,7 +285,8 @@ static void release(struct query *qr, uint32_t ttl_cap)
 		               : a->cached ? "allow-cached"
 		               : a->local  ? "allow-local"
 		                           : "allow",
-		               qr->decision.reason, out[3] & 0xF, false, true);
+		               qr->decision.reason, be16_get(out + 2) & WIRE_FLAG_RCODE, false,
+		               true);
 	}
 	query_free(qr);
 }
@@ -557,7 +559,7 @@ void query_handle(struct worker *srv, struct reply_to *to, const uint8_t *pkt, s
 		return;
 	case WQ_NOTIMP:
 		q.has_question = false;
-		if (q.opcode == 4 /* NOTIFY */) {
+		if (q.opcode == WIRE_OP_NOTIFY) {
 			query_notify(srv, to, &q, pkt, len);
 			return;
 		}

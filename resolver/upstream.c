@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "moat/bytes.h"
 #include "moat/err.h"
 #include "moat/rng.h"
 #include "dnstap_out.h"
@@ -434,7 +435,7 @@ static void on_answer(struct upstream_req *r, const uint8_t *pkt, size_t len)
 		next_attempt(r);
 		return;
 	}
-	if ((r->resp->flags & 0x0200) && !r->tcp) {
+	if ((r->resp->flags & WIRE_FLAG_TC) && !r->tcp) {
 		retry_over_tcp(
 		    r); /* truncated: the same upstream over TCP, in this attempt's time */
 		return;
@@ -451,7 +452,7 @@ static void on_oversized(struct up_sock *s, struct upstream_req *r, const uint8_
 	/* Our question (name, type, class) sits at the same offset in the answer; compare it
 	 * without case, which upstreams may change. */
 	int nl = name_wire_len(r->lname, NAME_MAXWIRE);
-	if (n > 0 && (pkt[2] & 0x80) && pkt[4] == 0 && pkt[5] == 1 &&
+	if (n > 0 && (be16_get(pkt + 2) & WIRE_FLAG_QR) && be16_get(pkt + 4) == 1 &&
 	    WIRE_HDR + (size_t)nl + 4 <= RX_SLOT) {
 		bool same = true;
 		for (size_t i = 0; i < (size_t)nl + 4; i++) {
@@ -499,7 +500,7 @@ static void on_sock_readable(uv_poll_t *p, int status, int events)
 			size_t len = msgs[i].msg_len;
 			struct upstream_req *r = NULL;
 			if (len >= WIRE_HDR) {
-				uint16_t id = (uint16_t)(pkt[0] << 8 | pkt[1]);
+				uint16_t id = be16_get(pkt);
 				for (unsigned k = 0; k < s->nused; k++)
 					if (s->ids[k] == id) {
 						r = s->reqs[k];
@@ -543,7 +544,7 @@ static void on_tcp_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 	}
 	a->tcplen += (size_t)n;
 	if (a->tcplen == 2) {
-		a->tcpwant = (size_t)(a->rlen[0] << 8 | a->rlen[1]);
+		a->tcpwant = be16_get(a->rlen);
 		if (a->tcpwant < WIRE_HDR || !(a->tcpbuf = malloc(a->tcpwant)))
 			next_attempt(a->req);
 		return;
@@ -573,8 +574,7 @@ static void on_tcp_connect(uv_connect_t *c, int status)
 		next_attempt(a->req);
 		return;
 	}
-	a->wlen[0] = (uint8_t)(a->query_len >> 8);
-	a->wlen[1] = (uint8_t)a->query_len;
+	be16_put(a->wlen, (uint16_t)a->query_len);
 	uv_buf_t bufs[2] = {uv_buf_init((char *)a->wlen, 2),
 	                    uv_buf_init((char *)a->query, (unsigned)a->query_len)};
 	a->write.data = a;

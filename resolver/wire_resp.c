@@ -133,20 +133,20 @@ int wire_resp_parse(const uint8_t *pkt, size_t len, uint16_t id, const uint8_t *
 	r->age = 0;
 	if (len < WIRE_HDR)
 		return MOAT_EMISMATCH;
-	r->id = wr_u16(pkt);
-	r->flags = wr_u16(pkt + 2);
-	r->rcode = r->flags & 0xF;
-	if (r->id != id || !(r->flags & 0x8000) || (r->flags >> 11 & 0xF) != 0)
+	r->id = be16_get(pkt);
+	r->flags = be16_get(pkt + 2);
+	r->rcode = r->flags & WIRE_FLAG_RCODE;
+	if (r->id != id || !(r->flags & WIRE_FLAG_QR) || wire_opcode(r->flags) != WIRE_OP_QUERY)
 		return MOAT_EMISMATCH;
-	if (wr_u16(pkt + 4) != 1)
+	if (be16_get(pkt + 4) != 1)
 		return MOAT_EMISMATCH;
 	for (int s = 0; s < 3; s++)
-		r->counts[s] = wr_u16(pkt + 6 + 2 * s);
+		r->counts[s] = be16_get(pkt + 6 + 2 * s);
 	size_t off = WIRE_HDR;
 	if (name_unpack_msg(pkt, len, &off, name) < 0 || off + 4 > len)
 		return MOAT_EMISMATCH;
-	if (!name_equal(name, lname) || wr_u16(pkt + off) != qtype ||
-	    wr_u16(pkt + off + 2) != qclass)
+	if (!name_equal(name, lname) || be16_get(pkt + off) != qtype ||
+	    be16_get(pkt + off + 2) != qclass)
 		return MOAT_EMISMATCH;
 	off += 4;
 
@@ -159,10 +159,10 @@ int wire_resp_parse(const uint8_t *pkt, size_t len, uint16_t id, const uint8_t *
 			rr->owner_off = (uint16_t)off;
 			if (name_unpack_msg(pkt, len, &off, name) < 0 || off + 10 > len)
 				return MOAT_EFORMAT;
-			rr->type = wr_u16(pkt + off);
-			rr->rclass = wr_u16(pkt + off + 2);
-			rr->ttl = wr_u32(pkt + off + 4);
-			rr->rdlen = wr_u16(pkt + off + 8);
+			rr->type = be16_get(pkt + off);
+			rr->rclass = be16_get(pkt + off + 2);
+			rr->ttl = be32_get(pkt + off + 4);
+			rr->rdlen = be16_get(pkt + off + 8);
 			rr->rdata_off = (uint16_t)(off + 10);
 			rr->section = (uint8_t)s;
 			off += 10;
@@ -212,7 +212,7 @@ int wire_resp_parse(const uint8_t *pkt, size_t len, uint16_t id, const uint8_t *
 		if (rr->section == WIRE_SEC_NS && rr->type == WIRE_SOA) {
 			/* RFC 2308: negative TTL is min(SOA TTL, SOA MINIMUM). */
 			if (rr->rdlen >= 22) {
-				uint32_t min = wr_u32(pkt + rr->rdata_off + rr->rdlen - 4);
+				uint32_t min = be32_get(pkt + rr->rdata_off + rr->rdlen - 4);
 				uint32_t t = rr->ttl < min ? rr->ttl : min;
 				if (t < r->neg_ttl)
 					r->neg_ttl = t;
@@ -400,7 +400,7 @@ static void put_rdata(struct wire_writer *w, struct comp *c, const uint8_t *pkt,
 		ww_bytes(w, pkt + off, rr->rdlen);
 	}
 	if (!w->err)
-		ww_put16(w->buf + lenpos, (uint16_t)(w->len - lenpos - 2));
+		be16_put(w->buf + lenpos, (uint16_t)(w->len - lenpos - 2));
 	return;
 bad:
 	w->err = MOAT_EFORMAT;
@@ -419,14 +419,14 @@ int wire_resp_build(const uint8_t *pkt, size_t len, const struct wire_resp *r,
 	struct comp c;
 	uint8_t owner[NAME_MAXWIRE];
 	uint16_t count[2] = {0, 0};
-	bool want_ad = q->edns_do || (q->flags & 0x0020);
+	bool want_ad = q->edns_do || (q->flags & WIRE_FLAG_AD);
 
 	c.n = 0;
 	c.used = 0;
 	ww_u16(&w, q->id);
-	ww_u16(&w, (uint16_t)(0x8000 | (q->flags & 0x0100) | 0x0080 |
-	                      (want_ad ? (r->flags & 0x0020) : 0) | (q->flags & 0x0010) |
-	                      (r->rcode & 0xF)));
+	ww_u16(&w, (uint16_t)(WIRE_FLAG_QR | (q->flags & WIRE_FLAG_RD) | WIRE_FLAG_RA |
+	                      (want_ad ? (r->flags & WIRE_FLAG_AD) : 0) |
+	                      (q->flags & WIRE_FLAG_CD) | (r->rcode & WIRE_FLAG_RCODE)));
 	ww_u16(&w, 1);
 	ww_u16(&w, 0);
 	ww_u16(&w, 0);
@@ -463,10 +463,10 @@ int wire_resp_build(const uint8_t *pkt, size_t len, const struct wire_resp *r,
 		w.err = 0;
 		w.len = question_end;
 		count[0] = count[1] = 0;
-		out[2] |= 0x02;
+		be16_put(out + 2, be16_get(out + 2) | WIRE_FLAG_TC);
 	}
-	ww_put16(out + 6, count[0]);
-	ww_put16(out + 8, count[1]);
+	be16_put(out + 6, count[0]);
+	be16_put(out + 8, count[1]);
 	if (w.err)
 		return w.err;
 	if (!q->edns)

@@ -19,6 +19,29 @@
 #define WIRE_MAXRR 512      /* records walked per upstream answer; more is refused */
 #define WIRE_MAXCHAIN 16    /* CNAME/DNAME steps followed */
 
+/* The header's flags word (RFC 1035 4.1.1, RFC 4035 3.2) at offset 2; the opcode and rcode are
+ * fields of it. */
+#define WIRE_FLAG_QR 0x8000
+#define WIRE_FLAG_OPCODE 0x7800 /* mask; wire_opcode reads it */
+#define WIRE_FLAG_AA 0x0400
+#define WIRE_FLAG_TC 0x0200
+#define WIRE_FLAG_RD 0x0100
+#define WIRE_FLAG_RA 0x0080
+#define WIRE_FLAG_AD 0x0020
+#define WIRE_FLAG_CD 0x0010
+#define WIRE_FLAG_RCODE 0x000F /* mask */
+#define WIRE_EDNS_DO 0x8000    /* the DO bit in the OPT record's TTL (RFC 3225) */
+
+static inline unsigned wire_opcode(uint16_t flags)
+{
+	return flags >> 11 & 0xF;
+}
+
+enum wire_opcode {
+	WIRE_OP_QUERY = 0,
+	WIRE_OP_NOTIFY = 4,
+};
+
 enum wire_rcode {
 	WIRE_NOERROR = 0,
 	WIRE_FORMERR = 1,
@@ -35,6 +58,7 @@ enum wire_type {
 	WIRE_CNAME = 5,
 	WIRE_SOA = 6,
 	WIRE_PTR = 12,
+	WIRE_HINFO = 13,
 	WIRE_MX = 15,
 	WIRE_TXT = 16,
 	WIRE_AAAA = 28,
