@@ -40,7 +40,7 @@ struct listener {
 };
 
 /* Bind and watch a UDP or TCP listener on addr (port shared with the other workers when
- * srv->reuseport). Returns 0 or a negative MOAT_* code (listen_strerror says which cause). */
+ * srv->reuseport). Returns 0, MOAT_ENOMEM, or MOAT_EIO with errno saying why (worker_strerror). */
 int listen_udp_start(struct worker *srv, const struct sockaddr *addr);
 int listen_tcp_start(struct worker *srv, const struct sockaddr *addr);
 

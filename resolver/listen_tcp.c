@@ -316,9 +316,7 @@ static int share_port(uv_handle_t *h)
 	int rc = uv_fileno(h, &fd);
 	if (rc < 0)
 		return rc;
-	return setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on)) < 0
-	           ? uv_translate_sys_error(errno)
-	           : 0;
+	return setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on)) < 0 ? -errno : 0;
 }
 
 int listen_tcp_start(struct worker *srv, const struct sockaddr *addr)
@@ -330,7 +328,7 @@ int listen_tcp_start(struct worker *srv, const struct sockaddr *addr)
 	int rc = uv_tcp_init_ex(srv->loop, &l->h.tcp, addr->sa_family);
 	if (rc < 0) {
 		free(l);
-		return rc;
+		return worker_eio(rc);
 	}
 	l->h.handle.data = l;
 	dlist_add(&srv->listeners, &l->link);
@@ -338,7 +336,7 @@ int listen_tcp_start(struct worker *srv, const struct sockaddr *addr)
 	    (rc = uv_tcp_bind(&l->h.tcp, addr, addr->sa_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0)) <
 	        0 ||
 	    (rc = uv_listen((uv_stream_t *)&l->h.tcp, 256, on_connection)) < 0)
-		return rc;
+		return worker_eio(rc); /* the listener is on the list: listen_close_all frees it */
 	return 0;
 }
 

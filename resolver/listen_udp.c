@@ -220,7 +220,7 @@ int listen_udp_start(struct worker *srv, const struct sockaddr *addr)
 	int on = 1, size = 4 << 20;
 	int fd = socket(addr->sa_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return -errno;
+		return MOAT_EIO; /* errno says why */
 	struct listener *l = calloc(1, sizeof(*l));
 	if (!l || !(l->udpq = calloc(1, sizeof(*l->udpq)))) {
 		free(l);
@@ -246,11 +246,12 @@ int listen_udp_start(struct worker *srv, const struct sockaddr *addr)
 		free(l->udpq);
 		free(l);
 		close(fd);
-		return rc;
+		return worker_eio(rc); /* errno again: the cleanup may have changed it */
 	}
 	l->h.handle.data = l;
 	dlist_add(&srv->listeners, &l->link);
-	return uv_poll_start(&l->h.poll, UV_READABLE, on_poll);
+	rc = uv_poll_start(&l->h.poll, UV_READABLE, on_poll);
+	return rc < 0 ? worker_eio(rc) : 0;
 }
 
 void listen_flush_all(struct worker *srv)

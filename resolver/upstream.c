@@ -583,6 +583,7 @@ static void on_tcp_connect(uv_connect_t *c, int status)
 		next_attempt(a->req);
 }
 
+/* Start a TCP attempt at to. Returns 0, MOAT_ENOMEM or MOAT_EIO (errno says why). */
 static int try_tcp(struct upstream_req *r, const struct sockaddr *to)
 {
 	struct worker *srv = r->srv;
@@ -599,16 +600,17 @@ static int try_tcp(struct upstream_req *r, const struct sockaddr *to)
 		dnstap_forwarder(srv, to, a->query, a->query_len, true, false);
 	if ((rc = uv_tcp_init(srv->loop, &a->tcp)) < 0) {
 		free(a);
-		return rc;
+		return worker_eio(rc);
 	}
 	a->tcp.data = a;
 	a->req = r;
 	r->tcp = a;
 	if (cfg->has_upstream_source && cfg->upstream_source.ss_family == to->sa_family &&
 	    (rc = uv_tcp_bind(&a->tcp, (const struct sockaddr *)&cfg->upstream_source, 0)) < 0)
-		return rc;
+		return worker_eio(rc);
 	a->connect.data = a;
-	return uv_tcp_connect(&a->connect, &a->tcp, to, on_tcp_connect);
+	rc = uv_tcp_connect(&a->connect, &a->tcp, to, on_tcp_connect);
+	return rc < 0 ? worker_eio(rc) : 0;
 }
 
 /* Queue r's query on a pooled socket; upstream_flush sends it before the loop waits again. A
@@ -624,8 +626,7 @@ static int try_udp(struct upstream_req *r)
 	if (n < 0)
 		return n;
 	if (r->srv->dnstap)
-		dnstap_forwarder(r->srv,
-		                 (const struct sockaddr *)&r->srv->cfg->upstreams[r->upstream],
+		dnstap_forwarder(r->srv, (const struct sockaddr *)&r->addrs[r->upstream],
 		                 s->send_buf[s->nsend], (size_t)n, false, false);
 	s->send_len[s->nsend] = (uint16_t)n;
 	s->send_slot[s->nsend] = r->slot;

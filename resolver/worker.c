@@ -100,9 +100,11 @@ int worker_init(struct worker *w, unsigned index, unsigned nworkers, const struc
 		snprintf(err, errlen, "out of memory for the answer cache");
 		return MOAT_ENOMEM;
 	}
-	if (cfg->fw_socket && !(w->fw = fwchan_new(w->loop, cfg->fw_socket, cfg->fw_timeout_ms))) {
-		snprintf(err, errlen, "bad firewall socket path %s", cfg->fw_socket);
-		return MOAT_EINVAL;
+	if (cfg->fw_socket &&
+	    (rc = fwchan_new(w->loop, cfg->fw_socket, cfg->fw_timeout_ms, &w->fw)) < 0) {
+		snprintf(err, errlen, "firewall socket %s: %s", cfg->fw_socket,
+		         rc == MOAT_EINVAL ? "path too long" : moat_strerror(rc));
+		return rc;
 	}
 	for (size_t i = 0; i < cfg->nlisten; i++) {
 		const struct sockaddr *a = (const struct sockaddr *)&cfg->listen[i];
@@ -110,10 +112,12 @@ int worker_init(struct worker *w, unsigned index, unsigned nworkers, const struc
 		if (rc == 0)
 			rc = listen_tcp_start(w, a);
 		if (rc < 0) {
+			const char *why =
+			    worker_strerror(rc); /* before anything can change errno */
 			char addr[80];
 			snprintf(err, errlen, "cannot listen on %s: %s",
-			         log_format_addr(a, true, addr, sizeof(addr)), uv_strerror(rc));
-			return MOAT_EIO;
+			         log_format_addr(a, true, addr, sizeof(addr)), why);
+			return rc;
 		}
 	}
 	uv_check_init(w->loop, &w->flush);

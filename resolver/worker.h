@@ -11,14 +11,17 @@
 #ifndef MOAT_WORKER_H
 #define MOAT_WORKER_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <uv.h>
 
 #include "moat/config.h"
 #include "moat/dlist.h"
+#include "moat/err.h"
 #include "moat/policy.h"
 
 struct ratelimit;
@@ -96,6 +99,21 @@ void worker_stop(struct worker *w);
 /* After every loop has ended: join the threads, then free each worker's state. */
 void worker_join(struct worker *ws, unsigned n);
 void worker_deinit(struct worker *w);
+
+/* The one error space of moatd's I/O boundaries (listeners, upstream attempts, the firewall
+ * channel): MOAT_* codes, a failed system or libuv call being MOAT_EIO with errno holding its
+ * cause. worker_eio converts where the boundary is crossed (libuv's codes are negated errno
+ * values on Linux); worker_strerror reads either back (errno must not have changed since). */
+static inline int worker_eio(int neg_errno)
+{
+	errno = -neg_errno;
+	return MOAT_EIO;
+}
+
+static inline const char *worker_strerror(int rc)
+{
+	return rc == MOAT_EIO && errno ? strerror(errno) : moat_strerror(rc);
+}
 
 /* A monotonic clock in microseconds, for latencies. */
 uint64_t worker_now_us(void);
