@@ -77,18 +77,14 @@ static struct answer *answer_new(struct worker *srv)
 	return a;
 }
 
-static uint64_t question_hash(const struct fetch_table *t, const uint8_t *lname, size_t nl,
-                              uint16_t qtype, uint16_t qclass, uint32_t variant)
+/* The in-flight table hashes the cache's key bytes (moat/cache.h) under its own random key. */
+static uint64_t question_hash(const struct fetch_table *t, const uint8_t *lname, uint16_t qtype,
+                              uint16_t qclass, uint32_t variant)
 {
-	uint8_t key[NAME_MAXWIRE + 8];
-	memcpy(key, lname, nl);
-	key[nl] = (uint8_t)(qtype >> 8);
-	key[nl + 1] = (uint8_t)qtype;
-	key[nl + 2] = (uint8_t)(qclass >> 8);
-	key[nl + 3] = (uint8_t)qclass;
-	memcpy(key + nl + 4, &variant, 4);
+	uint8_t key[CACHE_MAXKEY];
+	int kl = cache_key(key, lname, qtype, qclass, variant);
 	uint64_t h;
-	crypto_shorthash((unsigned char *)&h, key, nl + 8, t->key);
+	crypto_shorthash((unsigned char *)&h, key, (size_t)kl, t->key);
 	return h;
 }
 
@@ -211,7 +207,7 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
 	}
 	/* Serve-stale (RFC 8767): no upstream answered, or one said SERVFAIL/REFUSED; an answer
 	 * that expired less than serve_stale seconds ago is better than none. It goes through
-	 * the same checks and grant as any answer; query.c caps its TTLs at 30 s. */
+	 * the same checks and grant as any answer, TTLs capped by answer_ttl_cap. */
 	struct answer *stale = NULL;
 	if (srv->cache && srv->cfg->serve_stale &&
 	    (status < 0 || a->resp.rcode == WIRE_SERVFAIL || a->resp.rcode == WIRE_REFUSED)) {
@@ -262,7 +258,7 @@ int fetch_answer(struct worker *srv, const struct upstream_set *set, const uint8
 	if (!may_wait)
 		return FETCH_BUSY;
 	struct fetch_table *t = srv->fetches;
-	uint64_t h = question_hash(t, lname, (size_t)nl, qtype, qclass, variant);
+	uint64_t h = question_hash(t, lname, qtype, qclass, variant);
 	struct dlist *b = &t->buckets[h & (FETCH_BUCKETS - 1)];
 	struct fetch *f = NULL;
 	for (struct dlist *l = b->next; l != b; l = l->next) {

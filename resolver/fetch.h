@@ -30,6 +30,16 @@ struct answer {
 
 void answer_unref(struct answer *a);
 
+/* Serve-stale (RFC 8767): a stale answer's TTLs, and the firewall grant for its addresses, are
+ * capped at FETCH_STALE_TTL seconds, so clients ask again soon. */
+#define FETCH_STALE_TTL 30
+
+/* ttl, or less when a is stale. */
+static inline uint32_t answer_ttl_cap(const struct answer *a, uint32_t ttl)
+{
+	return a->stale && ttl > FETCH_STALE_TTL ? FETCH_STALE_TTL : ttl;
+}
+
 enum fetch_result {
 	FETCH_HIT = 0,  /* *hit holds a reference the caller owns; no callback */
 	FETCH_WAIT = 1, /* cb runs once later, unless fetch_cancel */
