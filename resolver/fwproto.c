@@ -212,15 +212,11 @@ int fwproto_ack_decode(const uint8_t *msg, size_t len, struct fwproto_ack *a)
 
 const char *fwproto_status_str(uint16_t status)
 {
-	switch (status) {
-	case FWPROTO_OK:
-		return "OK";
-	case FWPROTO_DENIED:
-		return "DENIED";
-	case FWPROTO_FAILED:
-		return "FAILED";
-	case FWPROTO_BADMSG:
-		return "BADMSG";
-	}
-	return "UNKNOWN";
+	static const char *const names[] = {
+	    [FWPROTO_OK] = "OK",
+	    [FWPROTO_DENIED] = "DENIED",
+	    [FWPROTO_FAILED] = "FAILED",
+	    [FWPROTO_BADMSG] = "BADMSG",
+	};
+	return status < sizeof(names) / sizeof(names[0]) ? names[status] : "UNKNOWN";
 }

@@ -123,7 +123,7 @@ static void on_idle(uv_timer_t *t)
 	conn_close(t->data);
 }
 
-/* Activity: restart the idle timer and move the connection to the head of the server's list,
+/* Activity: restart the idle timer and move the connection to the head of the worker's list,
  * so the tail is the connection that has been quiet longest. */
 static void conn_touch(struct tcp_conn *c)
 {

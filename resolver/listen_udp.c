@@ -165,8 +165,7 @@ static void on_poll(uv_poll_t *h, int status, int events)
 {
 	struct listener *l = h->data;
 	if (status < 0)
-		return; /* EBADF and the like: nothing to read; the listener closes with the server
-		         */
+		return; /* EBADF and the like: the listener closes with its worker */
 	if ((events & UV_WRITABLE) && l->udpq->head)
 		overflow_send(l);
 	if (!(events & UV_READABLE))

@@ -150,34 +150,30 @@ static bool screen(struct worker *srv, struct reply_to *to, struct wire_query *q
 			                  WIRE_EDE_PROHIBITED, "moat: rate limit");
 		return false;
 	}
-	int rc;
-	switch (st) {
-	case WQ_OK:
+	if (st == WQ_OK)
 		return true;
-	case WQ_FORMERR:
+	/* What moatd answers to a query it will not read further, by status. */
+	static const struct {
+		const char *decision, *reason;
+		uint8_t rcode;
+	} refuse[] = {
+	    [WQ_FORMERR] = {"formerr", "malformed query", WIRE_FORMERR},
+	    [WQ_NOTIMP] = {"notimp", "opcode not supported", WIRE_NOTIMP},
+	    [WQ_BADVERS] = {"badvers", "EDNS version not supported", WIRE_BADVERS},
+	};
+	if (st == WQ_FORMERR) {
 		srv->stats.formerr++;
 		q->has_question = false; /* never echo what we could not read */
 		q->edns = false;
-		rc = local_answer_send(srv, to, q, NULL, false, WIRE_FORMERR, 0, NULL);
-		log_it(srv, to, q, NULL, "formerr", "malformed query", rc, false, NULL, -1);
-		return false;
-	case WQ_NOTIMP:
+	} else if (st == WQ_NOTIMP) {
 		q->has_question = false;
 		if (q->opcode == WIRE_OP_NOTIFY) {
 			query_notify(srv, to, q, pkt, len);
 			return false;
 		}
-		rc = local_answer_send(srv, to, q, NULL, false, WIRE_NOTIMP, 0, NULL);
-		log_it(srv, to, q, NULL, "notimp", "opcode not supported", rc, false, NULL, -1);
-		return false;
-	case WQ_BADVERS:
-		rc = local_answer_send(srv, to, q, NULL, false, WIRE_BADVERS, 0, NULL);
-		log_it(srv, to, q, NULL, "badvers", "EDNS version not supported", rc, false, NULL,
-		       -1);
-		return false;
-	case WQ_DROP:
-		break; /* handled above */
 	}
+	int rc = local_answer_send(srv, to, q, NULL, false, refuse[st].rcode, 0, NULL);
+	log_it(srv, to, q, NULL, refuse[st].decision, refuse[st].reason, rc, false, NULL, -1);
 	return false;
 }
 
