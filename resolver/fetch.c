@@ -143,8 +143,7 @@ static _Thread_local uint8_t cache_val[2 + WIRE_MAXMSG + WIRE_RESP_PACKED_MAX];
 
 static int cache_value(const uint8_t *pkt, size_t len, const struct wire_resp *r)
 {
-	cache_val[0] = (uint8_t)(len >> 8);
-	cache_val[1] = (uint8_t)len;
+	be16_put(cache_val, (uint16_t)len);
 	memcpy(cache_val + 2, pkt, len);
 	int n = wire_resp_pack(r, cache_val + 2 + len, sizeof(cache_val) - 2 - len);
 	return n < 0 ? n : (int)(2 + len) + n;
@@ -221,7 +220,7 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
 		}
 	}
 	/* Each waiter's callback may free its query (and so cancel only its own wait). */
-	while (f->waiters.next != &f->waiters) {
+	while (!dlist_empty(&f->waiters)) {
 		struct fetch_wait *w = container_of(f->waiters.next, struct fetch_wait, link);
 		dlist_del(&w->link);
 		fetch_cb cb = w->cb;
@@ -308,7 +307,7 @@ void fetch_cancel(struct fetch_wait *w)
 	struct fetch *f = w->f;
 	dlist_del(&w->link);
 	free(w);
-	if (f->waiters.next == &f->waiters && f->up) {
+	if (dlist_empty(&f->waiters) && f->up) {
 		upstream_cancel(f->up); /* nobody waits any more */
 		fetch_free(f);
 	}
@@ -320,9 +319,9 @@ void fetch_cancel_all(struct worker *srv)
 	if (!t)
 		return;
 	for (int i = 0; i < FETCH_BUCKETS; i++)
-		while (t->buckets[i].next != &t->buckets[i]) {
+		while (!dlist_empty(&t->buckets[i])) {
 			struct fetch *f = container_of(t->buckets[i].next, struct fetch, link);
-			while (f->waiters.next != &f->waiters) {
+			while (!dlist_empty(&f->waiters)) {
 				struct fetch_wait *w =
 				    container_of(f->waiters.next, struct fetch_wait, link);
 				dlist_del(&w->link);

@@ -63,7 +63,7 @@ static void complete(struct pending *p, uint16_t status, uint32_t lifetime)
 
 static void fail_all(struct fwchan *fw)
 {
-	while (fw->pending.next != &fw->pending)
+	while (!dlist_empty(&fw->pending))
 		complete(pending_of(fw->pending.next), FWPROTO_FAILED, 0);
 }
 
@@ -190,7 +190,7 @@ static void on_timer(uv_timer_t *t)
 {
 	struct fwchan *fw = t->data;
 	uint64_t now = now_ms(fw);
-	while (fw->pending.next != &fw->pending) {
+	while (!dlist_empty(&fw->pending)) {
 		struct pending *p = pending_of(fw->pending.next);
 		if (p->deadline_ms > now)
 			break;

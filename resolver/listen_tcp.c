@@ -348,6 +348,6 @@ void tcp_close_all(struct worker *srv)
 		c->resume_queued = false;
 		conn_put(c);
 	}
-	while (srv->tcp_conns.next != &srv->tcp_conns)
+	while (!dlist_empty(&srv->tcp_conns))
 		conn_close(container_of(srv->tcp_conns.next, struct tcp_conn, link));
 }

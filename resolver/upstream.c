@@ -744,7 +744,7 @@ void upstream_cancel(struct upstream_req *r)
 /* Shutdown: every request ends, every pooled socket closes. */
 void upstream_cancel_all(struct worker *srv)
 {
-	while (srv->upstream_reqs.next != &srv->upstream_reqs) {
+	while (!dlist_empty(&srv->upstream_reqs)) {
 		struct upstream_req *r =
 		    container_of(srv->upstream_reqs.next, struct upstream_req, link);
 		upstream_cancel(r);
@@ -752,9 +752,9 @@ void upstream_cancel_all(struct worker *srv)
 	struct upstream_pool *p = srv->upool;
 	if (!p)
 		return;
-	while (p->open.next != &p->open)
+	while (!dlist_empty(&p->open))
 		sock_close(sock_of(p->open.next));
-	while (p->retired.next != &p->retired)
+	while (!dlist_empty(&p->retired))
 		sock_close(sock_of(p->retired.next));
 	p->timer_closed = true;
 	uv_close((uv_handle_t *)&p->timer, NULL);
