@@ -13,6 +13,7 @@
 #include "moat/name.h"
 
 #define WIRE_HDR 12
+#define WIRE_PORT 53 /* DNS over UDP and TCP: the port an address without one gets */
 #define WIRE_MAXMSG 65535
 #define WIRE_UDP_MIN 512    /* RFC 1035 size without EDNS */
 #define WIRE_EDNS_SIZE 1232 /* what moat advertises: the DNS flag day 2020 value */
