@@ -93,7 +93,7 @@ int wire_build_answer(const struct wire_query *q, uint8_t rcode, const struct wi
 		ww_u16(&w, q->qclass);
 	}
 	if (addr) {
-		ww_u16(&w, 0xC000 | WIRE_HDR); /* the question's name */
+		ww_u16(&w, WIRE_NAME_PTR | WIRE_HDR); /* the question's name */
 		ww_u16(&w, q->qtype);
 		ww_u16(&w, WIRE_CLASS_IN);
 		ww_u32(&w, ttl);
@@ -121,7 +121,7 @@ int wire_build_rfc8482(const struct wire_query *q, uint8_t *out, size_t cap)
 		return MOAT_ESPACE;
 	memmove(out + end + rr, out + end, (size_t)n - end);
 	struct wire_writer w = {out, cap, end, 0};
-	ww_u16(&w, 0xC000 | WIRE_HDR);
+	ww_u16(&w, WIRE_NAME_PTR | WIRE_HDR);
 	ww_u16(&w, WIRE_HINFO);
 	ww_u16(&w, WIRE_CLASS_IN);
 	ww_u32(&w, 3600);

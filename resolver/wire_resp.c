@@ -363,7 +363,7 @@ static void put_name(struct wire_writer *w, struct comp *c, const uint8_t *nm, b
 	size_t lit = hit >= 0 ? (size_t)(s - nm) : (size_t)nl;
 	ww_bytes(w, nm, lit);
 	if (hit >= 0)
-		ww_u16(w, (uint16_t)(0xC000 | c->off[hit]));
+		ww_u16(w, (uint16_t)(WIRE_NAME_PTR | c->off[hit]));
 	if (w->err || !compress || lit == 0 || c->used + (size_t)nl > COMP_STORE)
 		return;
 	/* Remember each literal suffix for later names. */

@@ -32,6 +32,7 @@
 #define WIRE_FLAG_CD 0x0010
 #define WIRE_FLAG_RCODE 0x000F /* mask */
 #define WIRE_EDNS_DO 0x8000    /* the DO bit in the OPT record's TTL (RFC 3225) */
+#define WIRE_NAME_PTR 0xC000   /* a compression pointer: these two bits, then the offset */
 
 static inline unsigned wire_opcode(uint16_t flags)
 {
