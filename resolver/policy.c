@@ -23,6 +23,7 @@
 #include "moat/policy.h"
 #include "moat/policy_clients.h"
 #include "moat/policy_lint.h"
+#include "moat/wire.h"
 #include "policy_set.h"
 #include "moat/pathfd.h"
 
@@ -865,7 +866,7 @@ void policy_decide(const struct policy *p, const struct policy_agent *agent, con
                    uint16_t qclass, struct policy_decision *out)
 {
 	memset(out, 0, sizeof(*out));
-	if (qclass != 1 /* IN */) {
+	if (qclass != WIRE_CLASS_IN) {
 		out->verdict = POLICY_DENY_CLASS;
 		snprintf(out->reason, sizeof(out->reason), "moat: class %u is not served", qclass);
 		return;
