@@ -43,7 +43,7 @@ struct fwsrv_opts {
 	const struct fwnft_resolver *resolver;
 	size_t nresolver;
 	const char *state_dir;
-	const char *metrics; /* --metrics ADDR:PORT, or NULL */
+	const char *metrics;            /* --metrics ADDR:PORT, or NULL */
 	const char *const *range_files; /* extra ranges files; the shipped one is always loaded */
 	size_t nrange_files;
 	uint32_t min_lifetime;
