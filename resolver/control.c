@@ -22,7 +22,7 @@
 #include "moat/metrics.h"
 #include "control.h"
 #include "control_agents.h"
-#include "metrics_http.h"
+#include "metrics_workers.h"
 #include "server.h"
 #include "worker.h"
 

@@ -12,7 +12,7 @@
 #include "dnstap_out.h"
 #include "fetch.h"
 #include "fwchan.h"
-#include "metrics_http.h"
+#include "metrics_workers.h"
 #include "worker.h"
 
 /* Guards next_policy, post_stop and wake_closed of every worker: the only fields another thread
