@@ -78,8 +78,7 @@ struct metrics_http *metrics_http_start(const struct metrics_http_opts *o)
 
 void metrics_http_stop(struct metrics_http *h)
 {
-	if (!h)
-		return;
-	MHD_stop_daemon(h->mhd); /* closes the listening socket too */
+	if (h)
+		MHD_stop_daemon(h->mhd); /* closes the listening socket too */
 	free(h);
 }

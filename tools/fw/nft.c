@@ -563,35 +563,15 @@ struct fwnft *fwnft_open(void)
 
 void fwnft_close(struct fwnft *n)
 {
-	if (!n)
-		return;
-	nft_ctx_free(n->ctx);
+	if (n)
+		nft_ctx_free(n->ctx);
 	free(n);
 }
 
-int fwnft_run(struct fwnft *n, const char *cmds, char *err, size_t errlen)
-{
-	if (err && errlen)
-		err[0] = '\0';
-	if (!n || !cmds)
-		return MOAT_EINVAL;
-	int rc = nft_run_cmd_from_buffer(n->ctx, cmds);
-	/* Reading the buffers also resets them for the next command. */
-	const char *e = nft_ctx_get_error_buffer(n->ctx);
-	(void)nft_ctx_get_output_buffer(n->ctx);
-	if (rc == 0)
-		return 0;
-	if (err && errlen) {
-		snprintf(err, errlen, "%s", e && *e ? e : "nft command failed");
-		/* One line for the log: nft's multi-line caret diagnostics would split it. */
-		for (char *p = err; *p; p++)
-			if (*p == '\n')
-				*p = ' ';
-	}
-	return MOAT_EIO;
-}
-
-int fwnft_query(struct fwnft *n, const char *cmd, char *out, size_t cap, char *err, size_t errlen)
+/* Run cmd; what nft printed into out (when given, cut to cap), its complaint into err (one line
+ * when one_line: nft's multi-line caret diagnostics would split a log line). */
+static int fwnft_exec(struct fwnft *n, const char *cmd, char *out, size_t cap, char *err,
+                      size_t errlen, bool one_line)
 {
 	if (out && cap)
 		out[0] = '\0';
@@ -600,13 +580,28 @@ int fwnft_query(struct fwnft *n, const char *cmd, char *out, size_t cap, char *e
 	if (!n || !cmd)
 		return MOAT_EINVAL;
 	int rc = nft_run_cmd_from_buffer(n->ctx, cmd);
+	/* Reading the buffers also resets them for the next command. */
 	const char *e = nft_ctx_get_error_buffer(n->ctx);
 	const char *o = nft_ctx_get_output_buffer(n->ctx);
 	if (out && cap)
 		snprintf(out, cap, "%s", o ? o : "");
 	if (rc == 0)
 		return 0;
-	if (err && errlen)
+	if (err && errlen) {
 		snprintf(err, errlen, "%s", e && *e ? e : "nft command failed");
+		for (char *p = err; one_line && *p; p++)
+			if (*p == '\n')
+				*p = ' ';
+	}
 	return MOAT_EIO;
+}
+
+int fwnft_run(struct fwnft *n, const char *cmds, char *err, size_t errlen)
+{
+	return fwnft_exec(n, cmds, NULL, 0, err, errlen, true);
+}
+
+int fwnft_query(struct fwnft *n, const char *cmd, char *out, size_t cap, char *err, size_t errlen)
+{
+	return fwnft_exec(n, cmd, out, cap, err, errlen, false);
 }

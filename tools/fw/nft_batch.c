@@ -6,6 +6,7 @@
  * kernel for every call; that was ~0.6 ms of each fresh answer. The messages here are what nft
  * itself would send for `add element` / `delete element`, built with libnftnl. */
 #include "nft_batch.h"
+#include "moat/bytes.h"
 #include "moat/err.h"
 
 #include <errno.h>
@@ -77,15 +78,10 @@ void fwnft_batch_free(struct fwnft_batch *b)
 
 static int fwnft_batch_room(struct fwnft_batch *b)
 {
-	if (b->cap - b->len >= FWNFT_MSG_ROOM)
-		return 0;
-	size_t ncap = b->cap ? b->cap * 2 : 4 * FWNFT_MSG_ROOM;
-	uint8_t *p = realloc(b->buf, ncap);
-	if (!p)
-		return MOAT_ENOMEM;
-	b->buf = p;
-	b->cap = ncap;
-	return 0;
+	/* Room for one more message of FWNFT_MSG_ROOM bytes. */
+	return grow_one(&b->buf, &b->cap, b->len + FWNFT_MSG_ROOM - 1, 1, 4 * FWNFT_MSG_ROOM) < 0
+	           ? MOAT_ENOMEM
+	           : 0;
 }
 
 /* One NEWSETELEM/DELSETELEM message over e[idx[0..k)] into set name. */
@@ -252,9 +248,8 @@ struct fwnft_nl *fwnft_nl_open(void)
 
 void fwnft_nl_close(struct fwnft_nl *nl)
 {
-	if (!nl)
-		return;
-	mnl_socket_close(nl->sock);
+	if (nl)
+		mnl_socket_close(nl->sock);
 	free(nl);
 }
 
