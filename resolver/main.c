@@ -751,8 +751,9 @@ static int start_ops(uv_loop_t *loop, char *err, size_t errlen)
 	if (cfg.control_path &&
 	    control_start(loop, cfg.control_path, cfg.control_group, &ops, err, errlen) < 0)
 		return MOAT_EIO;
-	if (cfg.has_metrics && metrics_workers_serve((const struct sockaddr *)&cfg.metrics_addr,
-	                                             workers, nworkers, MOAT_VERSION, err, errlen) < 0)
+	if (cfg.has_metrics &&
+	    metrics_workers_serve((const struct sockaddr *)&cfg.metrics_addr, workers, nworkers,
+	                          MOAT_VERSION, err, errlen) < 0)
 		return MOAT_EIO;
 	return 0;
 }
