@@ -254,17 +254,24 @@ void fwnft_nl_close(struct fwnft_nl *nl)
 }
 
 /* Read answers to the transaction [seq_lo, seq_hi) until the one to ack_seq (its last message)
- * or an error arrives; the first error is kept in *first_err (a negative errno). */
+ * or an error arrives; the first error is kept in *first_err (a negative errno). MOAT_EIO when
+ * no answer could be read (err says why). */
 static int fwnft_nl_answers(struct fwnft_nl *nl, uint32_t seq_lo, uint32_t seq_hi, uint32_t ack_seq,
-                            int *first_err)
+                            int *first_err, char *err, size_t errlen)
 {
 	static uint8_t buf[1 << 16];
 	for (;;) {
 		ssize_t n = mnl_socket_recvfrom(nl->sock, buf, sizeof(buf));
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0)
+		if (n <= 0) {
+			/* SO_RCVTIMEO (fwnft_nl_open) ends the wait for a silent kernel. */
+			snprintf(err, errlen, "netlink receive: %s",
+			         n == 0                                    ? "socket closed"
+			         : errno == EAGAIN || errno == EWOULDBLOCK ? "no answer within 1 s"
+			                                                   : strerror(errno));
 			return MOAT_EIO;
+		}
 		int len = (int)n;
 		for (struct nlmsghdr *h = (struct nlmsghdr *)buf; mnl_nlmsg_ok(h, len);
 		     h = mnl_nlmsg_next(h, &len)) {
@@ -306,10 +313,8 @@ int fwnft_nl_send(struct fwnft_nl *nl, const struct fwnft_batch *b, char *err, s
 			return MOAT_EIO;
 		}
 		int first = 0;
-		if (fwnft_nl_answers(nl, seq_lo, seq_hi, ack_seq, &first) < 0) {
-			snprintf(err, errlen, "netlink receive: %s", strerror(errno));
+		if (fwnft_nl_answers(nl, seq_lo, seq_hi, ack_seq, &first, err, errlen) < 0)
 			return MOAT_EIO;
-		}
 		if (first) {
 			snprintf(err, errlen, "kernel refused the element batch: %s",
 			         strerror(-first));
