@@ -23,7 +23,7 @@
 #include "moat/wire.h"
 #include "control.h"
 #include "control_agents.h"
-#include "metrics_http.h"
+#include "metrics_workers.h"
 #include "worker.h"
 
 #define REPLY_MAX (512u << 10)

@@ -38,7 +38,7 @@
 #include "fwchan.h"
 #include "limits.h"
 #include "logreopen.h"
-#include "metrics_http.h"
+#include "metrics_workers.h"
 #include "privdrop.h"
 #include "rpz_feed.h"
 #include "worker.h"
@@ -750,8 +750,9 @@ static int start_ops(uv_loop_t *loop, char *err, size_t errlen)
 	if (cfg.control_path &&
 	    control_start(loop, cfg.control_path, cfg.control_group, &ops, err, errlen) < 0)
 		return MOAT_EIO;
-	if (cfg.has_metrics && metrics_http_start((const struct sockaddr *)&cfg.metrics_addr,
-	                                          workers, nworkers, MOAT_VERSION, err, errlen) < 0)
+	if (cfg.has_metrics &&
+	    metrics_workers_serve((const struct sockaddr *)&cfg.metrics_addr, workers, nworkers,
+	                          MOAT_VERSION, err, errlen) < 0)
 		return MOAT_EIO;
 	return 0;
 }
@@ -889,7 +890,7 @@ int main(int argc, char **argv)
 	sdnotify_send("READY=1\nSTATUS=serving");
 	uv_run(loop, UV_RUN_DEFAULT);
 	worker_join(workers, nworkers);
-	metrics_http_stop();
+	metrics_workers_stop();
 	dnstap_out_stop();
 	rpz_feed_stop(feed);
 

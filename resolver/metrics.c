@@ -1,15 +1,14 @@
 /* metrics.c owns moatd's counters (format and threading in moat/metrics.h): the process-wide
  * agent-name table, counting one query, summing the workers' blocks, and rendering the sum as
- * Prometheus text or as JSON. Pure: no event loop, no sockets; the daemon's metrics_http.c serves
- * the text and control.c the JSON. */
+ * Prometheus text (built with moat/metrics_text.h, as moat-fw's are) or as JSON. Pure: no event
+ * loop, no sockets; the daemon's metrics_workers.c serves the text and control.c the JSON. */
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "moat/config.h"
-#include "moat/err.h"
 #include "moat/metrics.h"
+#include "moat/metrics_text.h"
 #include "moat/wire.h"
 
 const uint64_t metrics_hist_bounds_us[METRICS_HIST_BOUNDS] = {
@@ -150,65 +149,14 @@ void metrics_sum(struct metrics_worker *s, const struct metrics_worker *w)
 #undef SUM
 }
 
-/* ---- text building ---- */
+/* ---- text building (moat/metrics_text.h) ---- */
 
-struct out {
-	char *p;
-	size_t n, cap;
-	bool full;
-};
+/* The short names the renderings below are written with. */
+#define emit metrics_emit
+#define head metrics_head
+#define scalar metrics_scalar
 
-static void emit(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void emit(struct out *o, const char *fmt, ...)
-{
-	if (o->full)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	int k = vsnprintf(o->p + o->n, o->cap - o->n, fmt, ap);
-	va_end(ap);
-	if (k < 0 || (size_t)k >= o->cap - o->n)
-		o->full = true;
-	else
-		o->n += (size_t)k;
-}
-
-int metrics_label_escape(const char *s, char *out, size_t cap)
-{
-	size_t n = 0;
-	for (; *s; s++) {
-		const char *e = *s == '\\'   ? "\\\\"
-		                : *s == '"'  ? "\\\""
-		                : *s == '\n' ? "\\n"
-		                             : NULL;
-		size_t k = e ? 2 : 1;
-		if (n + k >= cap)
-			return MOAT_ESPACE;
-		if (e)
-			memcpy(out + n, e, 2);
-		else
-			out[n] = *s;
-		n += k;
-	}
-	if (n >= cap)
-		return MOAT_ESPACE;
-	out[n] = 0;
-	return (int)n;
-}
-
-static void head(struct out *o, const char *name, const char *type, const char *help)
-{
-	emit(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-static void scalar(struct out *o, const char *name, const char *type, const char *help, uint64_t v)
-{
-	head(o, name, type, help);
-	emit(o, "%s %llu\n", name, (unsigned long long)v);
-}
-
-static void hist_text(struct out *o, const char *name, const char *help,
+static void hist_text(struct metrics_text *o, const char *name, const char *help,
                       const struct metrics_hist *h)
 {
 	head(o, name, "histogram", help);
@@ -235,7 +183,7 @@ static const char *agent_label(unsigned a, char *buf, size_t cap)
 
 int metrics_render_text(const struct metrics_worker *s, const char *version, char *buf, size_t cap)
 {
-	struct out o = {buf, 0, cap, cap == 0};
+	struct metrics_text o = metrics_text_on(buf, cap);
 	const struct metrics_global *g = &metrics_global;
 	char lab[2 * CONFIG_NAME_MAX + 2];
 
@@ -295,10 +243,10 @@ int metrics_render_text(const struct metrics_worker *s, const char *version, cha
 	scalar(&o, "moat_workers", "gauge", "Worker threads.", metrics_get(&g->workers));
 	head(&o, "moat_build_info", "gauge", "moatd's version.");
 	emit(&o, "moat_build_info{version=\"%s\"} 1\n", version);
-	return o.full ? MOAT_ESPACE : (int)o.n;
+	return metrics_text_len(&o);
 }
 
-static void json_hist(struct out *o, const char *name, const struct metrics_hist *h)
+static void json_hist(struct metrics_text *o, const char *name, const struct metrics_hist *h)
 {
 	emit(o, ",\"%s\":{\"count\":%llu,\"sum_us\":%llu,\"buckets_us\":[", name,
 	     (unsigned long long)h->count, (unsigned long long)h->sum_us);
@@ -311,7 +259,7 @@ static void json_hist(struct out *o, const char *name, const struct metrics_hist
  * control reply wraps it). Agent names are [A-Za-z0-9_.-], so need no escaping. */
 int metrics_render_json(const struct metrics_worker *s, const char *version, char *buf, size_t cap)
 {
-	struct out o = {buf, 0, cap, cap == 0};
+	struct metrics_text o = metrics_text_on(buf, cap);
 	const struct metrics_global *g = &metrics_global;
 	char lab[2 * CONFIG_NAME_MAX + 2];
 	emit(&o, "\"version\":\"%s\",\"queries\":[", version);
@@ -363,5 +311,5 @@ int metrics_render_json(const struct metrics_worker *s, const char *version, cha
 	     (unsigned long long)metrics_get(&g->last_reload_unix),
 	     metrics_get(&g->last_reload_ok) ? "true" : "false",
 	     (unsigned long long)metrics_get(&g->workers));
-	return o.full ? MOAT_ESPACE : (int)o.n;
+	return metrics_text_len(&o);
 }

@@ -12,7 +12,7 @@
 #include "dnstap_out.h"
 #include "fetch.h"
 #include "fwchan.h"
-#include "metrics_http.h"
+#include "metrics_workers.h"
 #include "listen.h"
 #include "query.h"
 #include "upstream.h"

@@ -1,5 +1,5 @@
 /* moatd's counters and their two renderings (Prometheus text for the metrics endpoint, JSON for
- * `moatctl stats`).
+ * `moatctl stats`). metrics_label_escape and the text building come from moat/metrics_text.h.
  *
  * Each worker owns one struct metrics_worker and is its only writer: an increment is a relaxed
  * atomic load and store (a plain `inc` on x86-64, no locked instruction, no shared cache line),
@@ -35,6 +35,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "moat/metrics_text.h"
 
 #define METRICS_AGENTS 64      /* named agents tracked; slot METRICS_AGENTS is "other" */
 #define METRICS_HIST_BOUNDS 12 /* upper bounds, plus +Inf */
@@ -136,9 +138,6 @@ int metrics_render_text(const struct metrics_worker *sum, const char *version, c
                         size_t cap);
 int metrics_render_json(const struct metrics_worker *sum, const char *version, char *out,
                         size_t cap);
-
-/* Escape s as a Prometheus label value (\\, \", \n) into out. Returns length or MOAT_ESPACE. */
-int metrics_label_escape(const char *s, char *out, size_t cap);
 
 /* For tests: forget every interned agent name. */
 void metrics_agents_reset(void);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "moat/agentstore.h"
+#include "moat/bytes.h"
 #include "moat/ctlproto.h"
 #include "moat/err.h"
 #include "ctl.h"
@@ -23,16 +24,9 @@ struct text {
 
 static int text_add(struct text *t, const char *s, size_t n)
 {
-	if (t->len + n + 1 > t->cap) {
-		size_t nc = t->cap ? t->cap : 4096;
-		while (nc < t->len + n + 1)
-			nc *= 2;
-		char *np = realloc(t->p, nc);
-		if (!np)
+	while (t->len + n + 1 > t->cap)
+		if (grow_one(&t->p, &t->cap, t->cap, 1, 4096) < 0)
 			return MOAT_ENOMEM;
-		t->p = np;
-		t->cap = nc;
-	}
 	memcpy(t->p + t->len, s, n);
 	t->len += n;
 	t->p[t->len] = 0;

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "ctl.h"
+#include "moat/bytes.h"
 #include "ledger.h"
 
 struct grants_out {
@@ -35,14 +36,9 @@ static int on_entry(const struct ledger_entry *e, void *ctx)
 	bool has_src = memcmp(e->key.src, zero, 16) != 0;
 	if (has_src)
 		addr_text(e->key.family, e->key.src, src, sizeof(src));
-	if (g->cap - g->n < 512) {
-		size_t ncap = g->cap * 2;
-		char *nb = realloc(g->buf, ncap);
-		if (!nb)
-			return -1;
-		g->buf = nb;
-		g->cap = ncap;
-	}
+	/* Room for one record (512 bytes at most). */
+	if (grow_one(&g->buf, &g->cap, g->n + 511, 1, 4096) < 0)
+		return -1;
 	/* Agent names are [A-Za-z0-9_.-] (moat-fw checks them), so need no escaping. */
 	g->n += (size_t)snprintf(g->buf + g->n, g->cap - g->n,
 	                         "%s{\"agent\":\"%s\",\"family\":%u,\"sandbox\":%s%s%s,"

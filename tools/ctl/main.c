@@ -13,6 +13,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "moat/bytes.h"
 #include "moat/config.h"
 #include "moat/ctlproto.h"
 #include "moat/err.h"
@@ -136,13 +137,8 @@ char *ctl_ask(const char *path, const char *text, size_t len, size_t nreplies)
 			fprintf(stderr, "moatctl: no reply from %s\n", path);
 			break;
 		}
-		if (n + 1 == cap) {
-			char *nb = cap < REPLY_LIMIT ? realloc(buf, cap * 2) : NULL;
-			if (!nb)
-				break;
-			buf = nb;
-			cap *= 2;
-		}
+		if (n + 1 == cap && (cap >= REPLY_LIMIT || grow_one(&buf, &cap, cap, 1, cap) < 0))
+			break;
 		ssize_t k = read(fd, buf + n, cap - n - 1);
 		if (k <= 0) {
 			fprintf(stderr, "moatctl: %s closed without a reply\n", path);

@@ -6,7 +6,6 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,20 +29,6 @@ static const char *const escape_default_others[] = {"1.1.1.1", "8.8.8.8", "9.9.9
  * that points inside (`rebind NAME`): that is what tests the resolver's answer check. */
 static const char *const escape_default_rebind[] = {"169.254.169.254.nip.io", "127.0.0.1.sslip.io"};
 
-static void escape_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void escape_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 static int escape_set_name(char *dst, const char *value, const char *key, char *err, size_t errlen)
 {
 	uint8_t wire[NAME_MAXWIRE];
@@ -51,7 +36,7 @@ static int escape_set_name(char *dst, const char *value, const char *key, char *
 
 	/* The root (".") would be a query for the root zone, which no test means. */
 	if (n == 0 || n >= ESCAPE_NAMELEN || name_from_text(value, n, wire) <= 1) {
-		escape_err(err, errlen, "%s: '%s' is not a domain name", key, value);
+		snprintf(err, errlen, "%s: '%s' is not a domain name", key, value);
 		return MOAT_EINVAL;
 	}
 	memcpy(dst, value, n + 1);
@@ -73,7 +58,7 @@ static int escape_set_uint(uint32_t *dst, const char *value, uint32_t lo, uint32
 	*dst = (uint32_t)v;
 	return 0;
 bad:
-	escape_err(err, errlen, "%s: '%s' is not a number from %u to %u", key, value, lo, hi);
+	snprintf(err, errlen, "%s: '%s' is not a number from %u to %u", key, value, lo, hi);
 	return MOAT_EINVAL;
 }
 
@@ -91,8 +76,8 @@ static int escape_set_addr(struct sockaddr_storage *dst, const char *value, int 
 	           inet_pton(AF_INET6, value, &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
 		ss.ss_family = AF_INET6;
 	} else {
-		escape_err(err, errlen, "%s: '%s' is not an %saddress", key, value,
-		           family == AF_INET6 ? "IPv6 " : (family == AF_INET ? "IPv4 " : "IP "));
+		snprintf(err, errlen, "%s: '%s' is not an %saddress", key, value,
+		         family == AF_INET6 ? "IPv6 " : (family == AF_INET ? "IPv4 " : "IP "));
 		return MOAT_EINVAL;
 	}
 	*dst = ss;
@@ -146,7 +131,7 @@ static int escape_set_hostport(const char *value, const char *key, uint32_t defp
 	*out_port = (uint16_t)port;
 	return 0;
 bad:
-	escape_err(err, errlen, "%s: '%s' is not HOST:PORT", key, value);
+	snprintf(err, errlen, "%s: '%s' is not HOST:PORT", key, value);
 	return MOAT_EINVAL;
 }
 
@@ -165,7 +150,7 @@ static int escape_set_sink(struct escape_cfg *c, const char *value, char *err, s
 		c->set_sinks = true;
 	}
 	if (c->nsinks >= ESCAPE_MAXLIST) {
-		escape_err(err, errlen, "sinkhole: more than %d addresses", ESCAPE_MAXLIST);
+		snprintf(err, errlen, "sinkhole: more than %d addresses", ESCAPE_MAXLIST);
 		return MOAT_EINVAL;
 	}
 	s = &c->sinks[c->nsinks];
@@ -174,7 +159,7 @@ static int escape_set_sink(struct escape_cfg *c, const char *value, char *err, s
 	} else if (inet_pton(AF_INET6, value, s->b) == 1) {
 		s->len = 16;
 	} else {
-		escape_err(err, errlen, "sinkhole: '%s' is not an address", value);
+		snprintf(err, errlen, "sinkhole: '%s' is not an address", value);
 		return MOAT_EINVAL;
 	}
 	c->nsinks++;
@@ -190,7 +175,7 @@ static int escape_push_name(char (*list)[ESCAPE_NAMELEN], size_t *n, bool *set, 
 		*set = true;
 	}
 	if (*n >= ESCAPE_MAXLIST) {
-		escape_err(err, errlen, "%s: more than %d names", key, ESCAPE_MAXLIST);
+		snprintf(err, errlen, "%s: more than %d names", key, ESCAPE_MAXLIST);
 		return MOAT_EINVAL;
 	}
 	if (escape_set_name(list[*n], value, key, err, errlen) != 0)
@@ -207,7 +192,7 @@ static int escape_set_meta(struct escape_cfg *c, const char *value, char *err, s
 	int any = 0;
 
 	if (strlen(value) >= sizeof(buf)) {
-		escape_err(err, errlen, "metadata-names: list too long");
+		snprintf(err, errlen, "metadata-names: list too long");
 		return MOAT_EINVAL;
 	}
 	strcpy(buf, value);
@@ -218,7 +203,7 @@ static int escape_set_meta(struct escape_cfg *c, const char *value, char *err, s
 		any = 1;
 	}
 	if (!any) {
-		escape_err(err, errlen, "metadata-names: empty list");
+		snprintf(err, errlen, "metadata-names: empty list");
 		return MOAT_EINVAL;
 	}
 	return 0;
@@ -260,29 +245,22 @@ void escape_cfg_init(struct escape_cfg *c)
 	c->format = ESCAPE_FMT_TABLE;
 }
 
-int escape_cfg_set(struct escape_cfg *c, const char *key, const char *value, char *err,
-                   size_t errlen)
+/* escape_cfg_set's parts each know a group of keys and answer ESCAPE_KEY_OTHER for the rest. */
+#define ESCAPE_KEY_OTHER 1
+
+/* The keys whose value is an address (or a list of them). */
+static int escape_set_addrs(struct escape_cfg *c, const char *key, const char *value, char *err,
+                            size_t errlen)
 {
 	struct sockaddr_storage ss;
-	uint32_t v;
 
 	if (strcmp(key, "resolver") == 0) {
 		if (config_parse_addrport(value, 53, &c->resolver) != 0)
 			goto badaddr;
 		c->has_resolver = true;
-	} else if (strcmp(key, "allowed") == 0) {
-		return escape_set_name(c->allowed, value, key, err, errlen);
-	} else if (strcmp(key, "allowed-target") == 0) {
-		return escape_set_target(c, value, err, errlen);
-	} else if (strcmp(key, "rebind") == 0) {
-		c->rebind_default = false;
-		return escape_push_name(c->rebind, &c->nrebind, &c->set_rebind, value, key, err,
-		                        errlen);
-	} else if (strcmp(key, "metadata-names") == 0) {
-		return escape_set_meta(c, value, err, errlen);
 	} else if (strcmp(key, "metadata-addr") == 0) {
 		if (config_parse_addrport(value, 80, &ss) != 0 || ss.ss_family != AF_INET) {
-			escape_err(err, errlen, "%s: '%s' is not IPv4ADDR[:PORT]", key, value);
+			snprintf(err, errlen, "%s: '%s' is not IPv4ADDR[:PORT]", key, value);
 			return MOAT_EINVAL;
 		}
 		memcpy(&c->meta_addr, &ss, sizeof(c->meta_addr));
@@ -297,7 +275,7 @@ int escape_cfg_set(struct escape_cfg *c, const char *key, const char *value, cha
 			c->others_default = false;
 		}
 		if (c->nothers >= ESCAPE_MAXLIST) {
-			escape_err(err, errlen, "%s: more than %d resolvers", key, ESCAPE_MAXLIST);
+			snprintf(err, errlen, "%s: more than %d resolvers", key, ESCAPE_MAXLIST);
 			return MOAT_EINVAL;
 		}
 		if (config_parse_addrport(value, 53, &c->others[c->nothers]) != 0)
@@ -312,70 +290,108 @@ int escape_cfg_set(struct escape_cfg *c, const char *key, const char *value, cha
 			return MOAT_EINVAL;
 		memcpy(&c->v6_target, &ss, sizeof(c->v6_target));
 		c->v6_default = false;
-	} else if (strcmp(key, "expire-wait") == 0) {
-		return escape_set_uint(&c->expire_wait, value, 0, 3600, key, err, errlen);
-	} else if (strcmp(key, "grant-min") == 0) {
-		return escape_set_uint(&c->grant_min, value, 0, 3600, key, err, errlen);
-	} else if (strcmp(key, "expire-name") == 0) {
-		return escape_set_name(c->expire_name, value, key, err, errlen);
-	} else if (strcmp(key, "expire-port") == 0) {
-		if (escape_set_uint(&v, value, 1, 65535, key, err, errlen) != 0)
-			return MOAT_EINVAL;
-		c->expire_port = (uint16_t)v;
-	} else if (strcmp(key, "tunnel-domain") == 0) {
-		uint8_t wire[NAME_MAXWIRE];
-		/* Three 63-byte labels must fit below it in 255 bytes. */
-		if (escape_set_name(c->tunnel_domain, value, key, err, errlen) != 0)
-			return MOAT_EINVAL;
-		if (name_from_text(value, strlen(value), wire) > 255 - 3 * 64) {
-			escape_err(err, errlen, "%s: '%s' is too long for three 63-byte labels",
-			           key, value);
-			return MOAT_EINVAL;
-		}
-	} else if (strcmp(key, "scoped-name") == 0) {
-		return escape_set_name(c->scoped_name, value, key, err, errlen);
-	} else if (strcmp(key, "scoped-open") == 0 || strcmp(key, "scoped-closed") == 0) {
-		if (escape_set_uint(&v, value, 1, 65535, key, err, errlen) != 0)
-			return MOAT_EINVAL;
-		*(key[7] == 'o' ? &c->scoped_open : &c->scoped_closed) = (uint16_t)v;
-	} else if (strcmp(key, "witness") == 0) {
-		return escape_set_hostport(value, key, ESCAPE_DEFAULT_WITNESS_PORT, c->witness_host,
-		                           &c->witness_port, err, errlen);
-	} else if (strcmp(key, "inbound-port") == 0) {
-		if (escape_set_uint(&v, value, 1, 65535, key, err, errlen) != 0)
-			return MOAT_EINVAL;
-		c->inbound_port = (uint16_t)v;
 	} else if (strcmp(key, "spoof-source") == 0) {
 		if (c->nspoof >= ESCAPE_MAXLIST) {
-			escape_err(err, errlen, "%s: more than %d sources", key, ESCAPE_MAXLIST);
+			snprintf(err, errlen, "%s: more than %d sources", key, ESCAPE_MAXLIST);
 			return MOAT_EINVAL;
 		}
 		if (escape_set_addr(&c->spoof[c->nspoof], value, AF_UNSPEC, key, err, errlen) != 0)
 			return MOAT_EINVAL;
 		c->nspoof++;
-	} else if (strcmp(key, "timeout") == 0) {
-		return escape_set_uint(&c->timeout_ms, value, 50, 60000, key, err, errlen);
-	} else if (strcmp(key, "sinkhole") == 0) {
-		return escape_set_sink(c, value, err, errlen);
-	} else if (strcmp(key, "format") == 0) {
-		if (strcmp(value, "table") == 0)
-			c->format = ESCAPE_FMT_TABLE;
-		else if (strcmp(value, "tap") == 0)
-			c->format = ESCAPE_FMT_TAP;
-		else if (strcmp(value, "json") == 0)
-			c->format = ESCAPE_FMT_JSON;
-		else {
-			escape_err(err, errlen, "format: '%s' is not table, tap or json", value);
-			return MOAT_EINVAL;
-		}
 	} else {
-		escape_err(err, errlen, "unknown key '%s'", key);
-		return MOAT_EINVAL;
+		return strcmp(key, "sinkhole") == 0 ? escape_set_sink(c, value, err, errlen)
+		                                    : ESCAPE_KEY_OTHER;
 	}
 	return 0;
 badaddr:
-	escape_err(err, errlen, "%s: '%s' is not ADDR[:PORT]", key, value);
+	snprintf(err, errlen, "%s: '%s' is not ADDR[:PORT]", key, value);
 	return MOAT_EINVAL;
+}
+
+/* The keys whose value is a name, a list of names or a HOST[:PORT]. */
+static int escape_set_names(struct escape_cfg *c, const char *key, const char *value, char *err,
+                            size_t errlen)
+{
+	if (strcmp(key, "allowed") == 0)
+		return escape_set_name(c->allowed, value, key, err, errlen);
+	if (strcmp(key, "allowed-target") == 0)
+		return escape_set_target(c, value, err, errlen);
+	if (strcmp(key, "rebind") == 0) {
+		c->rebind_default = false;
+		return escape_push_name(c->rebind, &c->nrebind, &c->set_rebind, value, key, err,
+		                        errlen);
+	}
+	if (strcmp(key, "metadata-names") == 0)
+		return escape_set_meta(c, value, err, errlen);
+	if (strcmp(key, "expire-name") == 0)
+		return escape_set_name(c->expire_name, value, key, err, errlen);
+	if (strcmp(key, "scoped-name") == 0)
+		return escape_set_name(c->scoped_name, value, key, err, errlen);
+	if (strcmp(key, "witness") == 0)
+		return escape_set_hostport(value, key, ESCAPE_DEFAULT_WITNESS_PORT, c->witness_host,
+		                           &c->witness_port, err, errlen);
+	if (strcmp(key, "tunnel-domain") != 0)
+		return ESCAPE_KEY_OTHER;
+	uint8_t wire[NAME_MAXWIRE];
+	/* Three 63-byte labels must fit below it in 255 bytes. */
+	if (escape_set_name(c->tunnel_domain, value, key, err, errlen) != 0)
+		return MOAT_EINVAL;
+	if (name_from_text(value, strlen(value), wire) > 255 - 3 * 64) {
+		snprintf(err, errlen, "%s: '%s' is too long for three 63-byte labels", key, value);
+		return MOAT_EINVAL;
+	}
+	return 0;
+}
+
+/* The keys whose value is a number (seconds, milliseconds, a port), and format. */
+static int escape_set_numbers(struct escape_cfg *c, const char *key, const char *value, char *err,
+                              size_t errlen)
+{
+	static const char *const formats[] = {
+	    [ESCAPE_FMT_TABLE] = "table", [ESCAPE_FMT_TAP] = "tap", [ESCAPE_FMT_JSON] = "json"};
+	uint16_t *port = strcmp(key, "expire-port") == 0     ? &c->expire_port
+	                 : strcmp(key, "scoped-open") == 0   ? &c->scoped_open
+	                 : strcmp(key, "scoped-closed") == 0 ? &c->scoped_closed
+	                 : strcmp(key, "inbound-port") == 0  ? &c->inbound_port
+	                                                     : NULL;
+	uint32_t v;
+
+	if (port) {
+		if (escape_set_uint(&v, value, 1, 65535, key, err, errlen) != 0)
+			return MOAT_EINVAL;
+		*port = (uint16_t)v;
+		return 0;
+	}
+	if (strcmp(key, "expire-wait") == 0)
+		return escape_set_uint(&c->expire_wait, value, 0, 3600, key, err, errlen);
+	if (strcmp(key, "grant-min") == 0)
+		return escape_set_uint(&c->grant_min, value, 0, 3600, key, err, errlen);
+	if (strcmp(key, "timeout") == 0)
+		return escape_set_uint(&c->timeout_ms, value, 50, 60000, key, err, errlen);
+	if (strcmp(key, "format") != 0)
+		return ESCAPE_KEY_OTHER;
+	for (size_t f = 0; f < sizeof(formats) / sizeof(formats[0]); f++)
+		if (strcmp(value, formats[f]) == 0) {
+			c->format = (enum escape_format)f;
+			return 0;
+		}
+	snprintf(err, errlen, "format: '%s' is not table, tap or json", value);
+	return MOAT_EINVAL;
+}
+
+int escape_cfg_set(struct escape_cfg *c, const char *key, const char *value, char *err,
+                   size_t errlen)
+{
+	int rc = escape_set_addrs(c, key, value, err, errlen);
+	if (rc == ESCAPE_KEY_OTHER)
+		rc = escape_set_names(c, key, value, err, errlen);
+	if (rc == ESCAPE_KEY_OTHER)
+		rc = escape_set_numbers(c, key, value, err, errlen);
+	if (rc == ESCAPE_KEY_OTHER) {
+		snprintf(err, errlen, "unknown key '%s'", key);
+		return MOAT_EINVAL;
+	}
+	return rc;
 }
 
 int escape_cfg_load_string(struct escape_cfg *c, const char *text, size_t len, const char *label,
@@ -392,7 +408,7 @@ int escape_cfg_load_string(struct escape_cfg *c, const char *text, size_t len, c
 			end++;
 		lineno++;
 		if (end - pos >= sizeof(line)) {
-			escape_err(err, errlen, "%s:%d: line too long", label, lineno);
+			snprintf(err, errlen, "%s:%d: line too long", label, lineno);
 			return MOAT_EINVAL;
 		}
 		memcpy(line, text + pos, end - pos);
@@ -423,11 +439,11 @@ int escape_cfg_load_string(struct escape_cfg *c, const char *text, size_t len, c
 			p++;
 		*kend = '\0';
 		if (*p == '\0') {
-			escape_err(err, errlen, "%s:%d: '%s' has no value", label, lineno, key);
+			snprintf(err, errlen, "%s:%d: '%s' has no value", label, lineno, key);
 			return MOAT_EINVAL;
 		}
 		if (escape_cfg_set(c, key, p, why, sizeof(why)) != 0) {
-			escape_err(err, errlen, "%s:%d: %s", label, lineno, why);
+			snprintf(err, errlen, "%s:%d: %s", label, lineno, why);
 			return MOAT_EINVAL;
 		}
 	}
@@ -441,15 +457,15 @@ int escape_cfg_load_file(struct escape_cfg *c, const char *path, char *err, size
 	size_t n;
 
 	if (f == NULL) {
-		escape_err(err, errlen, "%s: %s", path, strerror(errno));
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return MOAT_EIO;
 	}
 	n = fread(buf, 1, sizeof(buf), f);
 	int bad = ferror(f) || !feof(f);
 	fclose(f);
 	if (bad) {
-		escape_err(err, errlen, "%s: unreadable or larger than %zu bytes", path,
-		           sizeof(buf) - 1);
+		snprintf(err, errlen, "%s: unreadable or larger than %zu bytes", path,
+		         sizeof(buf) - 1);
 		return MOAT_EIO;
 	}
 	return escape_cfg_load_string(c, buf, n, path, err, errlen);
@@ -485,18 +501,18 @@ int escape_cfg_finish(struct escape_cfg *c, const char *resolv_path, char *err, 
 {
 	if (!c->has_resolver) {
 		if (escape_resolv_conf(resolv_path, &c->resolver) != 0) {
-			escape_err(err, errlen,
-			           "no resolver: give --resolver ADDR or a nameserver in %s",
-			           resolv_path);
+			snprintf(err, errlen,
+			         "no resolver: give --resolver ADDR or a nameserver in %s",
+			         resolv_path);
 			return MOAT_EINVAL;
 		}
 		c->has_resolver = true;
 	}
 	if (c->allowed[0] == '\0') {
-		escape_err(err, errlen,
-		           "no control: give --allowed NAME, a name the sandbox must "
-		           "resolve (without it a dead resolver would look like a "
-		           "sandbox that holds)");
+		snprintf(err, errlen,
+		         "no control: give --allowed NAME, a name the sandbox must "
+		         "resolve (without it a dead resolver would look like a "
+		         "sandbox that holds)");
 		return MOAT_EINVAL;
 	}
 	if (c->target_host[0] == '\0') {
@@ -513,25 +529,22 @@ int escape_cfg_finish(struct escape_cfg *c, const char *resolv_path, char *err, 
 
 const char *escape_sa_str(const struct sockaddr *sa, bool port, char *out, size_t cap)
 {
+	const struct sockaddr_in *s4 = (const struct sockaddr_in *)sa;
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)sa;
+	bool v6 = sa->sa_family == AF_INET6;
 	char a[INET6_ADDRSTRLEN];
 
-	if (sa->sa_family == AF_INET) {
-		const struct sockaddr_in *s = (const struct sockaddr_in *)sa;
-		inet_ntop(AF_INET, &s->sin_addr, a, sizeof(a));
-		if (port)
-			snprintf(out, cap, "%s:%u", a, ntohs(s->sin_port));
-		else
-			snprintf(out, cap, "%s", a);
-	} else if (sa->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)sa;
-		inet_ntop(AF_INET6, &s->sin6_addr, a, sizeof(a));
-		if (port)
-			snprintf(out, cap, "[%s]:%u", a, ntohs(s->sin6_port));
-		else
-			snprintf(out, cap, "%s", a);
-	} else {
+	if (sa->sa_family != AF_INET && !v6) {
 		snprintf(out, cap, "?");
+		return out;
 	}
+	inet_ntop(sa->sa_family, v6 ? (const void *)&s6->sin6_addr : (const void *)&s4->sin_addr, a,
+	          sizeof(a));
+	if (port)
+		snprintf(out, cap, v6 ? "[%s]:%u" : "%s:%u", a,
+		         ntohs(v6 ? s6->sin6_port : s4->sin_port));
+	else
+		snprintf(out, cap, "%s", a);
 	return out;
 }
 

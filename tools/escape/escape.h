@@ -28,7 +28,9 @@
 #define ESCAPE_DEFAULT_TIMEOUT_MS 2000
 #define ESCAPE_DEFAULT_EXPIRE_WAIT 120
 #define ESCAPE_DEFAULT_GRANT_MIN 30 /* moat-fw's default --min-lifetime */
-#define ESCAPE_EXPIRE_MARGIN 2      /* seconds past the grant: moat-fw's 1 s slack plus rounding */
+/* Seconds past the grant: moat-fw's slack (FWSRV_SLACK, 2 s counted from the start of the second
+ * it granted in), so an element lives at most this long past its lifetime. */
+#define ESCAPE_EXPIRE_MARGIN 2
 
 enum escape_format { ESCAPE_FMT_TABLE = 0, ESCAPE_FMT_TAP, ESCAPE_FMT_JSON };
 

@@ -21,13 +21,14 @@
 #include <unistd.h>
 
 #include "escape.h"
+#include "moat/bytes.h"
 
 #define ESCAPE_CALLBACK_MS 2000 /* the witness waits up to 1.5 s for its connection */
 
 static uint16_t escape_csum(const uint8_t *p, size_t n, uint32_t s)
 {
 	for (size_t i = 0; i + 1 < n; i += 2)
-		s += (uint32_t)(p[i] << 8 | p[i + 1]);
+		s += be16_get(p + i);
 	if (n & 1)
 		s += (uint32_t)(p[n - 1] << 8);
 	while (s >> 16)
@@ -43,23 +44,24 @@ static size_t escape_forge(const struct escape_addr *src, const struct escape_ad
 	uint8_t *u = pkt + hl;
 	uint32_t ps = 17 + (uint32_t)ul; /* pseudo-header: protocol and length, then addresses */
 	for (size_t i = 0; i < src->len; i += 2)
-		ps += (uint32_t)(src->b[i] << 8 | src->b[i + 1]) +
-		      (uint32_t)(dst->b[i] << 8 | dst->b[i + 1]);
+		ps += (uint32_t)be16_get(src->b + i) + be16_get(dst->b + i);
 	memset(pkt, 0, hl + 8);
-	u[0] = 0x9c, u[1] = 0x40; /* source port 40000 */
-	u[2] = (uint8_t)(port >> 8), u[3] = (uint8_t)port;
-	u[4] = (uint8_t)(ul >> 8), u[5] = (uint8_t)ul;
+	be16_put(u, 40000); /* source port */
+	be16_put(u + 2, port);
+	be16_put(u + 4, (uint16_t)ul);
 	memcpy(u + 8, token, tl);
 	uint16_t c = escape_csum(u, ul, ps);
 	c = c ? c : 0xffff;
-	u[6] = (uint8_t)(c >> 8), u[7] = (uint8_t)c;
+	be16_put(u + 6, c);
 	if (src->len == 4) {
-		pkt[0] = 0x45, pkt[2] = (uint8_t)((hl + ul) >> 8), pkt[3] = (uint8_t)(hl + ul);
+		pkt[0] = 0x45;
+		be16_put(pkt + 2, (uint16_t)(hl + ul));
 		pkt[8] = 64, pkt[9] = 17;
 		memcpy(pkt + 12, src->b, 4);
 		memcpy(pkt + 16, dst->b, 4);
 	} else {
-		pkt[0] = 0x60, pkt[4] = (uint8_t)(ul >> 8), pkt[5] = (uint8_t)ul;
+		pkt[0] = 0x60;
+		be16_put(pkt + 4, (uint16_t)ul);
 		pkt[6] = 17, pkt[7] = 64;
 		memcpy(pkt + 8, src->b, 16);
 		memcpy(pkt + 24, dst->b, 16);

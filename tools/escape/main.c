@@ -23,7 +23,8 @@ static void escape_usage(FILE *f)
 	    "usage: moat-escape --allowed NAME [options]\n"
 	    "Runs eleven escape tests (thirteen with --witness) against the sandbox it runs in;\n"
 	    "every test must end \"blocked\", the control (10) \"works\". Exit 0: all held; 1:\n"
-	    "something escaped, the control failed or a test did not run; 2: usage or config error.\n"
+	    "something escaped, the control failed or a test did not run; 2: usage or config "
+	    "error.\n"
 	    "\n"
 	    "  --config FILE              key=value lines; keys are these options without --\n"
 	    "  --resolver ADDR[:PORT]     resolver under test (default: first nameserver of\n"
@@ -67,7 +68,16 @@ static void escape_progress(void *ctx, const struct escape_result *r)
 	escape_report_row(stdout, c->format, r);
 }
 
-int main(int argc, char **argv)
+/* The command line: --config, --resolv-conf, and every other flag, in order, as key and value
+ * (applied after the file, so a flag overrides the file). */
+struct escape_cli {
+	const char **keys, **vals; /* argc + 1 each */
+	size_t nflags;
+	const char *config, *resolv;
+};
+
+/* Read the command line into cli. -1 to carry on, or the exit status (--help, a usage error). */
+static int escape_cli_parse(struct escape_cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {
 	    {"config", required_argument, NULL, 'c'},
@@ -99,73 +109,84 @@ int main(int argc, char **argv)
 	    {"format", required_argument, NULL, 0},
 	    {NULL, 0, NULL, 0},
 	};
-	/* Flags are kept in order and applied after the file, so a flag overrides the file. */
-	const char **keys = calloc((size_t)argc + 1, sizeof(*keys));
-	const char **vals = calloc((size_t)argc + 1, sizeof(*vals));
-	const char *config = NULL, *resolv = "/etc/resolv.conf";
-	size_t nflags = 0;
-	static struct escape_cfg cfg;
-	static struct escape_result res[ESCAPE_NTESTS];
-	char err[512];
 	int ch, idx;
-	int rc = ESCAPE_EXIT_USAGE;
 
-	if (keys == NULL || vals == NULL) {
-		fprintf(stderr, "moat-escape: out of memory\n");
-		goto out;
-	}
 	while ((ch = getopt_long(argc, argv, "c:h", opts, &idx)) != -1) {
-		switch (ch) {
-		case 0:
-			keys[nflags] = opts[idx].name;
-			vals[nflags++] = optarg;
-			break;
-		case 'c':
-			config = optarg;
-			break;
-		case 'R':
-			resolv = optarg;
-			break;
-		case 'h':
-			escape_usage(stdout);
-			rc = ESCAPE_EXIT_HELD;
-			goto out;
-		default:
-			escape_usage(stderr);
-			goto out;
+		if (ch == 0) {
+			cli->keys[cli->nflags] = opts[idx].name;
+			cli->vals[cli->nflags++] = optarg;
+		} else if (ch == 'c') {
+			cli->config = optarg;
+		} else if (ch == 'R') {
+			cli->resolv = optarg;
+		} else {
+			escape_usage(ch == 'h' ? stdout : stderr);
+			return ch == 'h' ? ESCAPE_EXIT_HELD : ESCAPE_EXIT_USAGE;
 		}
 	}
 	if (optind < argc) {
 		fprintf(stderr, "moat-escape: unexpected argument '%s'\n", argv[optind]);
-		goto out;
+		return ESCAPE_EXIT_USAGE;
 	}
-	escape_cfg_init(&cfg);
-	if (config != NULL && escape_cfg_load_file(&cfg, config, err, sizeof(err)) != 0) {
+	return -1;
+}
+
+/* The configuration: the file, the flags over it, then what follows from both. 0, or -1 with the
+ * reason on stderr. */
+static int escape_configure(struct escape_cfg *cfg, const struct escape_cli *cli)
+{
+	char err[512];
+
+	escape_cfg_init(cfg);
+	if (cli->config != NULL && escape_cfg_load_file(cfg, cli->config, err, sizeof(err)) != 0) {
 		fprintf(stderr, "moat-escape: %s\n", err);
-		goto out;
+		return -1;
 	}
-	for (size_t i = 0; i < nflags; i++)
-		if (escape_cfg_set(&cfg, keys[i], vals[i], err, sizeof(err)) != 0) {
+	for (size_t i = 0; i < cli->nflags; i++)
+		if (escape_cfg_set(cfg, cli->keys[i], cli->vals[i], err, sizeof(err)) != 0) {
 			fprintf(stderr, "moat-escape: --%s\n", err);
-			goto out;
+			return -1;
 		}
-	if (escape_cfg_finish(&cfg, resolv, err, sizeof(err)) != 0) {
+	if (escape_cfg_finish(cfg, cli->resolv, err, sizeof(err)) != 0) {
 		fprintf(stderr, "moat-escape: %s\n", err);
-		goto out;
+		return -1;
 	}
+	return 0;
+}
+
+/* Run the tests in order with the report streaming as they finish. The exit status. */
+static int escape_run_all(const struct escape_cfg *cfg)
+{
+	static struct escape_result res[ESCAPE_NTESTS];
+
 	if (sodium_init() < 0) {
 		fprintf(stderr, "moat-escape: libsodium failed to start\n");
-		goto out;
+		return ESCAPE_EXIT_USAGE;
 	}
 	/* A peer closing a TCP connection must be a probe result, not the end of the run. */
 	signal(SIGPIPE, SIG_IGN);
 
-	escape_report_begin(stdout, cfg.format, &cfg);
-	escape_run(&cfg, res, escape_progress, &cfg);
-	escape_report_end(stdout, cfg.format, res, ESCAPE_NTESTS);
-	rc = escape_all_held(res, ESCAPE_NTESTS) ? ESCAPE_EXIT_HELD : ESCAPE_EXIT_ESCAPED;
-out:
-	free(keys);
-	free(vals);
+	escape_report_begin(stdout, cfg->format, cfg);
+	escape_run(cfg, res, escape_progress, (void *)cfg);
+	escape_report_end(stdout, cfg->format, res, ESCAPE_NTESTS);
+	return escape_all_held(res, ESCAPE_NTESTS) ? ESCAPE_EXIT_HELD : ESCAPE_EXIT_ESCAPED;
+}
+
+int main(int argc, char **argv)
+{
+	struct escape_cli cli = {
+	    .keys = calloc((size_t)argc + 1, sizeof(*cli.keys)),
+	    .vals = calloc((size_t)argc + 1, sizeof(*cli.vals)),
+	    .resolv = "/etc/resolv.conf",
+	};
+	static struct escape_cfg cfg;
+	int rc = ESCAPE_EXIT_USAGE;
+
+	if (cli.keys == NULL || cli.vals == NULL)
+		fprintf(stderr, "moat-escape: out of memory\n");
+	else if ((rc = escape_cli_parse(&cli, argc, argv)) < 0)
+		rc = escape_configure(&cfg, &cli) == 0 ? escape_run_all(&cfg) : ESCAPE_EXIT_USAGE;
+	free(cli.keys);
+	free(cli.vals);
 	return rc;
 }

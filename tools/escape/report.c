@@ -11,18 +11,14 @@
 
 const char *escape_outcome_str(enum escape_outcome o)
 {
-	switch (o) {
-	case ESCAPE_HELD:
-		return "blocked";
-	case ESCAPE_ESCAPED:
-		return "ESCAPED";
-	case ESCAPE_WORKS:
-		return "works";
-	case ESCAPE_FAILED:
-		return "FAILED";
-	default:
-		return "not run";
-	}
+	static const char *const names[] = {
+	    [ESCAPE_HELD] = "blocked",
+	    [ESCAPE_ESCAPED] = "ESCAPED",
+	    [ESCAPE_WORKS] = "works",
+	    [ESCAPE_FAILED] = "FAILED",
+	};
+	/* Anything else (not run, unset) reads "not run". */
+	return (unsigned)o < sizeof(names) / sizeof(names[0]) ? names[o] : "not run";
 }
 
 /* Lower case for JSON, where nobody reads shouting. */

@@ -471,7 +471,7 @@ static void escape_test8(const struct escape_cfg *c, struct escape_result *r)
 		               c->expire_name, ttl, escape_conn_str(s, err, st, sizeof(st)));
 		return;
 	}
-	/* moat-fw holds an address for max(TTL, its --min-lifetime) plus 1 s of slack. */
+	/* moat-fw holds an address for max(TTL, its --min-lifetime) plus at most its 2 s slack. */
 	uint64_t wait = (uint64_t)(ttl > c->grant_min ? ttl : c->grant_min) + ESCAPE_EXPIRE_MARGIN;
 	if (wait > c->expire_wait) {
 		r->outcome = ESCAPE_NOTRUN;

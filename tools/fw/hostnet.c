@@ -5,6 +5,7 @@
  * Routes come from /proc/net/route and /proc/net/ipv6_route rather than rtnetlink: the text is
  * a stable kernel interface, the parser is a pure function, and start-up is not a hot path. */
 #include "hostnet.h"
+#include "moat/bytes.h"
 #include "moat/err.h"
 
 #include <arpa/inet.h>
@@ -116,14 +117,10 @@ int fwhost_route_iface(const struct fwnft_range *r, char *ifname)
 	char *text = malloc(cap);
 	int rc = text ? 0 : MOAT_ENOMEM;
 	while (rc == 0) {
-		if (cap - len < 4096) {
-			char *nt = realloc(text, cap * 2);
-			if (!nt) {
-				rc = MOAT_ENOMEM;
-				break;
-			}
-			text = nt;
-			cap *= 2;
+		/* Room for a 4 KiB read. */
+		if (grow_one(&text, &cap, len + 4095, 1, cap) < 0) {
+			rc = MOAT_ENOMEM;
+			break;
 		}
 		size_t got = fread(text + len, 1, cap - len - 1, f);
 		len += got;

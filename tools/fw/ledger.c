@@ -2,10 +2,13 @@
  * batched extend-only writes, iteration over live records and purging of expired ones.
  *
  * LMDB gives crash safety for free: a transaction is either fully in data.mdb after commit or not
- * at all, so a killed moat-fw never leaves half a batch. The default (synchronous) commit is kept
- * on purpose: a grant is acknowledged only after it is durable, which is what makes "nothing
- * granted is lost across a restart" true. */
+ * at all, so a killed moat-fw never leaves half a batch. Commits are not synchronous: the
+ * environment is opened MDB_NOSYNC | MDB_WRITEMAP, so a committed batch is in the shared mapping
+ * (it survives a crash of moat-fw, which is what an ACK promises) and ledger_sync, once a second,
+ * makes it durable on disk. Only a power loss can undo that last second, and a power loss also
+ * empties the kernel's sets: nothing is open that the ledger forgot (ledger_open says more). */
 #include "ledger.h"
+#include "moat/bytes.h"
 #include "moat/err.h"
 
 #include <errno.h>
@@ -31,8 +34,7 @@ void ledger_key_encode(const struct ledger_key *key, uint8_t *out)
 	memcpy(out + 1, key->src, 16);
 	memcpy(out + 17, key->dst, 16);
 	out[33] = key->proto;
-	out[34] = (uint8_t)(key->port >> 8);
-	out[35] = (uint8_t)key->port;
+	be16_put(out + 34, key->port);
 }
 
 static void ledger_key_decode(const uint8_t *in, struct ledger_key *key)
@@ -41,7 +43,7 @@ static void ledger_key_decode(const uint8_t *in, struct ledger_key *key)
 	memcpy(key->src, in + 1, 16);
 	memcpy(key->dst, in + 17, 16);
 	key->proto = in[33];
-	key->port = (uint16_t)(in[34] << 8 | in[35]);
+	key->port = be16_get(in + 34);
 }
 
 static int ledger_key_ok(const MDB_val *k)
@@ -49,7 +51,7 @@ static int ledger_key_ok(const MDB_val *k)
 	if (k->mv_size != LEDGER_KEYLEN)
 		return 0;
 	const uint8_t *p = k->mv_data;
-	uint16_t port = (uint16_t)(p[34] << 8 | p[35]);
+	uint16_t port = be16_get(p + 34);
 	bool scoped = p[33] == 6 || p[33] == 17;
 	return (p[0] == 4 || p[0] == 6) &&
 	       (scoped ? port != 0 : (p[33] == 0 || p[33] == 255) && !port);
@@ -111,9 +113,7 @@ static int ledger_check_version(MDB_txn *txn, MDB_dbi dbi, char *err, size_t err
 	if (rc)
 		return rc;
 	const uint8_t *p = vv.mv_data;
-	uint32_t ver = vv.mv_size == 4 ? (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
-	                                     (uint32_t)p[2] << 8 | p[3]
-	                               : 0;
+	uint32_t ver = vv.mv_size == 4 ? be32_get(p) : 0;
 	if (ver == LEDGER_VERSION)
 		return 0;
 	snprintf(err, errlen, "ledger format version %u is not %d (newer moat-fw?)", ver,
@@ -131,9 +131,7 @@ static uint64_t ledger_val_parse(const MDB_val *v, char *agent)
 	size_t alen = p[8];
 	if (alen == 0 || alen > LEDGER_AGENT_MAX || v->mv_size != 9 + alen)
 		return 0;
-	uint64_t e = 0;
-	for (int i = 0; i < 8; i++)
-		e = (e << 8) | p[i];
+	uint64_t e = (uint64_t)be32_get(p) << 32 | be32_get(p + 4);
 	if (agent) {
 		memcpy(agent, p + 9, alen);
 		agent[alen] = '\0';
@@ -263,8 +261,8 @@ int ledger_batch_put(struct ledger *l, const struct ledger_key *key, uint64_t ex
 	} else if (rc != MDB_NOTFOUND) {
 		return MOAT_EIO;
 	}
-	for (int i = 0; i < 8; i++)
-		vb[i] = (uint8_t)(expiry >> (56 - 8 * i));
+	be32_put(vb, (uint32_t)(expiry >> 32));
+	be32_put(vb + 4, (uint32_t)expiry);
 	vb[8] = (uint8_t)alen;
 	memcpy(vb + 9, agent, alen);
 	v.mv_size = 9 + alen;
@@ -291,6 +289,19 @@ void ledger_batch_abort(struct ledger *l)
 	}
 }
 
+/* A transaction (flags: MDB_RDONLY or 0, a write) and a cursor over the records. 0, or -1 with
+ * nothing left open. */
+static int ledger_walk_open(struct ledger *l, unsigned flags, MDB_txn **txn, MDB_cursor **cur)
+{
+	if (mdb_txn_begin(l->env, NULL, flags, txn) != 0)
+		return -1;
+	if (mdb_cursor_open(*txn, l->dbi, cur) != 0) {
+		mdb_txn_abort(*txn);
+		return -1;
+	}
+	return 0;
+}
+
 int ledger_iterate(struct ledger *l, uint64_t now,
                    int (*cb)(const struct ledger_entry *e, void *ctx), void *ctx)
 {
@@ -302,12 +313,8 @@ int ledger_iterate(struct ledger *l, uint64_t now,
 
 	if (!l || !cb)
 		return MOAT_EINVAL;
-	if (mdb_txn_begin(l->env, NULL, MDB_RDONLY, &txn) != 0)
+	if (ledger_walk_open(l, MDB_RDONLY, &txn, &cur) != 0)
 		return MOAT_EIO;
-	if (mdb_cursor_open(txn, l->dbi, &cur) != 0) {
-		mdb_txn_abort(txn);
-		return MOAT_EIO;
-	}
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		if (!ledger_key_ok(&k))
@@ -339,12 +346,8 @@ int ledger_purge(struct ledger *l, uint64_t now)
 
 	if (!l || l->batch)
 		return MOAT_EINVAL;
-	if (mdb_txn_begin(l->env, NULL, 0, &txn) != 0)
+	if (ledger_walk_open(l, 0, &txn, &cur) != 0)
 		return MOAT_EIO;
-	if (mdb_cursor_open(txn, l->dbi, &cur) != 0) {
-		mdb_txn_abort(txn);
-		return MOAT_EIO;
-	}
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		if ((ledger_key_ok(&k) && ledger_val_parse(&v, NULL) > now) ||
@@ -363,7 +366,7 @@ int ledger_purge(struct ledger *l, uint64_t now)
 		return MOAT_EIO;
 	}
 	if (count == 0) {
-		mdb_txn_abort(txn); /* nothing to make durable: skip the fsync */
+		mdb_txn_abort(txn); /* nothing deleted: no commit to write */
 		return 0;
 	}
 	return mdb_txn_commit(txn) == 0 ? count : MOAT_EIO;

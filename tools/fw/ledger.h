@@ -18,8 +18,9 @@
  * and deleted by ledger_purge.
  *
  * Writes happen in batches: ledger_batch_begin opens one write transaction, ledger_batch_put
- * adds records to it, ledger_batch_commit makes them durable with one fsync (LMDB's commit costs
- * about a millisecond on disk, so one per address would cap throughput). A put only ever extends a
+ * adds records to it, ledger_batch_commit commits them into the shared mapping without an fsync
+ * (a durable commit costs a millisecond or more on disk, on the path of every answer);
+ * ledger_sync makes what was committed durable, once a second. A put only ever extends a
  * record's expiry; it never shortens one.
  *
  * Single-threaded use: one struct ledger per process, used from the thread that opened it. */
@@ -74,7 +75,8 @@ int ledger_batch_begin(struct ledger *l);
 int ledger_batch_put(struct ledger *l, const struct ledger_key *key, uint64_t expiry,
                      const char *agent, uint64_t *prev);
 
-/* Make the batch durable (one fsync) or drop it. Either ends the batch. commit: 0 or MOAT_EIO. */
+/* Commit the batch (no fsync: durable at the next ledger_sync) or drop it. Either ends the batch.
+ * commit: 0 or MOAT_EIO. */
 int ledger_batch_commit(struct ledger *l);
 void ledger_batch_abort(struct ledger *l);
 

@@ -179,35 +179,55 @@ struct fw_cli {
 	bool forward, remove;
 };
 
+/* One more item of a list option (--sandbox, --resolver, --inbound): ok says there was room and
+ * it parsed into the next slot. NULL, or why. */
+static const char *fw_item(size_t *n, bool ok, const char *why)
+{
+	if (!ok)
+		return why;
+	++*n;
+	return NULL;
+}
+
 /* Apply one parsed option (getopt's c and optarg): NULL, or what is wrong with arg. */
 static const char *fw_option(struct fw_cli *cli, int c, const char *arg)
 {
 	struct fwsrv_opts *o = &cli->o;
 	gid_t ignored;
+	/* The options that keep their argument as given, and the flags. */
+	const char **text = c == 's'   ? &o->socket_path
+	                    : c == 'n' ? &o->netns
+	                    : c == 'd' ? &o->state_dir
+	                    : c == 'U' ? &cli->user
+	                    : c == 'P' ? &o->metrics
+	                               : NULL;
+	bool *flag = c == 'f'   ? &cli->forward
+	             : c == 'D' ? &o->dhcp
+	             : c == 'p' ? &o->allow_private
+	             : c == 'X' ? &cli->remove
+	                        : NULL;
+	if (text)
+		*text = arg;
+	if (flag)
+		*flag = true;
+	if (text || flag)
+		return NULL;
 	switch (c) {
-	case 's':
-		o->socket_path = arg;
-		return NULL;
-	case 'n':
-		o->netns = arg;
-		return NULL;
-	case 'f':
-		cli->forward = true;
-		return NULL;
 	case 'b':
-		if (o->nsandbox == FW_MAX_LIST || fw_sandbox(arg, &cli->sandbox[o->nsandbox]) != 0)
-			return "--sandbox wants CIDR[@IFACE][,allow-private], zero host bits";
-		o->nsandbox++;
-		return NULL;
-	case 'd':
-		o->state_dir = arg;
-		return NULL;
+		return fw_item(&o->nsandbox,
+		               o->nsandbox < FW_MAX_LIST &&
+		                   fw_sandbox(arg, &cli->sandbox[o->nsandbox]) == 0,
+		               "--sandbox wants CIDR[@IFACE][,allow-private], zero host bits");
 	case 'r':
-		if (o->nresolver == FW_MAX_LIST ||
-		    fw_resolver(arg, &cli->resolver[o->nresolver]) != 0)
-			return "--resolver wants ADDR or ADDR:PORT";
-		o->nresolver++;
-		return NULL;
+		return fw_item(&o->nresolver,
+		               o->nresolver < FW_MAX_LIST &&
+		                   fw_resolver(arg, &cli->resolver[o->nresolver]) == 0,
+		               "--resolver wants ADDR or ADDR:PORT");
+	case 'i':
+		return fw_item(&o->ninbound,
+		               o->ninbound < FW_MAX_LIST &&
+		                   fwnft_port_parse(arg, &cli->inbound[o->ninbound]) == 0,
+		               "--inbound wants tcp/PORT or udp/PORT");
 	case 'R':
 		if (o->nrange_files == FW_MAX_LIST)
 			return "too many --ranges";
@@ -219,33 +239,12 @@ static const char *fw_option(struct fw_cli *cli, int c, const char *arg)
 	case 'M':
 		return fw_seconds(arg, &o->max_lifetime) != 0 ? "--max-lifetime wants seconds"
 		                                              : NULL;
-	case 'i':
-		if (o->ninbound == FW_MAX_LIST ||
-		    fwnft_port_parse(arg, &cli->inbound[o->ninbound]) != 0)
-			return "--inbound wants tcp/PORT or udp/PORT";
-		o->ninbound++;
-		return NULL;
-	case 'D':
-		o->dhcp = true;
-		return NULL;
-	case 'p':
-		o->allow_private = true;
-		return NULL;
 	case 'u':
 		return fw_user(arg, &o->moatd_uid, &ignored) != 0 ? "--moatd-user: no such user"
 		                                                  : NULL;
-	case 'g':
+	default: /* 'g' */
 		return fw_group(arg, &o->socket_group) != 0 ? "--socket-group: no such group"
 		                                            : NULL;
-	case 'U':
-		cli->user = arg;
-		return NULL;
-	case 'P':
-		o->metrics = arg;
-		return NULL;
-	default: /* 'X' */
-		cli->remove = true;
-		return NULL;
 	}
 }
 

@@ -1,19 +1,19 @@
-/* metrics.c owns moat-fw's metrics endpoint (see metrics.h): the grant counters, the snapshot
- * of table inet moat and the ledger, and libmicrohttpd serving them, as moatd's metrics_http.c
- * does. The table is read as nft's text listing and turned into metrics by the pure
- * fwmetrics_render_table. */
+/* metrics.c owns moat-fw's metrics (see metrics.h): the grant counters, the snapshot of table
+ * inet moat and the ledger, the socket --metrics binds, and the scrape's body, which the
+ * endpoint moatd serves too (moat/metrics_http.h) answers with. The text is built with
+ * moat/metrics_text.h; the table is read as nft's text listing and turned into metrics by the
+ * pure fwmetrics_render_table. */
 #include "metrics.h"
 
 #include "ledger.h"
 #include "moat/config.h"
 #include "moat/err.h"
-#include "moat/metrics.h"
+#include "moat/metrics_http.h"
+#include "moat/metrics_text.h"
 #include "nft.h"
 
-#include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,31 +27,12 @@
 #define FWM_SNAP_MAX (64u << 10)
 #define FWM_DROPS_MAX 64
 
-static struct MHD_Daemon *mhd;
+static struct metrics_http *http;
 static int listen_fd = -1;
 static const char *fwm_version;
 static uint64_t fwm_grants[4]; /* received, ok, denied, failed; atomics */
 static pthread_mutex_t snap_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *snap; /* rendered table and ledger metrics, under snap_lock */
-
-struct fwm_out {
-	char *p;
-	size_t len, cap;
-	bool full;
-};
-
-static void fwm_emit(struct fwm_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fwm_emit(struct fwm_out *o, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(o->p + o->len, o->cap - o->len, fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= o->cap - o->len)
-		o->full = true;
-	else
-		o->len += (size_t)n;
-}
 
 struct fwm_drop {
 	char chain[64];
@@ -104,29 +85,30 @@ static void fwm_drop_line(const char *line, size_t n, const char *chain, struct 
 	d[i].bytes += b;
 }
 
-static void fwm_render_drops(struct fwm_out *o, const struct fwm_drop *d, size_t nd)
+static void fwm_render_drops(struct metrics_text *o, const struct fwm_drop *d, size_t nd)
 {
-	fwm_emit(o, "# HELP moatfw_dropped_packets_total Packets dropped by a counter drop rule.\n"
-	            "# TYPE moatfw_dropped_packets_total counter\n");
 	for (int pass = 0; pass < 2; pass++) {
-		if (pass)
-			fwm_emit(o, "# HELP moatfw_dropped_bytes_total Bytes dropped by a counter "
-			            "drop rule.\n# TYPE moatfw_dropped_bytes_total counter\n");
+		metrics_head(o,
+		             pass ? "moatfw_dropped_bytes_total" : "moatfw_dropped_packets_total",
+		             "counter",
+		             pass ? "Bytes dropped by a counter drop rule."
+		                  : "Packets dropped by a counter drop rule.");
 		for (size_t i = 0; i < nd; i++) {
 			char ch[160], re[600];
 			if (metrics_label_escape(d[i].chain, ch, sizeof(ch)) < 0 ||
 			    metrics_label_escape(d[i].reason, re, sizeof(re)) < 0)
 				continue;
-			fwm_emit(o, "moatfw_dropped_%s_total{chain=\"%s\",reason=\"%s\"} %llu\n",
-			         pass ? "bytes" : "packets", ch, re,
-			         (unsigned long long)(pass ? d[i].bytes : d[i].packets));
+			metrics_emit(o,
+			             "moatfw_dropped_%s_total{chain=\"%s\",reason=\"%s\"} %llu\n",
+			             pass ? "bytes" : "packets", ch, re,
+			             (unsigned long long)(pass ? d[i].bytes : d[i].packets));
 		}
 	}
 }
 
 int fwmetrics_render_table(const char *table, char *out, size_t cap)
 {
-	struct fwm_out o = {out, 0, cap, false};
+	struct metrics_text o = metrics_text_on(out, cap);
 	struct fwm_drop *d = calloc(FWM_DROPS_MAX, sizeof(*d));
 	char chain[64] = "", set[64] = "";
 	size_t nd = 0;
@@ -134,8 +116,8 @@ int fwmetrics_render_table(const char *table, char *out, size_t cap)
 	if (!d || !cap)
 		return free(d), MOAT_ESPACE;
 	out[0] = '\0';
-	fwm_emit(&o, "# HELP moatfw_set_elements Elements in each set of table inet moat.\n"
-	             "# TYPE moatfw_set_elements gauge\n");
+	metrics_head(&o, "moatfw_set_elements", "gauge",
+	             "Elements in each set of table inet moat.");
 	for (const char *l = table; *l;) {
 		const char *e = strchr(l, '\n');
 		size_t n = e ? (size_t)(e - l) : strlen(l);
@@ -145,8 +127,8 @@ int fwmetrics_render_table(const char *table, char *out, size_t cap)
 			for (size_t i = 0; i < n; i++)
 				elems += l[i] == ',';
 			if (memchr(l, '}', n)) {
-				fwm_emit(&o, "moatfw_set_elements{set=\"%s\"} %ld\n", set,
-				         elems + 1);
+				metrics_emit(&o, "moatfw_set_elements{set=\"%s\"} %ld\n", set,
+				             elems + 1);
 				elems = -1;
 				set[0] = '\0';
 			}
@@ -159,7 +141,7 @@ int fwmetrics_render_table(const char *table, char *out, size_t cap)
 			l = strchr(l, '{') + 1;
 			continue; /* the rest of the line is read as a list line */
 		} else if (*set && !strcmp(t, "}")) {
-			fwm_emit(&o, "moatfw_set_elements{set=\"%s\"} 0\n", set);
+			metrics_emit(&o, "moatfw_set_elements{set=\"%s\"} 0\n", set);
 			set[0] = '\0';
 		} else if (*chain) {
 			fwm_drop_line(l, n, chain, d, &nd);
@@ -168,12 +150,12 @@ int fwmetrics_render_table(const char *table, char *out, size_t cap)
 	}
 	fwm_render_drops(&o, d, nd);
 	free(d);
-	return o.full ? MOAT_ESPACE : (int)o.len;
+	return metrics_text_len(&o);
 }
 
 void fwmetrics_grants(size_t received, size_t ok, size_t denied, size_t failed)
 {
-	if (!mhd)
+	if (!http)
 		return;
 	__atomic_add_fetch(&fwm_grants[0], received, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&fwm_grants[1], ok, __ATOMIC_RELAXED);
@@ -195,7 +177,7 @@ static int fwm_ledger_cb(const struct ledger_entry *e, void *ctx)
 
 void fwmetrics_refresh(struct fwnft *nft, struct ledger *l)
 {
-	if (!mhd)
+	if (!http)
 		return;
 	char *list = malloc(FWM_LIST_MAX), *text = malloc(FWM_SNAP_MAX), err[256];
 	struct fwm_ledger ls = {0, 0};
@@ -204,13 +186,14 @@ void fwmetrics_refresh(struct fwnft *nft, struct ledger *l)
 	    fwnft_query(nft, "list table inet moat", list, FWM_LIST_MAX, err, sizeof(err)) == 0)
 		n = fwmetrics_render_table(list, text, FWM_SNAP_MAX);
 	free(list);
-	if (n >= 0 && ledger_iterate(l, (uint64_t)time(NULL), fwm_ledger_cb, &ls) >= 0)
-		snprintf(text + n, FWM_SNAP_MAX - (size_t)n,
-		         "# HELP moatfw_ledger_entries Live grants in the ledger.\n"
-		         "# TYPE moatfw_ledger_entries gauge\nmoatfw_ledger_entries %llu\n"
-		         "# HELP moatfw_ledger_bytes Bytes of the ledger's live records.\n"
-		         "# TYPE moatfw_ledger_bytes gauge\nmoatfw_ledger_bytes %llu\n",
-		         (unsigned long long)ls.entries, (unsigned long long)ls.bytes);
+	if (n >= 0 && ledger_iterate(l, (uint64_t)time(NULL), fwm_ledger_cb, &ls) >= 0) {
+		/* Cut short when it does not fit, like the rest of the snapshot's text. */
+		struct metrics_text t = {text, (size_t)n, FWM_SNAP_MAX, false};
+		metrics_scalar(&t, "moatfw_ledger_entries", "gauge", "Live grants in the ledger.",
+		               ls.entries);
+		metrics_scalar(&t, "moatfw_ledger_bytes", "gauge",
+		               "Bytes of the ledger's live records.", ls.bytes);
+	}
 	if (n < 0) { /* a failed read keeps the last snapshot */
 		free(text);
 		return;
@@ -221,63 +204,32 @@ void fwmetrics_refresh(struct fwnft *nft, struct ledger *l)
 	pthread_mutex_unlock(&snap_lock);
 }
 
-/* The whole scrape: the grant counters, the snapshot, build info. Caller frees. */
-static char *fwm_scrape(size_t *len)
+/* The whole scrape (a metrics_http body): the grant counters, the snapshot, build info. */
+static char *fwm_scrape(void *ctx, size_t *len)
 {
 	static const char *const outcome[4] = {"received", "ok", "denied", "failed"};
-	struct fwm_out o = {malloc(FWM_SNAP_MAX + 4096), 0, FWM_SNAP_MAX + 4096, false};
+	struct metrics_text o = metrics_text_on(malloc(FWM_SNAP_MAX + 4096), FWM_SNAP_MAX + 4096);
+	(void)ctx;
 	if (!o.p)
 		return NULL;
-	fwm_emit(&o, "# HELP moatfw_grants_total Grants by outcome (received counts every one).\n"
-	             "# TYPE moatfw_grants_total counter\n");
+	metrics_head(&o, "moatfw_grants_total", "counter",
+	             "Grants by outcome (received counts every one).");
 	for (int i = 0; i < 4; i++)
-		fwm_emit(&o, "moatfw_grants_total{outcome=\"%s\"} %llu\n", outcome[i],
-		         (unsigned long long)__atomic_load_n(&fwm_grants[i], __ATOMIC_RELAXED));
+		metrics_emit(&o, "moatfw_grants_total{outcome=\"%s\"} %llu\n", outcome[i],
+		             (unsigned long long)__atomic_load_n(&fwm_grants[i], __ATOMIC_RELAXED));
 	pthread_mutex_lock(&snap_lock);
 	if (snap)
-		fwm_emit(&o, "%s", snap);
+		metrics_emit(&o, "%s", snap);
 	pthread_mutex_unlock(&snap_lock);
 	char v[128];
 	if (metrics_label_escape(fwm_version, v, sizeof(v)) < 0)
 		v[0] = '\0';
-	fwm_emit(&o,
-	         "# HELP moatfw_build_info moat-fw's version.\n# TYPE moatfw_build_info gauge\n"
-	         "moatfw_build_info{version=\"%s\"} 1\n",
-	         v);
-	if (o.full)
+	metrics_head(&o, "moatfw_build_info", "gauge", "moat-fw's version.");
+	metrics_emit(&o, "moatfw_build_info{version=\"%s\"} 1\n", v);
+	if (metrics_text_len(&o) < 0)
 		return free(o.p), NULL;
-	*len = o.len;
+	*len = o.n;
 	return o.p;
-}
-
-static enum MHD_Result fwm_request(void *cls, struct MHD_Connection *c, const char *url,
-                                   const char *method, const char *version, const char *upload,
-                                   size_t *upload_len, void **state)
-{
-	(void)cls, (void)version, (void)upload, (void)upload_len, (void)state;
-	struct MHD_Response *r;
-	unsigned code = MHD_HTTP_OK;
-	if (strcmp(method, "GET") != 0 || strcmp(url, "/metrics") != 0) {
-		static const char nf[] = "moat-fw: GET /metrics\n";
-		code = MHD_HTTP_NOT_FOUND;
-		r = MHD_create_response_from_buffer(sizeof(nf) - 1, (void *)nf,
-		                                    MHD_RESPMEM_PERSISTENT);
-	} else {
-		size_t n = 0;
-		char *text = fwm_scrape(&n);
-		if (!text)
-			return MHD_NO; /* the connection closes: no half a scrape */
-		r = MHD_create_response_from_buffer(n, text, MHD_RESPMEM_MUST_FREE);
-		if (r)
-			MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4");
-		else
-			free(text);
-	}
-	if (!r)
-		return MHD_NO;
-	enum MHD_Result rc = MHD_queue_response(c, code, r);
-	MHD_destroy_response(r);
-	return rc;
 }
 
 int fwmetrics_bind(const char *addrport, char *err, size_t errlen)
@@ -307,11 +259,8 @@ int fwmetrics_serve(const char *version, char *err, size_t errlen)
 	if (listen_fd < 0)
 		return 0;
 	fwm_version = version;
-	mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL,
-	                       fwm_request, NULL, MHD_OPTION_LISTEN_SOCKET, listen_fd,
-	                       MHD_OPTION_CONNECTION_LIMIT, 8u, MHD_OPTION_CONNECTION_TIMEOUT, 5u,
-	                       MHD_OPTION_END);
-	if (!mhd) {
+	struct metrics_http_opts o = {.program = "moat-fw", .fd = listen_fd, .body = fwm_scrape};
+	if (!(http = metrics_http_start(&o))) {
 		snprintf(err, errlen, "--metrics: cannot start the HTTP server");
 		return MOAT_EIO;
 	}
@@ -320,11 +269,11 @@ int fwmetrics_serve(const char *version, char *err, size_t errlen)
 
 void fwmetrics_stop(void)
 {
-	if (mhd)
-		MHD_stop_daemon(mhd); /* closes the listening socket too */
+	if (http)
+		metrics_http_stop(http); /* closes the listening socket too */
 	else if (listen_fd >= 0)
 		close(listen_fd);
-	mhd = NULL;
+	http = NULL;
 	listen_fd = -1;
 	free(snap);
 	snap = NULL;

@@ -12,6 +12,7 @@
  * kernel needs plain prefixes per family; the server also loads the same files into an addrguard,
  * so a file one parser accepts and the other rejects stops moat-fw at start-up. */
 #include "nft.h"
+#include "moat/bytes.h"
 #include "moat/err.h"
 
 #include <arpa/inet.h>
@@ -37,6 +38,7 @@ void fwnft_buf_free(struct fwnft_buf *b)
 	free(b->p);
 	b->p = NULL;
 	b->len = b->cap = 0;
+	b->err = 0;
 }
 
 static int fwnft_printf(struct fwnft_buf *b, const char *fmt, ...)
@@ -45,26 +47,22 @@ static int fwnft_printf(struct fwnft_buf *b, const char *fmt, ...)
 static int fwnft_printf(struct fwnft_buf *b, const char *fmt, ...)
 {
 	va_list ap;
-	for (;;) {
+	while (b->err == 0) {
 		size_t room = b->cap - b->len;
 		va_start(ap, fmt);
 		int n = vsnprintf(b->p ? b->p + b->len : NULL, room, fmt, ap);
 		va_end(ap);
-		if (n < 0)
-			return MOAT_EINVAL;
-		if ((size_t)n < room) {
+		if (n < 0) {
+			b->err = MOAT_EINVAL;
+		} else if ((size_t)n < room) {
 			b->len += (size_t)n;
 			return 0;
 		}
-		size_t ncap = b->cap ? b->cap * 2 : 4096;
-		while (ncap - b->len <= (size_t)n)
-			ncap *= 2;
-		char *p = realloc(b->p, ncap);
-		if (!p)
-			return MOAT_ENOMEM;
-		b->p = p;
-		b->cap = ncap;
+		while (b->err == 0 && b->cap - b->len <= (size_t)n)
+			if (grow_one(&b->p, &b->cap, b->cap, 1, 4096) < 0)
+				b->err = MOAT_ENOMEM;
 	}
+	return b->err;
 }
 
 /* --- ranges -------------------------------------------------------------------------------- */
@@ -243,19 +241,16 @@ static int fwnft_range_list(struct fwnft_buf *b, const struct fwnft_range *v, si
                             uint8_t family, const char *prefix, const char *suffix)
 {
 	char t[INET6_ADDRSTRLEN];
-	int rc = 0;
 	bool first = true;
 
-	for (size_t i = 0; i < n && rc == 0; i++) {
+	for (size_t i = 0; i < n; i++) {
 		if (v[i].family != family)
 			continue;
-		rc = fwnft_printf(b, "%s%s/%u", first ? prefix : ", ",
-		                  fwnft_ntop(family, v[i].addr, t, sizeof(t)), v[i].bits);
+		fwnft_printf(b, "%s%s/%u", first ? prefix : ", ",
+		             fwnft_ntop(family, v[i].addr, t, sizeof(t)), v[i].bits);
 		first = false;
 	}
-	if (rc == 0 && !first)
-		rc = fwnft_printf(b, "%s", suffix);
-	return rc;
+	return first ? b->err : fwnft_printf(b, "%s", suffix);
 }
 
 #define FWNFT_ND                                                                                   \
@@ -269,18 +264,17 @@ static int fwnft_allow_sets(const struct fwnft_setup *s, struct fwnft_buf *b)
 {
 	bool fwd = s->placement == FWNFT_FORWARD;
 	static const char *const addr[] = {"ipv4_addr", "ipv6_addr"};
-	int rc = 0;
-	for (int f = 0; f < 2 && rc == 0; f++) {
+	for (int f = 0; f < 2; f++) {
 		const char *src = fwd ? addr[f] : "", *dot = fwd ? " . " : "";
-		rc = fwnft_printf(b,
-		                  "\tset allow%d {\n\t\ttype %s%s%s\n\t\tflags timeout\n\t}\n"
-		                  "\tset port%d {\n\t\ttype %s%s%s . inet_proto . inet_service\n"
-		                  "\t\tflags timeout\n\t}\n"
-		                  "\tset echo%d {\n\t\ttype %s%s%s\n\t\tflags timeout\n\t}\n",
-		                  f ? 6 : 4, src, dot, addr[f], f ? 6 : 4, src, dot, addr[f],
-		                  f ? 6 : 4, src, dot, addr[f]);
+		fwnft_printf(b,
+		             "\tset allow%d {\n\t\ttype %s%s%s\n\t\tflags timeout\n\t}\n"
+		             "\tset port%d {\n\t\ttype %s%s%s . inet_proto . inet_service\n"
+		             "\t\tflags timeout\n\t}\n"
+		             "\tset echo%d {\n\t\ttype %s%s%s\n\t\tflags timeout\n\t}\n",
+		             f ? 6 : 4, src, dot, addr[f], f ? 6 : 4, src, dot, addr[f], f ? 6 : 4,
+		             src, dot, addr[f]);
 	}
-	return rc;
+	return b->err;
 }
 
 /* The lookups in the allow sets: a grant without ports opens the address, one with ports opens
@@ -307,17 +301,16 @@ static int fwnft_allow_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
 static int fwnft_resolver_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
 {
 	char t[INET6_ADDRSTRLEN];
-	int rc = 0;
-	for (size_t i = 0; i < s->nresolver && rc == 0; i++) {
+	for (size_t i = 0; i < s->nresolver; i++) {
 		const struct fwnft_resolver *r = &s->resolver[i];
 		const char *fam = r->family == 4 ? "ip" : "ip6";
 		fwnft_ntop(r->family, r->addr, t, sizeof(t));
-		rc = fwnft_printf(b,
-		                  "\t\t%s daddr %s udp dport %u accept\n"
-		                  "\t\t%s daddr %s tcp dport %u accept\n",
-		                  fam, t, r->port, fam, t, r->port);
+		fwnft_printf(b,
+		             "\t\t%s daddr %s udp dport %u accept\n"
+		             "\t\t%s daddr %s tcp dport %u accept\n",
+		             fam, t, r->port, fam, t, r->port);
 	}
-	return rc;
+	return b->err;
 }
 
 /* DHCP between the sandbox and its link (client ports 68/546 to server ports 67/547), when
@@ -351,15 +344,12 @@ static int fwnft_dhcp_rules(const struct fwnft_setup *s, struct fwnft_buf *b, bo
 static int fwnft_toward_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
 {
 	const char *v = s->placement == FWNFT_NETNS ? "accept" : "return";
-	int rc = fwnft_printf(b, "\t\tct state established,related ct direction reply %s\n", v);
-	for (size_t i = 0; i < s->ninbound && rc == 0; i++)
-		rc = fwnft_printf(b, "\t\tct direction original %s dport %u %s\n",
-		                  s->inbound[i].proto == 6 ? "tcp" : "udp", s->inbound[i].port, v);
-	if (rc == 0)
-		rc = fwnft_dhcp_rules(s, b, false);
-	if (rc == 0)
-		rc = fwnft_printf(b, "\t\tcounter drop\n");
-	return rc;
+	fwnft_printf(b, "\t\tct state established,related ct direction reply %s\n", v);
+	for (size_t i = 0; i < s->ninbound; i++)
+		fwnft_printf(b, "\t\tct direction original %s dport %u %s\n",
+		             s->inbound[i].proto == 6 ? "tcp" : "udp", s->inbound[i].port, v);
+	fwnft_dhcp_rules(s, b, false);
+	return fwnft_printf(b, "\t\tcounter drop\n");
 }
 
 /* What the sandbox sends once its source is known good, in their required order. */
@@ -367,27 +357,21 @@ static int fwnft_filter_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
 {
 	/* Flows the sandbox started carry on; answers on an --inbound flow (which only the
 	 * toward-the-sandbox rules can admit) too. */
-	int rc = fwnft_printf(b, "\t\tct state established,related ct direction original accept\n"
-	                         "\t\tct state established ct direction reply accept\n");
-	if (rc == 0 && s->placement == FWNFT_NETNS)
+	fwnft_printf(b, "\t\tct state established,related ct direction original accept\n"
+	                "\t\tct state established ct direction reply accept\n");
+	if (s->placement == FWNFT_NETNS)
 		/* Without neighbour discovery IPv6 cannot reach even the resolver. Hop limit 255
 		 * keeps it to the link (RFC 4861) and link6 (link-local, ff02::/16 and the on-link
 		 * prefixes) to neighbours: an ND packet to a remote address would be routed. */
-		rc = fwnft_printf(b, "\t\t" FWNFT_ND " ip6 daddr @link6 accept\n");
-	if (rc == 0)
-		rc = fwnft_printf(b, "\t\tip daddr @deny4 counter drop\n"
-		                     "\t\tip6 daddr @deny6 counter drop\n");
-	if (rc == 0)
-		rc = fwnft_resolver_rules(s, b);
+		fwnft_printf(b, "\t\t" FWNFT_ND " ip6 daddr @link6 accept\n");
+	fwnft_printf(b, "\t\tip daddr @deny4 counter drop\n"
+	                "\t\tip6 daddr @deny6 counter drop\n");
+	fwnft_resolver_rules(s, b);
 	/* ICMP errors pass only as related to a flow (above); echo follows the allow sets. */
-	if (rc == 0)
-		rc = fwnft_printf(b, "\t\ticmp type != echo-request counter drop\n"
-		                     "\t\ticmpv6 type != echo-request counter drop\n");
-	if (rc == 0)
-		rc = fwnft_allow_rules(s, b);
-	if (rc == 0)
-		rc = fwnft_printf(b, "\t\tcounter drop\n");
-	return rc;
+	fwnft_printf(b, "\t\ticmp type != echo-request counter drop\n"
+	                "\t\ticmpv6 type != echo-request counter drop\n");
+	fwnft_allow_rules(s, b);
+	return fwnft_printf(b, "\t\tcounter drop\n");
 }
 
 static bool fwnft_ifname_ok(const char *n)
@@ -433,15 +417,15 @@ static int fwnft_check_setup(const struct fwnft_setup *s)
 /* `{ "a", "b" }`: each sandbox interface once, in the order first given. */
 static int fwnft_ifname_list(const struct fwnft_setup *s, struct fwnft_buf *b)
 {
-	int rc = fwnft_printf(b, "{ ");
-	for (size_t i = 0; i < s->nsandbox && rc == 0; i++) {
+	fwnft_printf(b, "{ ");
+	for (size_t i = 0; i < s->nsandbox; i++) {
 		bool seen = false;
 		for (size_t j = 0; j < i && !seen; j++)
 			seen = strcmp(s->sandbox[i].ifname, s->sandbox[j].ifname) == 0;
 		if (!seen)
-			rc = fwnft_printf(b, "%s\"%s\"", i ? ", " : "", s->sandbox[i].ifname);
+			fwnft_printf(b, "%s\"%s\"", i ? ", " : "", s->sandbox[i].ifname);
 	}
-	return rc == 0 ? fwnft_printf(b, " }") : rc;
+	return fwnft_printf(b, " }");
 }
 
 /* sbx4 / sbx6: which source ranges belong to which interface (anti-spoofing). */
@@ -449,19 +433,19 @@ static int fwnft_sbx_set(const struct fwnft_setup *s, struct fwnft_buf *b, uint8
 {
 	char t[INET6_ADDRSTRLEN];
 	bool first = true;
-	int rc = fwnft_printf(b, "\tset sbx%c {\n\t\ttype ifname . %s\n\t\tflags interval\n",
-	                      family == 4 ? '4' : '6', family == 4 ? "ipv4_addr" : "ipv6_addr");
-	for (size_t i = 0; i < s->nsandbox && rc == 0; i++) {
+	fwnft_printf(b, "\tset sbx%c {\n\t\ttype ifname . %s\n\t\tflags interval\n",
+	             family == 4 ? '4' : '6', family == 4 ? "ipv4_addr" : "ipv6_addr");
+	for (size_t i = 0; i < s->nsandbox; i++) {
 		const struct fwnft_range *r = &s->sandbox[i];
 		if (r->family != family)
 			continue;
-		rc = fwnft_printf(b, "%s\"%s\" . %s/%u", first ? "\t\telements = { " : ", ",
-		                  r->ifname, fwnft_ntop(family, r->addr, t, sizeof(t)), r->bits);
+		fwnft_printf(b, "%s\"%s\" . %s/%u", first ? "\t\telements = { " : ", ", r->ifname,
+		             fwnft_ntop(family, r->addr, t, sizeof(t)), r->bits);
 		first = false;
 	}
-	if (rc == 0 && !first)
-		rc = fwnft_printf(b, " }\n");
-	return rc == 0 ? fwnft_printf(b, "\t}\n") : rc;
+	if (!first)
+		fwnft_printf(b, " }\n");
+	return fwnft_printf(b, "\t}\n");
 }
 
 /* Forward placement: the hooks, and the chains for routed traffic, traffic to the moat host
@@ -470,55 +454,39 @@ static int fwnft_forward_chains(const struct fwnft_setup *s, struct fwnft_buf *b
 {
 	static const char spoof[] = "\t\tiifname . ip saddr != @sbx4 counter drop\n"
 	                            "\t\tiifname . ip6 saddr != @sbx6 counter drop\n";
-	int rc = fwnft_sbx_set(s, b, 4);
-	if (rc == 0)
-		rc = fwnft_sbx_set(s, b, 6);
-	if (rc == 0)
-		rc = fwnft_printf(b, "\tchain forward {\n"
-		                     "\t\ttype filter hook forward priority 0; policy accept;\n"
-		                     "\t\toifname ");
-	if (rc == 0)
-		rc = fwnft_ifname_list(s, b);
-	if (rc == 0)
-		rc = fwnft_printf(b, " jump to_sandbox\n\t\tiifname ");
-	if (rc == 0)
-		rc = fwnft_ifname_list(s, b);
-	if (rc == 0)
-		rc = fwnft_printf(b, " jump sandbox\n\t}\n"
-		                     "\tchain input {\n"
-		                     "\t\ttype filter hook input priority 0; policy accept;\n"
-		                     "\t\tiifname ");
-	if (rc == 0)
-		rc = fwnft_ifname_list(s, b);
-	if (rc == 0)
-		rc = fwnft_printf(b, " jump host\n\t}\n\tchain sandbox {\n%s", spoof);
-	if (rc == 0)
-		rc = fwnft_filter_rules(s, b);
+	fwnft_sbx_set(s, b, 4);
+	fwnft_sbx_set(s, b, 6);
+	fwnft_printf(b, "\tchain forward {\n"
+	                "\t\ttype filter hook forward priority 0; policy accept;\n"
+	                "\t\toifname ");
+	fwnft_ifname_list(s, b);
+	fwnft_printf(b, " jump to_sandbox\n\t\tiifname ");
+	fwnft_ifname_list(s, b);
+	fwnft_printf(b, " jump sandbox\n\t}\n"
+	                "\tchain input {\n"
+	                "\t\ttype filter hook input priority 0; policy accept;\n"
+	                "\t\tiifname ");
+	fwnft_ifname_list(s, b);
+	fwnft_printf(b, " jump host\n\t}\n\tchain sandbox {\n%s", spoof);
+	fwnft_filter_rules(s, b);
 	/* To the moat host itself: link-local ND (before the source check: its sources are
 	 * fe80:: and ::), then only DNS to the resolvers (and DHCP when asked). Multicast,
 	 * link-local and every other service of the host are dropped. */
-	if (rc == 0)
-		rc = fwnft_printf(b, "\t}\n\tchain host {\n");
-	if (rc == 0)
-		rc = fwnft_dhcp_rules(s, b, true);
-	if (rc == 0)
-		rc = fwnft_printf(b,
-		                  "\t\t" FWNFT_ND " ip6 saddr { fe80::/10, :: } ip6 daddr { "
-		                  "fe80::/10, ff02::/16 } accept\n"
-		                  "\t\t" FWNFT_ND
-		                  " ip6 saddr fe80::/10 fib daddr type local accept\n"
-		                  "%s"
-		                  "\t\t" FWNFT_ND " ip6 daddr ff02::/16 accept\n"
-		                  "\t\t" FWNFT_ND " fib daddr type local accept\n"
-		                  "\t\tct state established,related accept\n",
-		                  spoof);
-	if (rc == 0)
-		rc = fwnft_resolver_rules(s, b);
-	if (rc == 0)
-		rc = fwnft_printf(b, "\t\tcounter drop\n\t}\n\tchain to_sandbox {\n");
-	if (rc == 0)
-		rc = fwnft_toward_rules(s, b);
-	return rc == 0 ? fwnft_printf(b, "\t}\n") : rc;
+	fwnft_printf(b, "\t}\n\tchain host {\n");
+	fwnft_dhcp_rules(s, b, true);
+	fwnft_printf(b,
+	             "\t\t" FWNFT_ND " ip6 saddr { fe80::/10, :: } ip6 daddr { "
+	             "fe80::/10, ff02::/16 } accept\n"
+	             "\t\t" FWNFT_ND " ip6 saddr fe80::/10 fib daddr type local accept\n"
+	             "%s"
+	             "\t\t" FWNFT_ND " ip6 daddr ff02::/16 accept\n"
+	             "\t\t" FWNFT_ND " fib daddr type local accept\n"
+	             "\t\tct state established,related accept\n",
+	             spoof);
+	fwnft_resolver_rules(s, b);
+	fwnft_printf(b, "\t\tcounter drop\n\t}\n\tchain to_sandbox {\n");
+	fwnft_toward_rules(s, b);
+	return fwnft_printf(b, "\t}\n");
 }
 
 /* Netns placement: output (what the sandbox sends) and input (what reaches it). */
@@ -528,67 +496,52 @@ static int fwnft_netns_chains(const struct fwnft_setup *s, struct fwnft_buf *b)
 	    {.family = 6, .addr = {0xfe, 0x80}, .bits = 10},
 	    {.family = 6, .addr = {0xff, 0x02}, .bits = 16},
 	};
-	int rc = fwnft_printf(b, "\tset link6 {\n\t\ttype ipv6_addr\n\t\tflags interval\n");
-	if (rc == 0)
-		rc = fwnft_range_list(b, fixed, 2, 6, "\t\telements = { ", "");
-	if (rc == 0)
-		rc = fwnft_range_list(b, s->link6, s->nlink6, 6, ", ", "");
+	fwnft_printf(b, "\tset link6 {\n\t\ttype ipv6_addr\n\t\tflags interval\n");
+	fwnft_range_list(b, fixed, 2, 6, "\t\telements = { ", "");
+	fwnft_range_list(b, s->link6, s->nlink6, 6, ", ", "");
 	/* 0.0.0.0 and :: first: the kernel turns a connect to them into loopback, and nothing
 	 * addressed to them may pass the loopback rule. */
-	if (rc == 0)
-		rc = fwnft_printf(b, " }\n\t}\n"
-		                     "\tchain output {\n"
-		                     "\t\ttype filter hook output priority 0; policy drop;\n"
-		                     "\t\tip daddr 0.0.0.0/8 counter drop\n"
-		                     "\t\tip6 daddr :: counter drop\n"
-		                     "\t\toif \"lo\" accept\n");
-	if (rc == 0)
-		rc = fwnft_dhcp_rules(s, b, true);
+	fwnft_printf(b, " }\n\t}\n"
+	                "\tchain output {\n"
+	                "\t\ttype filter hook output priority 0; policy drop;\n"
+	                "\t\tip daddr 0.0.0.0/8 counter drop\n"
+	                "\t\tip6 daddr :: counter drop\n"
+	                "\t\toif \"lo\" accept\n");
+	fwnft_dhcp_rules(s, b, true);
 	/* Only the namespace's own addresses as source, and never loopback off lo. */
-	if (rc == 0)
-		rc = fwnft_printf(b, "\t\tfib saddr type != local counter drop\n"
-		                     "\t\tip saddr 127.0.0.0/8 counter drop\n"
-		                     "\t\tip6 saddr ::1 counter drop\n");
-	if (rc == 0)
-		rc = fwnft_filter_rules(s, b);
-	if (rc == 0)
-		rc = fwnft_printf(b, "\t}\n\tchain input {\n"
-		                     "\t\ttype filter hook input priority 0; policy drop;\n"
-		                     "\t\tiif \"lo\" accept\n"
-		                     "\t\t" FWNFT_ND " accept\n");
-	if (rc == 0)
-		rc = fwnft_toward_rules(s, b);
-	return rc == 0 ? fwnft_printf(b, "\t}\n") : rc;
+	fwnft_printf(b, "\t\tfib saddr type != local counter drop\n"
+	                "\t\tip saddr 127.0.0.0/8 counter drop\n"
+	                "\t\tip6 saddr ::1 counter drop\n");
+	fwnft_filter_rules(s, b);
+	fwnft_printf(b, "\t}\n\tchain input {\n"
+	                "\t\ttype filter hook input priority 0; policy drop;\n"
+	                "\t\tiif \"lo\" accept\n"
+	                "\t\t" FWNFT_ND " accept\n");
+	fwnft_toward_rules(s, b);
+	return fwnft_printf(b, "\t}\n");
 }
 
 int fwnft_build_ruleset(const struct fwnft_setup *s, struct fwnft_buf *b)
 {
-	int rc = fwnft_check_setup(s);
-	if (rc < 0 || !b)
+	if (fwnft_check_setup(s) < 0 || !b)
 		return MOAT_EINVAL;
 
 	/* add + delete: the table is gone whatever an earlier run left, and nothing else is named.
 	 * (flush would keep stale sets and chains of an older layout.) */
-	rc = fwnft_printf(b, "add table inet " FWNFT_TABLE "\n"
-	                     "delete table inet " FWNFT_TABLE "\n"
-	                     "table inet " FWNFT_TABLE " {\n");
-	if (rc == 0)
-		rc = fwnft_printf(b, "\tset deny4 {\n\t\ttype ipv4_addr\n\t\tflags interval\n");
-	if (rc == 0)
-		rc = fwnft_range_list(b, s->deny, s->ndeny, 4, "\t\telements = { ", " }\n");
-	if (rc == 0)
-		rc =
-		    fwnft_printf(b, "\t}\n\tset deny6 {\n\t\ttype ipv6_addr\n\t\tflags interval\n");
-	if (rc == 0)
-		rc = fwnft_range_list(b, s->deny, s->ndeny, 6, "\t\telements = { ", " }\n");
-	if (rc == 0)
-		rc = fwnft_printf(b, "\t}\n");
-	if (rc == 0)
-		rc = fwnft_allow_sets(s, b);
-	if (rc == 0)
-		rc = s->placement == FWNFT_FORWARD ? fwnft_forward_chains(s, b)
-		                                   : fwnft_netns_chains(s, b);
-	return rc == 0 ? fwnft_printf(b, "}\n") : rc;
+	fwnft_printf(b, "add table inet " FWNFT_TABLE "\n"
+	                "delete table inet " FWNFT_TABLE "\n"
+	                "table inet " FWNFT_TABLE " {\n");
+	for (uint8_t f = 4; f <= 6; f += 2) {
+		fwnft_printf(b, "\tset deny%u {\n\t\ttype ipv%u_addr\n\t\tflags interval\n", f, f);
+		fwnft_range_list(b, s->deny, s->ndeny, f, "\t\telements = { ", " }\n");
+		fwnft_printf(b, "\t}\n");
+	}
+	fwnft_allow_sets(s, b);
+	if (s->placement == FWNFT_FORWARD)
+		fwnft_forward_chains(s, b);
+	else
+		fwnft_netns_chains(s, b);
+	return fwnft_printf(b, "}\n");
 }
 
 /* --- libnftables --------------------------------------------------------------------------- */
@@ -610,35 +563,15 @@ struct fwnft *fwnft_open(void)
 
 void fwnft_close(struct fwnft *n)
 {
-	if (!n)
-		return;
-	nft_ctx_free(n->ctx);
+	if (n)
+		nft_ctx_free(n->ctx);
 	free(n);
 }
 
-int fwnft_run(struct fwnft *n, const char *cmds, char *err, size_t errlen)
-{
-	if (err && errlen)
-		err[0] = '\0';
-	if (!n || !cmds)
-		return MOAT_EINVAL;
-	int rc = nft_run_cmd_from_buffer(n->ctx, cmds);
-	/* Reading the buffers also resets them for the next command. */
-	const char *e = nft_ctx_get_error_buffer(n->ctx);
-	(void)nft_ctx_get_output_buffer(n->ctx);
-	if (rc == 0)
-		return 0;
-	if (err && errlen) {
-		snprintf(err, errlen, "%s", e && *e ? e : "nft command failed");
-		/* One line for the log: nft's multi-line caret diagnostics would split it. */
-		for (char *p = err; *p; p++)
-			if (*p == '\n')
-				*p = ' ';
-	}
-	return MOAT_EIO;
-}
-
-int fwnft_query(struct fwnft *n, const char *cmd, char *out, size_t cap, char *err, size_t errlen)
+/* Run cmd; what nft printed into out (when given, cut to cap), its complaint into err (one line
+ * when one_line: nft's multi-line caret diagnostics would split a log line). */
+static int fwnft_exec(struct fwnft *n, const char *cmd, char *out, size_t cap, char *err,
+                      size_t errlen, bool one_line)
 {
 	if (out && cap)
 		out[0] = '\0';
@@ -647,13 +580,28 @@ int fwnft_query(struct fwnft *n, const char *cmd, char *out, size_t cap, char *e
 	if (!n || !cmd)
 		return MOAT_EINVAL;
 	int rc = nft_run_cmd_from_buffer(n->ctx, cmd);
+	/* Reading the buffers also resets them for the next command. */
 	const char *e = nft_ctx_get_error_buffer(n->ctx);
 	const char *o = nft_ctx_get_output_buffer(n->ctx);
 	if (out && cap)
 		snprintf(out, cap, "%s", o ? o : "");
 	if (rc == 0)
 		return 0;
-	if (err && errlen)
+	if (err && errlen) {
 		snprintf(err, errlen, "%s", e && *e ? e : "nft command failed");
+		for (char *p = err; one_line && *p; p++)
+			if (*p == '\n')
+				*p = ' ';
+	}
 	return MOAT_EIO;
+}
+
+int fwnft_run(struct fwnft *n, const char *cmds, char *err, size_t errlen)
+{
+	return fwnft_exec(n, cmds, NULL, 0, err, errlen, true);
+}
+
+int fwnft_query(struct fwnft *n, const char *cmd, char *out, size_t cap, char *err, size_t errlen)
+{
+	return fwnft_exec(n, cmd, out, cap, err, errlen, false);
 }

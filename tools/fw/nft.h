@@ -77,11 +77,14 @@ struct fwnft_setup {
 	bool dhcp; /* DHCP (v4 67/68, v6 546/547) between the sandbox and its link */
 };
 
-/* A growable text buffer. Zero-initialise; fwnft_buf_free releases it. */
+/* A growable text buffer. Zero-initialise; fwnft_buf_free releases it. The first failure to
+ * append (out of memory) sticks in err: later appends do nothing and return it, so a text is
+ * built as a plain sequence of appends and checked once at the end. */
 struct fwnft_buf {
 	char *p;
 	size_t len;
 	size_t cap;
+	int err; /* 0, or the first failure's MOAT_E* */
 };
 void fwnft_buf_free(struct fwnft_buf *b);
 

@@ -6,6 +6,7 @@
  * kernel for every call; that was ~0.6 ms of each fresh answer. The messages here are what nft
  * itself would send for `add element` / `delete element`, built with libnftnl. */
 #include "nft_batch.h"
+#include "moat/bytes.h"
 #include "moat/err.h"
 
 #include <errno.h>
@@ -77,15 +78,10 @@ void fwnft_batch_free(struct fwnft_batch *b)
 
 static int fwnft_batch_room(struct fwnft_batch *b)
 {
-	if (b->cap - b->len >= FWNFT_MSG_ROOM)
-		return 0;
-	size_t ncap = b->cap ? b->cap * 2 : 4 * FWNFT_MSG_ROOM;
-	uint8_t *p = realloc(b->buf, ncap);
-	if (!p)
-		return MOAT_ENOMEM;
-	b->buf = p;
-	b->cap = ncap;
-	return 0;
+	/* Room for one more message of FWNFT_MSG_ROOM bytes. */
+	return grow_one(&b->buf, &b->cap, b->len + FWNFT_MSG_ROOM - 1, 1, 4 * FWNFT_MSG_ROOM) < 0
+	           ? MOAT_ENOMEM
+	           : 0;
 }
 
 /* One NEWSETELEM/DELSETELEM message over e[idx[0..k)] into set name. */
@@ -252,24 +248,30 @@ struct fwnft_nl *fwnft_nl_open(void)
 
 void fwnft_nl_close(struct fwnft_nl *nl)
 {
-	if (!nl)
-		return;
-	mnl_socket_close(nl->sock);
+	if (nl)
+		mnl_socket_close(nl->sock);
 	free(nl);
 }
 
 /* Read answers to the transaction [seq_lo, seq_hi) until the one to ack_seq (its last message)
- * or an error arrives; the first error is kept in *first_err (a negative errno). */
+ * or an error arrives; the first error is kept in *first_err (a negative errno). MOAT_EIO when
+ * no answer could be read (err says why). */
 static int fwnft_nl_answers(struct fwnft_nl *nl, uint32_t seq_lo, uint32_t seq_hi, uint32_t ack_seq,
-                            int *first_err)
+                            int *first_err, char *err, size_t errlen)
 {
 	static uint8_t buf[1 << 16];
 	for (;;) {
 		ssize_t n = mnl_socket_recvfrom(nl->sock, buf, sizeof(buf));
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0)
+		if (n <= 0) {
+			/* SO_RCVTIMEO (fwnft_nl_open) ends the wait for a silent kernel. */
+			snprintf(err, errlen, "netlink receive: %s",
+			         n == 0                                    ? "socket closed"
+			         : errno == EAGAIN || errno == EWOULDBLOCK ? "no answer within 1 s"
+			                                                   : strerror(errno));
 			return MOAT_EIO;
+		}
 		int len = (int)n;
 		for (struct nlmsghdr *h = (struct nlmsghdr *)buf; mnl_nlmsg_ok(h, len);
 		     h = mnl_nlmsg_next(h, &len)) {
@@ -311,10 +313,8 @@ int fwnft_nl_send(struct fwnft_nl *nl, const struct fwnft_batch *b, char *err, s
 			return MOAT_EIO;
 		}
 		int first = 0;
-		if (fwnft_nl_answers(nl, seq_lo, seq_hi, ack_seq, &first) < 0) {
-			snprintf(err, errlen, "netlink receive: %s", strerror(errno));
+		if (fwnft_nl_answers(nl, seq_lo, seq_hi, ack_seq, &first, err, errlen) < 0)
 			return MOAT_EIO;
-		}
 		if (first) {
 			snprintf(err, errlen, "kernel refused the element batch: %s",
 			         strerror(-first));

@@ -1,5 +1,6 @@
-/* moat-fw's daemon: the grant socket, the event loop, and the batch step that turns the grants of
- * one loop turn into one ledger transaction, one nft transaction and one ACK per grant.
+/* moat-fw's daemon (server.c and its parts server_conn.c, server_vet.c, server_batch.c,
+ * server_restore.c): the grant socket, the event loop, and the batch step that turns the grants
+ * of one loop turn into one ledger transaction, one nft transaction and one ACK per grant.
  *
  * Trust: moat-fw does not trust moatd. Every granted address is re-checked against the
  * always-deny ranges (a grant naming one is refused whole, FWPROTO_DENIED, with an alert on
@@ -43,7 +44,7 @@ struct fwsrv_opts {
 	const struct fwnft_resolver *resolver;
 	size_t nresolver;
 	const char *state_dir;
-	const char *metrics; /* --metrics ADDR:PORT, or NULL */
+	const char *metrics;            /* --metrics ADDR:PORT, or NULL */
 	const char *const *range_files; /* extra ranges files; the shipped one is always loaded */
 	size_t nrange_files;
 	uint32_t min_lifetime;
