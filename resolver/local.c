@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "moat/addrguard.h"
+#include "moat/bytes.h"
 #include "moat/err.h"
 #include "moat/idn.h"
 #include "moat/name.h"
@@ -62,14 +63,8 @@ size_t local_data_count(const struct local_data *ld)
 static int push(struct local_data *ld, const uint8_t *name, uint16_t type, uint32_t ttl,
                 const uint8_t *rdata, size_t rdlen, const char *file, int line)
 {
-	if (ld->n == ld->cap) {
-		size_t nc = ld->cap ? ld->cap * 2 : 16;
-		struct local_rr *nr = realloc(ld->rr, nc * sizeof(*nr));
-		if (!nr)
-			return MOAT_ENOMEM;
-		ld->rr = nr;
-		ld->cap = nc;
-	}
+	if (grow_one(&ld->rr, &ld->cap, ld->n, sizeof(*ld->rr), 16))
+		return MOAT_ENOMEM;
 	struct local_rr *r = &ld->rr[ld->n];
 	memset(r, 0, sizeof(*r));
 	memcpy(r->name, name, (size_t)name_wire_len(name, NAME_MAXWIRE));

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "moat/addrguard.h"
+#include "moat/bytes.h"
 #include "moat/err.h"
 #include "moat/idn.h"
 #include "moat/iplit.h"
@@ -23,6 +24,7 @@
 #include "moat/policy.h"
 #include "moat/policy_clients.h"
 #include "moat/policy_lint.h"
+#include "moat/strv.h"
 #include "policy_set.h"
 #include "moat/pathfd.h"
 
@@ -172,27 +174,14 @@ static int set_grow(struct policy_set *s)
 	return set_resize(s, s->cap * 2);
 }
 
+/* The rule-file number of file (1-based: 0 in a rule means none), added if new. */
 static int set_file_index(struct policy_set *s, const char *file, uint16_t *idx)
 {
-	if (s->nfiles && strcmp(s->files[s->nfiles - 1], file) == 0) {
-		*idx = (uint16_t)s->nfiles;
-		return 0;
-	}
-	for (size_t i = 0; i < s->nfiles; i++)
-		if (strcmp(s->files[i], file) == 0) {
-			*idx = (uint16_t)(i + 1);
-			return 0;
-		}
-	if (s->nfiles >= RULE_FILES_MAX)
-		return MOAT_ELIMIT;
-	char **nf = realloc(s->files, (s->nfiles + 1) * sizeof(*nf));
-	if (!nf)
-		return MOAT_ENOMEM;
-	s->files = nf;
-	if (!(s->files[s->nfiles] = strdup(file)))
-		return MOAT_ENOMEM;
-	*idx = (uint16_t)++s->nfiles;
-	return 0;
+	size_t i;
+	int rc = strv_intern(&s->files, &s->nfiles, RULE_FILES_MAX, file, &i);
+	if (!rc)
+		*idx = (uint16_t)(i + 1);
+	return rc;
 }
 
 /* A '*' anywhere but as the whole first label of a pattern is a typo for a wildcard, not a
@@ -254,14 +243,8 @@ static struct policy_ports *ports_find(const struct policy_set *s, uint32_t rule
 /* Record the ports of a new rule (rules mostly arrive in file and line order: an append). */
 static int ports_add(struct policy_set *s, uint32_t rule, const struct policy_ports *pp)
 {
-	if (s->nports == s->ports_cap) {
-		size_t ncap = s->ports_cap ? s->ports_cap * 2 : 16;
-		struct pset_ports *np = realloc(s->ports, ncap * sizeof(*np));
-		if (!np)
-			return MOAT_ENOMEM;
-		s->ports = np;
-		s->ports_cap = ncap;
-	}
+	if (grow_one(&s->ports, &s->ports_cap, s->nports, sizeof(*s->ports), 16))
+		return MOAT_ENOMEM;
 	size_t i = ports_pos(s, rule);
 	memmove(&s->ports[i + 1], &s->ports[i], (s->nports - i) * sizeof(s->ports[0]));
 	s->ports[i] = (struct pset_ports){.rule = rule, .ports = *pp};
@@ -283,6 +266,25 @@ static int ports_merge(struct policy_set *s, uint32_t rule, const struct policy_
 	return 0;
 }
 
+/* Room for bytes more in the name arena: exactly that much when a load has counted what it adds,
+ * otherwise (one name at a time) at least double, so adding names one by one stays linear. */
+static int arena_room(struct policy_set *s, size_t bytes, bool exact)
+{
+	if (s->arena_len + bytes <= s->arena_cap)
+		return 0;
+	size_t ncap = s->arena_len + bytes;
+	if (!exact && ncap < s->arena_cap * 2)
+		ncap = s->arena_cap * 2;
+	if (!exact && ncap < 4096)
+		ncap = 4096;
+	uint8_t *na = realloc(s->arena, ncap);
+	if (!na)
+		return MOAT_ENOMEM;
+	s->arena = na;
+	s->arena_cap = ncap;
+	return 0;
+}
+
 static int set_insert(struct policy_set *s, const uint8_t *wire, size_t wl, uint32_t tag, bool wild,
                       uint16_t fidx, uint32_t line, const struct policy_ports *pp)
 {
@@ -291,14 +293,8 @@ static int set_insert(struct policy_set *s, const uint8_t *wire, size_t wl, uint
 		return rc;
 	struct pslot *sl = set_find(s, wire, wl, tag);
 	if (sl->name_off == SLOT_EMPTY) {
-		if (s->arena_len + wl > s->arena_cap) {
-			size_t ncap = s->arena_cap ? s->arena_cap * 2 : 4096;
-			uint8_t *na = realloc(s->arena, ncap);
-			if (!na)
-				return MOAT_ENOMEM;
-			s->arena = na;
-			s->arena_cap = ncap;
-		}
+		if ((rc = arena_room(s, wl, false)))
+			return rc;
 		if (s->arena_len + wl >= UINT32_MAX)
 			return MOAT_ELIMIT;
 		memcpy(s->arena + s->arena_len, wire, wl);
@@ -443,14 +439,7 @@ static int set_reserve(struct policy_set *s, size_t n, size_t bytes)
 		if (rc)
 			return rc;
 	}
-	if (s->arena_len + bytes > s->arena_cap) {
-		uint8_t *na = realloc(s->arena, s->arena_len + bytes);
-		if (!na)
-			return MOAT_ENOMEM;
-		s->arena = na;
-		s->arena_cap = s->arena_len + bytes;
-	}
-	return 0;
+	return arena_room(s, bytes, true);
 }
 
 /* Names parsed from a file wait here in small batches: each one's home slot is prefetched when
