@@ -24,6 +24,7 @@
 #include "moat/policy.h"
 #include "moat/policy_clients.h"
 #include "moat/policy_lint.h"
+#include "moat/refcount.h"
 #include "moat/strv.h"
 #include "policy_set.h"
 #include "moat/pathfd.h"
@@ -66,14 +67,14 @@ struct policy_set *policy_set_new(void)
 
 struct policy_set *policy_set_ref(struct policy_set *s)
 {
-	__atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
+	ref_take(&s->refs);
 	return s;
 }
 
 void policy_set_free(struct policy_set *s)
 {
 	/* The head's count covers the chain: the sets chained to it are its own. */
-	if (!s || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) > 0)
+	if (!s || !ref_drop(&s->refs))
 		return;
 	while (s) {
 		struct policy_set *next = s->next;
@@ -267,21 +268,20 @@ static int ports_merge(struct policy_set *s, uint32_t rule, const struct policy_
 }
 
 /* Room for bytes more in the name arena: exactly that much when a load has counted what it adds,
- * otherwise (one name at a time) at least double, so adding names one by one stays linear. */
+ * otherwise (one name at a time) by doubling, so adding names one by one stays linear. */
 static int arena_room(struct policy_set *s, size_t bytes, bool exact)
 {
-	if (s->arena_len + bytes <= s->arena_cap)
-		return 0;
-	size_t ncap = s->arena_len + bytes;
-	if (!exact && ncap < s->arena_cap * 2)
-		ncap = s->arena_cap * 2;
-	if (!exact && ncap < 4096)
-		ncap = 4096;
-	uint8_t *na = realloc(s->arena, ncap);
-	if (!na)
-		return MOAT_ENOMEM;
-	s->arena = na;
-	s->arena_cap = ncap;
+	size_t need = s->arena_len + bytes;
+	if (exact && need > s->arena_cap) {
+		uint8_t *na = realloc(s->arena, need);
+		if (!na)
+			return MOAT_ENOMEM;
+		s->arena = na;
+		s->arena_cap = need;
+	}
+	while (need > s->arena_cap)
+		if (grow_one(&s->arena, &s->arena_cap, s->arena_cap, 1, 4096))
+			return MOAT_ENOMEM;
 	return 0;
 }
 
@@ -728,14 +728,14 @@ size_t policy_allow_count(const struct policy *p)
 
 struct policy *policy_ref(struct policy *p)
 {
-	__atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);
+	ref_take(&p->refs);
 	return p;
 }
 
 void policy_unref(struct policy *p)
 {
 	/* Workers share snapshots: the last one to let go frees it, on its own thread. */
-	if (!p || __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) > 0)
+	if (!p || !ref_drop(&p->refs))
 		return;
 	policy_rpz_release(p); /* before the agents: it reads nagents */
 	for (size_t i = p->base ? p->nconfig : 0; i < p->nagents; i++) {
