@@ -230,9 +230,11 @@ struct policy_decision {
 void policy_decide(const struct policy *p, const struct policy_agent *agent, const uint8_t *lname,
                    uint16_t qclass, struct policy_decision *out);
 
-/* Decide a name met in a CNAME/DNAME chain (or chased by moatd) for an agent: high-risk names
- * and names embedding blocked addresses are denied; with strict_chain the name must also be on
- * an allowlist. Returns POLICY_ALLOW or the deny verdict, with *out filled. */
+/* Decide a name met in the CNAME/DNAME chain of an upstream answer for an agent (moatd never
+ * chases a chain itself: the recursive upstream returns it whole, and each name after the
+ * question is checked here before the answer passes): high-risk names and names embedding
+ * blocked addresses are denied; with strict_chain the name must also be on an allowlist.
+ * Returns POLICY_ALLOW or the deny verdict, with *out filled. */
 enum policy_verdict policy_check_chain(const struct policy *p, const struct policy_agent *agent,
                                        const uint8_t *lname, struct policy_decision *out);
 
