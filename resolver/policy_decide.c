@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "moat/addrguard.h"
+#include "moat/enumtext.h"
 #include "moat/iplit.h"
 #include "moat/local.h"
 #include "moat/name.h"
@@ -196,21 +197,16 @@ enum policy_verdict policy_check_chain(const struct policy *p, const struct poli
 	return POLICY_ALLOW;
 }
 
+static const char *const verdict_text[] = {
+    [POLICY_ALLOW] = "allow",
+    [POLICY_DENY_NOT_ALLOWED] = "deny-not-allowed",
+    [POLICY_DENY_HIGHRISK] = "deny-high-risk",
+    [POLICY_DENY_IPLITERAL] = "deny-ip-literal",
+    [POLICY_DENY_EMBEDDED] = "deny-embedded-address",
+    [POLICY_DENY_CLASS] = "deny-class",
+};
+
 const char *policy_verdict_str(enum policy_verdict v)
 {
-	switch (v) {
-	case POLICY_ALLOW:
-		return "allow";
-	case POLICY_DENY_NOT_ALLOWED:
-		return "deny-not-allowed";
-	case POLICY_DENY_HIGHRISK:
-		return "deny-high-risk";
-	case POLICY_DENY_IPLITERAL:
-		return "deny-ip-literal";
-	case POLICY_DENY_EMBEDDED:
-		return "deny-embedded-address";
-	case POLICY_DENY_CLASS:
-		return "deny-class";
-	}
-	return "unknown";
+	return ENUM_TEXT(verdict_text, v, "unknown");
 }
