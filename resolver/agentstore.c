@@ -30,6 +30,7 @@
 #include "moat/agentstore.h"
 #include "moat/bytes.h"
 #include "moat/err.h"
+#include "moat/strv.h"
 
 #define CHECK_LEN 8
 #define MAP_SIZE ((size_t)1 << 30) /* address space only; the file grows as it fills */
@@ -44,11 +45,7 @@ struct agentstore {
 
 void agent_spec_clear(struct agent_spec *spec)
 {
-	for (size_t i = 0; i < spec->npatterns; i++)
-		free(spec->patterns[i]);
-	free(spec->patterns);
-	spec->patterns = NULL;
-	spec->npatterns = 0;
+	strv_free(&spec->patterns, &spec->npatterns);
 }
 
 static void check_of(const uint8_t *key, size_t klen, const uint8_t *val, size_t len, uint8_t *out)

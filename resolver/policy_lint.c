@@ -55,9 +55,7 @@ void policy_lint_free(struct policy_lint *l)
 	for (size_t i = 0; i < l->n; i++)
 		free(l->msgs[i].text);
 	free(l->msgs);
-	for (size_t i = 0; i < l->nfiles; i++)
-		free(l->files[i]);
-	free(l->files);
+	strv_free(&l->files, &l->nfiles);
 	if (l->psl && l->psl != psl_builtin())
 		psl_free(l->psl);
 	policy_set_free(l->psl_parents);

@@ -24,3 +24,12 @@ int strv_intern(char ***v, size_t *n, size_t max, const char *s, size_t *idx)
 	*idx = (*n)++;
 	return 0;
 }
+
+void strv_free(char ***v, size_t *n)
+{
+	for (size_t i = 0; i < *n; i++)
+		free((*v)[i]);
+	free(*v);
+	*v = NULL;
+	*n = 0;
+}

@@ -11,4 +11,7 @@
  * list already holds max; MOAT_ENOMEM (the list unchanged but perhaps larger). */
 int strv_intern(char ***v, size_t *n, size_t max, const char *s, size_t *idx);
 
+/* Free the n strings at *v and the array; the list is then empty (*v NULL, *n 0). */
+void strv_free(char ***v, size_t *n);
+
 #endif

@@ -6,13 +6,6 @@
 #include "moat/err.h"
 #include "moat/strv.h"
 
-static void strv_free(char **v, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
 Test(strv, appends_new_and_finds_old)
 {
 	char **v = NULL;
@@ -29,7 +22,7 @@ Test(strv, appends_new_and_finds_old)
 	cr_assert_eq(strv_intern(&v, &n, 8, "b.txt", &i), 0);
 	cr_expect_eq(i, 1);
 	cr_expect_eq(n, 2);
-	strv_free(v, n);
+	strv_free(&v, &n);
 }
 
 Test(strv, limit_refuses_only_new_strings)
@@ -42,5 +35,16 @@ Test(strv, limit_refuses_only_new_strings)
 	cr_expect_eq(n, 2);
 	cr_expect_eq(strv_intern(&v, &n, 2, "a", &i), 0);
 	cr_expect_eq(i, 0);
-	strv_free(v, n);
+	strv_free(&v, &n);
+}
+
+Test(strv, free_empties_the_list)
+{
+	char **v = NULL;
+	size_t n = 0, i;
+	strv_free(&v, &n); /* an empty list too */
+	cr_assert_eq(strv_intern(&v, &n, 8, "a", &i), 0);
+	strv_free(&v, &n);
+	cr_expect_null(v);
+	cr_expect_eq(n, 0);
 }
