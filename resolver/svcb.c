@@ -4,17 +4,54 @@
  *
  * The RDATA is checked in full before the first callback (a two-pass walk), so a malformed record
  * is reported as MOAT_EFORMAT without the caller having seen half of its hints. Every read is
- * bounded by the RDATA end (a compressed target is read by name_unpack, backwards into the
- * message); nothing allocates. */
+ * bounded by the RDATA end; nothing allocates. */
 #include "moat/svcb.h"
 #include "moat/bytes.h"
 #include "moat/err.h"
-#include "moat/name.h"
 
 #include <stdbool.h>
 
 #define SVCB_KEY_IPV4HINT 4
 #define SVCB_KEY_IPV6HINT 6
+
+/* Skip the target name at msg[*pos], never reading at or past end. The target must be
+ * uncompressed (RFC 9460 section 2.2), but a compression pointer is skipped rather than followed
+ * (it ends the name); it must at least point backwards into the message. Returns 0 or
+ * MOAT_EFORMAT. (A local walker rather than name_wire_len because of that pointer case.) */
+static int svcb_skip_target(const uint8_t *msg, size_t *pos, size_t end)
+{
+	size_t p = *pos;
+	size_t wirelen = 0;
+
+	for (;;) {
+		if (p >= end)
+			return MOAT_EFORMAT;
+		uint8_t c = msg[p];
+		if ((c & 0xc0) == 0xc0) {
+			if (end - p < 2)
+				return MOAT_EFORMAT;
+			size_t target = (size_t)(c & 0x3f) << 8 | msg[p + 1];
+			if (target >= p)
+				return MOAT_EFORMAT;
+			p += 2;
+			break;
+		}
+		if (c & 0xc0)
+			return MOAT_EFORMAT; /* 0x40 and 0x80 label types are not in use */
+		wirelen += 1u + c;
+		if (wirelen > 255)
+			return MOAT_EFORMAT;
+		if (c == 0) {
+			p++;
+			break;
+		}
+		if (end - p < 1u + c)
+			return MOAT_EFORMAT;
+		p += 1u + c;
+	}
+	*pos = p;
+	return 0;
+}
 
 /* One pass over the parameters. With fn NULL it only validates; otherwise it calls fn for every
  * hint address (the RDATA is already known to be well formed). */
@@ -64,10 +101,7 @@ int svcb_each_hint(const uint8_t *msg, size_t msglen, size_t off, size_t rdlen, 
 	if (rdlen < 2)
 		return MOAT_EFORMAT; /* SvcPriority */
 	size_t p = off + 2;
-	/* The target. RFC 9460 section 2.2 wants it uncompressed; a compressed one is read like any
-	 * name (backward pointers into the message only), and what follows it is the parameters. */
-	uint8_t target[NAME_MAXWIRE];
-	int rc = name_unpack(msg, end, &p, target);
+	int rc = svcb_skip_target(msg, &p, end);
 	if (rc < 0)
 		return rc;
 	/* AliasMode (priority 0) should carry no parameters, but whatever is there is walked:

@@ -104,18 +104,6 @@ Test(svcb, compressed_target_is_skipped)
 	cr_expect_eq(svcb_each_hint(msg, sizeof(msg), 20, sizeof(rd), collect, &s), MOAT_EFORMAT);
 }
 
-Test(svcb, compressed_target_must_be_a_name)
-{
-	/* The target is read as a name (name_unpack): a pointer to bytes that are none is
-	 * malformed, not skipped. */
-	uint8_t msg[64] = {0x80, 'x', 0};
-	const uint8_t rd[] = {0x00, 0x01, 0xc0, 0x00, 0, 4, 0, 4, 169, 254, 169, 254};
-	memcpy(msg + 20, rd, sizeof(rd));
-	struct seen s = {0};
-	cr_expect_eq(svcb_each_hint(msg, sizeof(msg), 20, sizeof(rd), collect, &s), MOAT_EFORMAT);
-	cr_expect_eq(s.n, 0);
-}
-
 Test(svcb, alias_mode_params_are_walked)
 {
 	const uint8_t rd[] = {0x00, 0x00, 3, 'f', 'o', 'o', 0, 0, 4, 0, 4, 169, 254, 169, 254};
