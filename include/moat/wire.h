@@ -210,4 +210,10 @@ int wire_resp_unpack(const uint8_t *in, size_t len, struct wire_resp *r);
 const char *wire_type_str(uint16_t type, char *buf, size_t cap);
 const char *wire_rcode_str(uint8_t rcode);
 
+/* (pure) DNS header flag bits (RFC 1035 section 4.1.1), for the local answers. */
+#define WIRE_FLAG_QR 0x8000 /* a response */
+#define WIRE_FLAG_AA 0x0400 /* authoritative */
+#define WIRE_FLAG_RD 0x0100 /* recursion desired */
+#define WIRE_FLAG_RA 0x0080 /* recursion available */
+
 #endif
