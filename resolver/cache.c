@@ -17,6 +17,7 @@
 
 #include <sodium.h>
 
+#include "moat/bytes.h"
 #include "moat/cache.h"
 #include "moat/err.h"
 #include "moat/name.h"
@@ -26,8 +27,6 @@
 #define CACHE_AVG_ENTRY 200
 #define CACHE_MIN_BUCKETS 16u
 #define CACHE_MAX_BUCKETS ((size_t)1 << 26) /* a 512 MiB table would be a config mistake */
-#define CACHE_KEYTAIL 8                     /* after the name: qtype, qclass, variant */
-#define CACHE_MAXKEY (NAME_MAXWIRE + CACHE_KEYTAIL)
 
 struct cache_entry {
 	struct cache_entry *hnext;   /* next in the bucket chain */
@@ -52,25 +51,18 @@ struct cache {
 	uint8_t hkey[crypto_shorthash_KEYBYTES];
 };
 
-/* Serialise the key into buf[CACHE_MAXKEY]; returns its length or MOAT_EINVAL for a malformed
- * name. Fixed-width big-endian fields after the self-delimiting name make the encoding
- * injective, so equal bytes mean equal keys. */
-static int cache_key(uint8_t *buf, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
-                     uint32_t variant)
+/* Fixed-width big-endian fields after the self-delimiting name make the encoding injective,
+ * so equal bytes mean equal keys. */
+int cache_key(uint8_t *buf, const uint8_t *lname, uint16_t qtype, uint16_t qclass, uint32_t variant)
 {
 	int n = name_wire_len(lname, NAME_MAXWIRE);
 	if (n < 0)
 		return MOAT_EINVAL;
 	memcpy(buf, lname, (size_t)n);
-	buf[n] = (uint8_t)(qtype >> 8);
-	buf[n + 1] = (uint8_t)qtype;
-	buf[n + 2] = (uint8_t)(qclass >> 8);
-	buf[n + 3] = (uint8_t)qclass;
-	buf[n + 4] = (uint8_t)(variant >> 24);
-	buf[n + 5] = (uint8_t)(variant >> 16);
-	buf[n + 6] = (uint8_t)(variant >> 8);
-	buf[n + 7] = (uint8_t)variant;
-	return n + 8;
+	be16_put(buf + n, qtype);
+	be16_put(buf + n + 2, qclass);
+	be32_put(buf + n + 4, variant);
+	return n + CACHE_KEYTAIL;
 }
 
 static uint64_t cache_hash(const struct cache *c, const uint8_t *key, size_t keylen)

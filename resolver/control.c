@@ -20,10 +20,10 @@
 #include "moat/err.h"
 #include "moat/log.h"
 #include "moat/metrics.h"
+#include "moat/wire.h"
 #include "control.h"
 #include "control_agents.h"
 #include "metrics_http.h"
-#include "server.h"
 #include "worker.h"
 
 #define REPLY_MAX (512u << 10)
@@ -302,7 +302,7 @@ static void cmd_explain(struct ctl_conn *c, const struct ctl_request *r)
 }
 
 /* On each worker's thread. */
-static void flush_worker(struct server *w, void *arg)
+static void flush_worker(struct worker *w, void *arg)
 {
 	(void)arg;
 	size_t n = w->cache ? cache_flush(w->cache, fl.all ? NULL : fl.lname) : 0;
@@ -600,8 +600,7 @@ void control_stop(void)
 		return;
 	started = false;
 	while (conns.next != &conns)
-		conn_close(
-		    (struct ctl_conn *)((char *)conns.next - offsetof(struct ctl_conn, link)));
+		conn_close(container_of(conns.next, struct ctl_conn, link));
 	uv_close((uv_handle_t *)&server, NULL);
 	uv_close((uv_handle_t *)&fl.done, NULL);
 }

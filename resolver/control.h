@@ -5,11 +5,11 @@
 #include <stddef.h>
 #include <uv.h>
 
-struct server;
+struct worker;
 struct agentstore;
 
 struct control_ops {
-	struct server *ws; /* every worker; ws[0] runs on the control socket's loop */
+	struct worker *ws; /* every worker; ws[0] runs on the control socket's loop */
 	unsigned n;
 	/* main.c's reload: 0, or < 0 with "file:line: reason" in err (the policy stays) */
 	int (*reload)(char *err, size_t errlen);

@@ -18,10 +18,9 @@
 #include "moat/policy.h"
 #include "control_agents.h"
 #include "rpz_feed.h"
-#include "server.h"
 #include "worker.h"
 
-static struct server *ws;
+static struct worker *ws;
 static unsigned nws;
 static struct agentstore *store;
 static struct policy *staged; /* one reference; NULL: nothing staged */
@@ -32,7 +31,7 @@ void control_agents_feed(struct rpz_feed *f)
 	feed = f;
 }
 
-void control_agents_init(struct server *w, unsigned n, struct agentstore *st)
+void control_agents_init(struct worker *w, unsigned n, struct agentstore *st)
 {
 	ws = w;
 	nws = n;

@@ -5,12 +5,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-struct server;
+struct worker;
 struct agentstore;
 struct agent_spec;
 
 /* The workers to hand snapshots to and the store (NULL: no state_dir, agent add is refused). */
-void control_agents_init(struct server *ws, unsigned n, struct agentstore *store);
+void control_agents_init(struct worker *ws, unsigned n, struct agentstore *store);
 
 struct rpz_feed;
 /* The RPZ transfer thread edits must go through (main.c, once it started); NULL: none. */

@@ -14,7 +14,7 @@
 #include "moat/dnstap.h"
 #include "moat/err.h"
 #include "dnstap_out.h"
-#include "server.h"
+#include "listen.h"
 
 static struct fstrm_iothr *iothr;
 static const char *tap_identity, *tap_version;
@@ -64,7 +64,7 @@ int dnstap_out_start(const struct config *cfg, unsigned nworkers, const char *id
 	return 0;
 }
 
-void dnstap_out_attach(struct server *w)
+void dnstap_out_attach(struct worker *w)
 {
 	w->dnstap = iothr ? fstrm_iothr_get_input_queue_idx(iothr, w->index) : NULL;
 }
@@ -75,7 +75,7 @@ void dnstap_out_stop(void)
 		fstrm_iothr_destroy(&iothr); /* writes what is queued, then closes */
 }
 
-static void submit(struct server *srv, struct dnstap_msg *m)
+static void submit(struct worker *srv, struct dnstap_msg *m)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -90,7 +90,7 @@ static void submit(struct server *srv, struct dnstap_msg *m)
 		free(frame); /* the queue is full or the frame did not encode: dropped */
 }
 
-void dnstap_client(struct server *srv, const struct reply_to *to, const uint8_t *msg, size_t len,
+void dnstap_client(struct worker *srv, const struct reply_to *to, const uint8_t *msg, size_t len,
                    bool response)
 {
 	struct dnstap_msg m = {
@@ -103,7 +103,7 @@ void dnstap_client(struct server *srv, const struct reply_to *to, const uint8_t 
 	submit(srv, &m);
 }
 
-void dnstap_forwarder(struct server *srv, const struct sockaddr *upstream, const uint8_t *msg,
+void dnstap_forwarder(struct worker *srv, const struct sockaddr *upstream, const uint8_t *msg,
                       size_t len, bool tcp, bool response)
 {
 	struct dnstap_msg m = {

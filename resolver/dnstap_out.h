@@ -10,7 +10,7 @@
 
 #include "moat/config.h"
 
-struct server;
+struct worker;
 struct reply_to;
 
 /* Open cfg->dnstap_path (nothing when unset) with one input queue per worker. identity and
@@ -18,14 +18,14 @@ struct reply_to;
 int dnstap_out_start(const struct config *cfg, unsigned nworkers, const char *identity,
                      const char *version, char *err, size_t errlen);
 /* Give worker w its queue (w->index), on any thread before w runs. */
-void dnstap_out_attach(struct server *w);
+void dnstap_out_attach(struct worker *w);
 /* After every worker stopped: write what is queued and close. */
 void dnstap_out_stop(void);
 
 /* On w's thread. */
-void dnstap_client(struct server *srv, const struct reply_to *to, const uint8_t *msg, size_t len,
+void dnstap_client(struct worker *srv, const struct reply_to *to, const uint8_t *msg, size_t len,
                    bool response);
-void dnstap_forwarder(struct server *srv, const struct sockaddr *upstream, const uint8_t *msg,
+void dnstap_forwarder(struct worker *srv, const struct sockaddr *upstream, const uint8_t *msg,
                       size_t len, bool tcp, bool response);
 
 #endif

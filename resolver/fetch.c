@@ -9,16 +9,18 @@
 #include <string.h>
 
 #include "fetch.h"
+#include "moat/bytes.h"
 #include "moat/cache.h"
 #include "moat/err.h"
-#include "server.h"
+#include "upstream.h"
+#include "worker.h"
 
 #define FETCH_BUCKETS 1024
 #define ANSWER_SPARE 64 /* freed answers kept for reuse, per worker */
 
 struct fetch {
 	struct dlist link; /* in its bucket */
-	struct server *srv;
+	struct worker *srv;
 	uint64_t hash;
 	uint8_t lname[NAME_MAXWIRE];
 	uint16_t qtype, qclass;
@@ -57,7 +59,7 @@ void answer_unref(struct answer *a)
 		free(a);
 }
 
-static struct answer *answer_new(struct server *srv)
+static struct answer *answer_new(struct worker *srv)
 {
 	struct fetch_table *t = srv->fetches;
 	struct answer *a = t->nspare ? t->spare[--t->nspare] : malloc(sizeof(*a));
@@ -75,22 +77,18 @@ static struct answer *answer_new(struct server *srv)
 	return a;
 }
 
-static uint64_t question_hash(const struct fetch_table *t, const uint8_t *lname, size_t nl,
-                              uint16_t qtype, uint16_t qclass, uint32_t variant)
+/* The in-flight table hashes the cache's key bytes (moat/cache.h) under its own random key. */
+static uint64_t question_hash(const struct fetch_table *t, const uint8_t *lname, uint16_t qtype,
+                              uint16_t qclass, uint32_t variant)
 {
-	uint8_t key[NAME_MAXWIRE + 8];
-	memcpy(key, lname, nl);
-	key[nl] = (uint8_t)(qtype >> 8);
-	key[nl + 1] = (uint8_t)qtype;
-	key[nl + 2] = (uint8_t)(qclass >> 8);
-	key[nl + 3] = (uint8_t)qclass;
-	memcpy(key + nl + 4, &variant, 4);
+	uint8_t key[CACHE_MAXKEY];
+	int kl = cache_key(key, lname, qtype, qclass, variant);
 	uint64_t h;
-	crypto_shorthash((unsigned char *)&h, key, nl + 8, t->key);
+	crypto_shorthash((unsigned char *)&h, key, (size_t)kl, t->key);
 	return h;
 }
 
-int fetch_init(struct server *srv, size_t cache_bytes)
+int fetch_init(struct worker *srv, size_t cache_bytes)
 {
 	struct fetch_table *t = malloc(sizeof(*t));
 	if (!t)
@@ -111,7 +109,7 @@ int fetch_init(struct server *srv, size_t cache_bytes)
 	return 0;
 }
 
-void fetch_deinit(struct server *srv)
+void fetch_deinit(struct worker *srv)
 {
 	cache_free(srv->cache);
 	srv->cache = NULL;
@@ -125,7 +123,7 @@ void fetch_deinit(struct server *srv)
 /* The TTL an answer may be cached for, or 0 when it must not be (RFC 2308 for negatives). */
 static uint32_t cacheable_ttl(const struct wire_resp *r)
 {
-	if (r->flags & 0x0200)
+	if (r->flags & WIRE_FLAG_TC)
 		return 0; /* truncated */
 	if (r->rcode == WIRE_NXDOMAIN)
 		return r->neg_ttl == UINT32_MAX ? 0 : r->neg_ttl;
@@ -145,18 +143,17 @@ static _Thread_local uint8_t cache_val[2 + WIRE_MAXMSG + WIRE_RESP_PACKED_MAX];
 
 static int cache_value(const uint8_t *pkt, size_t len, const struct wire_resp *r)
 {
-	cache_val[0] = (uint8_t)(len >> 8);
-	cache_val[1] = (uint8_t)len;
+	be16_put(cache_val, (uint16_t)len);
 	memcpy(cache_val + 2, pkt, len);
 	int n = wire_resp_pack(r, cache_val + 2 + len, sizeof(cache_val) - 2 - len);
 	return n < 0 ? n : (int)(2 + len) + n;
 }
 
 /* An answer from a cache value (packet and packed parse), or NULL if it does not decode. */
-static struct answer *answer_from_value(struct server *srv, const uint8_t *v, size_t vlen,
+static struct answer *answer_from_value(struct worker *srv, const uint8_t *v, size_t vlen,
                                         uint32_t age)
 {
-	size_t len = vlen >= 2 ? (size_t)(v[0] << 8 | v[1]) : 0;
+	size_t len = vlen >= 2 ? be16_get(v) : 0;
 	if (vlen < 2 + len || len < WIRE_HDR)
 		return NULL;
 	struct answer *a = answer_new(srv);
@@ -184,7 +181,7 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
                         const struct sockaddr *from, int64_t elapsed_us)
 {
 	struct fetch *f = ctx;
-	struct server *srv = f->srv;
+	struct worker *srv = f->srv;
 	struct answer *a = f->ans;
 	f->up = NULL;
 	dlist_del(&f->link); /* later questions start afresh (or hit the cache) */
@@ -209,7 +206,7 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
 	}
 	/* Serve-stale (RFC 8767): no upstream answered, or one said SERVFAIL/REFUSED; an answer
 	 * that expired less than serve_stale seconds ago is better than none. It goes through
-	 * the same checks and grant as any answer; query.c caps its TTLs at 30 s. */
+	 * the same checks and grant as any answer, TTLs capped by answer_ttl_cap. */
 	struct answer *stale = NULL;
 	if (srv->cache && srv->cfg->serve_stale &&
 	    (status < 0 || a->resp.rcode == WIRE_SERVFAIL || a->resp.rcode == WIRE_REFUSED)) {
@@ -223,9 +220,8 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
 		}
 	}
 	/* Each waiter's callback may free its query (and so cancel only its own wait). */
-	while (f->waiters.next != &f->waiters) {
-		struct fetch_wait *w = (struct fetch_wait *)((char *)f->waiters.next -
-		                                             offsetof(struct fetch_wait, link));
+	while (!dlist_empty(&f->waiters)) {
+		struct fetch_wait *w = container_of(f->waiters.next, struct fetch_wait, link);
 		dlist_del(&w->link);
 		fetch_cb cb = w->cb;
 		void *wctx = w->ctx;
@@ -236,7 +232,7 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
 	fetch_free(f);
 }
 
-int fetch_answer(struct server *srv, const struct upstream_set *set, const uint8_t *lname,
+int fetch_answer(struct worker *srv, const struct upstream_set *set, const uint8_t *lname,
                  uint16_t qtype, uint16_t qclass, bool dnssec_ok, bool may_wait, fetch_cb cb,
                  void *ctx, struct answer **hit, struct fetch_wait **wait)
 {
@@ -261,11 +257,11 @@ int fetch_answer(struct server *srv, const struct upstream_set *set, const uint8
 	if (!may_wait)
 		return FETCH_BUSY;
 	struct fetch_table *t = srv->fetches;
-	uint64_t h = question_hash(t, lname, (size_t)nl, qtype, qclass, variant);
+	uint64_t h = question_hash(t, lname, qtype, qclass, variant);
 	struct dlist *b = &t->buckets[h & (FETCH_BUCKETS - 1)];
 	struct fetch *f = NULL;
 	for (struct dlist *l = b->next; l != b; l = l->next) {
-		struct fetch *c = (struct fetch *)((char *)l - offsetof(struct fetch, link));
+		struct fetch *c = container_of(l, struct fetch, link);
 		if (c->hash == h && c->qtype == qtype && c->qclass == qclass &&
 		    c->variant == variant && !memcmp(c->lname, lname, (size_t)nl)) {
 			f = c;
@@ -311,25 +307,23 @@ void fetch_cancel(struct fetch_wait *w)
 	struct fetch *f = w->f;
 	dlist_del(&w->link);
 	free(w);
-	if (f->waiters.next == &f->waiters && f->up) {
+	if (dlist_empty(&f->waiters) && f->up) {
 		upstream_cancel(f->up); /* nobody waits any more */
 		fetch_free(f);
 	}
 }
 
-void fetch_cancel_all(struct server *srv)
+void fetch_cancel_all(struct worker *srv)
 {
 	struct fetch_table *t = srv->fetches;
 	if (!t)
 		return;
 	for (int i = 0; i < FETCH_BUCKETS; i++)
-		while (t->buckets[i].next != &t->buckets[i]) {
-			struct fetch *f = (struct fetch *)((char *)t->buckets[i].next -
-			                                   offsetof(struct fetch, link));
-			while (f->waiters.next != &f->waiters) {
+		while (!dlist_empty(&t->buckets[i])) {
+			struct fetch *f = container_of(t->buckets[i].next, struct fetch, link);
+			while (!dlist_empty(&f->waiters)) {
 				struct fetch_wait *w =
-				    (struct fetch_wait *)((char *)f->waiters.next -
-				                          offsetof(struct fetch_wait, link));
+				    container_of(f->waiters.next, struct fetch_wait, link);
 				dlist_del(&w->link);
 				free(w);
 			}

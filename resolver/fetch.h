@@ -12,12 +12,12 @@
 #include "moat/forward.h"
 #include "moat/wire.h"
 
-struct server;
+struct worker;
 
 /* An upstream answer, shared by the queries that wait for it. */
 struct answer {
 	int refs;
-	struct server *srv; /* the worker it belongs to (freed answers go back to its spares) */
+	struct worker *srv; /* the worker it belongs to (freed answers go back to its spares) */
 	bool cached;        /* served from the cache */
 	bool stale;         /* served stale (RFC 8767): no upstream answered */
 	bool local;         /* built from local data (local_answer.c): no upstream asked */
@@ -29,6 +29,16 @@ struct answer {
 };
 
 void answer_unref(struct answer *a);
+
+/* Serve-stale (RFC 8767): a stale answer's TTLs, and the firewall grant for its addresses, are
+ * capped at FETCH_STALE_TTL seconds, so clients ask again soon. */
+#define FETCH_STALE_TTL 30
+
+/* ttl, or less when a is stale. */
+static inline uint32_t answer_ttl_cap(const struct answer *a, uint32_t ttl)
+{
+	return a->stale && ttl > FETCH_STALE_TTL ? FETCH_STALE_TTL : ttl;
+}
 
 enum fetch_result {
 	FETCH_HIT = 0,  /* *hit holds a reference the caller owns; no callback */
@@ -47,7 +57,7 @@ struct fetch_wait;
  * (with *wait for fetch_cancel), FETCH_BUSY (only when may_wait is false: the caller is over its
  * in-flight cap, and only the cache could answer) or a negative MOAT_* code (nothing will be
  * called). */
-int fetch_answer(struct server *srv, const struct upstream_set *set, const uint8_t *lname,
+int fetch_answer(struct worker *srv, const struct upstream_set *set, const uint8_t *lname,
                  uint16_t qtype, uint16_t qclass, bool dnssec_ok, bool may_wait, fetch_cb cb,
                  void *ctx, struct answer **hit, struct fetch_wait **wait);
 
@@ -56,8 +66,8 @@ int fetch_answer(struct server *srv, const struct upstream_set *set, const uint8
 void fetch_cancel(struct fetch_wait *w);
 
 /* Worker start and stop: the in-flight table and a cache of cache_bytes (0: none). */
-int fetch_init(struct server *srv, size_t cache_bytes);
-void fetch_cancel_all(struct server *srv);
-void fetch_deinit(struct server *srv);
+int fetch_init(struct worker *srv, size_t cache_bytes);
+void fetch_cancel_all(struct worker *srv);
+void fetch_deinit(struct worker *srv);
 
 #endif

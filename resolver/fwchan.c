@@ -3,6 +3,8 @@
  * ACK (each with a deadline), and reconnection when moat-fw restarts. Anything that goes wrong
  * completes the waiting grants with FWPROTO_FAILED: moatd then answers SERVFAIL (fail closed). */
 #include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -10,8 +12,8 @@
 #include <unistd.h>
 
 #include "fwchan.h"
+#include "moat/dlist.h"
 #include "moat/err.h"
-#include "server.h"
 
 struct pending {
 	struct dlist link;
@@ -36,6 +38,7 @@ struct fwchan {
 	uv_timer_t timer;     /* deadlines and reconnects */
 	struct dlist pending; /* oldest first */
 	uint32_t next_seq;
+	int last_errno; /* the cause of the last failed connect (reported); 0 once connected */
 };
 
 static uint64_t now_ms(const struct fwchan *fw)
@@ -45,7 +48,7 @@ static uint64_t now_ms(const struct fwchan *fw)
 
 static struct pending *pending_of(struct dlist *l)
 {
-	return (struct pending *)((char *)l - offsetof(struct pending, link));
+	return container_of(l, struct pending, link);
 }
 
 static void complete(struct pending *p, uint16_t status, uint32_t lifetime)
@@ -60,7 +63,7 @@ static void complete(struct pending *p, uint16_t status, uint32_t lifetime)
 
 static void fail_all(struct fwchan *fw)
 {
-	while (fw->pending.next != &fw->pending)
+	while (!dlist_empty(&fw->pending))
 		complete(pending_of(fw->pending.next), FWPROTO_FAILED, 0);
 }
 
@@ -88,6 +91,20 @@ static void drop(struct fwchan *fw)
 
 static void on_poll(uv_poll_t *h, int status, int events);
 
+/* A connect that failed with errno e: say so once per cause (a permission problem on the
+ * socket must not show up only as SERVFAIL), and keep errno for the caller. */
+static int connect_failed(struct fwchan *fw, int fd, const char *step, int e)
+{
+	if (fd >= 0)
+		close(fd);
+	if (e != fw->last_errno)
+		fprintf(stderr, "moatd: firewall channel %s: %s: %s\n", fw->path, step,
+		        strerror(e));
+	fw->last_errno = e;
+	errno = e;
+	return MOAT_EIO;
+}
+
 static int try_connect(struct fwchan *fw)
 {
 	if (fw->polling)
@@ -96,19 +113,16 @@ static int try_connect(struct fwchan *fw)
 		return MOAT_EIO;
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return MOAT_EIO;
+		return connect_failed(fw, -1, "socket", errno);
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	memcpy(sa.sun_path, fw->path, sizeof(sa.sun_path));
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		close(fd);
-		return MOAT_EIO;
-	}
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return connect_failed(fw, fd, "connect", errno);
+	int rc = uv_poll_init(fw->loop, &fw->poll, fd);
+	if (rc < 0)
+		return connect_failed(fw, fd, "watch", -rc);
 	fw->fd = fd;
-	if (uv_poll_init(fw->loop, &fw->poll, fd) < 0) {
-		close(fd);
-		fw->fd = -1;
-		return MOAT_EIO;
-	}
+	fw->last_errno = 0;
 	fw->poll.data = fw;
 	fw->polling = true;
 	uv_poll_start(&fw->poll, UV_READABLE, on_poll);
@@ -176,7 +190,7 @@ static void on_timer(uv_timer_t *t)
 {
 	struct fwchan *fw = t->data;
 	uint64_t now = now_ms(fw);
-	while (fw->pending.next != &fw->pending) {
+	while (!dlist_empty(&fw->pending)) {
 		struct pending *p = pending_of(fw->pending.next);
 		if (p->deadline_ms > now)
 			break;
@@ -184,14 +198,14 @@ static void on_timer(uv_timer_t *t)
 	}
 }
 
-struct fwchan *fwchan_new(uv_loop_t *loop, const char *path, uint32_t timeout_ms)
+int fwchan_new(uv_loop_t *loop, const char *path, uint32_t timeout_ms, struct fwchan **out)
 {
 	struct fwchan *fw = calloc(1, sizeof(*fw));
 	if (!fw)
-		return NULL;
+		return MOAT_ENOMEM;
 	if (strlen(path) >= sizeof(fw->path)) {
 		free(fw);
-		return NULL;
+		return MOAT_EINVAL;
 	}
 	fw->loop = loop;
 	strcpy(fw->path, path);
@@ -205,7 +219,8 @@ struct fwchan *fwchan_new(uv_loop_t *loop, const char *path, uint32_t timeout_ms
 	uint64_t tick = timeout_ms / 4 ? timeout_ms / 4 : 1;
 	uv_timer_start(&fw->timer, on_timer, tick, tick);
 	try_connect(fw);
-	return fw;
+	*out = fw;
+	return 0;
 }
 
 static void on_timer_closed(uv_handle_t *h)

@@ -11,14 +11,15 @@
 #include "moat/fwproto.h"
 
 struct fwchan;
-struct server;
 
 /* status: FWPROTO_OK or another fwproto_status (FAILED also for timeouts and a lost channel). */
 typedef void (*fwchan_cb)(void *ctx, uint16_t status, uint32_t lifetime);
 
-/* Connect to moat-fw at path (reconnecting in the background when the channel drops).
- * Ownership: caller closes with fwchan_close. NULL on allocation failure. */
-struct fwchan *fwchan_new(uv_loop_t *loop, const char *path, uint32_t timeout_ms);
+/* Connect to moat-fw at path (reconnecting in the background when the channel drops). A failed
+ * connect is reported on stderr with its cause (once per cause, not per grant): the grants it
+ * fails are answered SERVFAIL. Returns 0 with *out set, MOAT_EINVAL (path too long for a unix
+ * socket) or MOAT_ENOMEM. Ownership: the caller closes *out with fwchan_close. */
+int fwchan_new(uv_loop_t *loop, const char *path, uint32_t timeout_ms, struct fwchan **out);
 
 /* Close the channel; pending grants are completed with FWPROTO_FAILED first. */
 void fwchan_close(struct fwchan *fw);

@@ -10,6 +10,7 @@
  * (so a port set has one encoding), trailing bytes, an unknown ACK status and a non-zero reserved
  * field. The encoders apply the same rules and answer MOAT_EINVAL, so what one side writes the
  * other side always reads. */
+#include "moat/bytes.h"
 #include "moat/fwproto.h"
 #include "moat/err.h"
 
@@ -21,30 +22,6 @@
 #define FWP_ADDR_LEN 17
 /* One port on the wire: protocol byte and a 16-bit port. */
 #define FWP_PORT_LEN 3
-
-static void fwp_put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
-static void fwp_put32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)(v >> 24);
-	p[1] = (uint8_t)(v >> 16);
-	p[2] = (uint8_t)(v >> 8);
-	p[3] = (uint8_t)v;
-}
-
-static uint16_t fwp_get16(const uint8_t *p)
-{
-	return (uint16_t)((p[0] << 8) | p[1]);
-}
-
-static uint32_t fwp_get32(const uint8_t *p)
-{
-	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
-}
 
 static int fwp_agent_char_ok(unsigned char c)
 {
@@ -124,9 +101,9 @@ int fwproto_grant_encode(const struct fwproto_grant *g, uint8_t *out, size_t cap
 	uint8_t *p = out;
 	p[0] = FWPROTO_VERSION;
 	p[1] = FWPROTO_GRANT;
-	fwp_put16(p + 2, g->naddr);
-	fwp_put32(p + 4, g->seq);
-	fwp_put32(p + 8, g->lifetime);
+	be16_put(p + 2, g->naddr);
+	be32_put(p + 4, g->seq);
+	be32_put(p + 8, g->lifetime);
 	p[12] = (uint8_t)alen;
 	memcpy(p + FWP_GRANT_HEAD, g->agent, alen);
 	p += FWP_GRANT_HEAD + alen;
@@ -136,7 +113,7 @@ int fwproto_grant_encode(const struct fwproto_grant *g, uint8_t *out, size_t cap
 	*p++ = g->nport;
 	for (size_t i = 0; i < g->nport; i++, p += FWP_PORT_LEN) {
 		p[0] = g->port[i].proto;
-		fwp_put16(p + 1, g->port[i].port);
+		be16_put(p + 1, g->port[i].port);
 	}
 	for (size_t i = 0; i < g->naddr; i++, p += FWP_ADDR_LEN) {
 		p[0] = g->addr[i].family;
@@ -153,7 +130,7 @@ int fwproto_grant_decode(const uint8_t *msg, size_t len, struct fwproto_grant *g
 		return MOAT_EFORMAT;
 	if (msg[0] != FWPROTO_VERSION || msg[1] != FWPROTO_GRANT)
 		return MOAT_EFORMAT;
-	uint16_t naddr = fwp_get16(msg + 2);
+	uint16_t naddr = be16_get(msg + 2);
 	size_t alen = msg[12];
 	if (naddr == 0 || naddr > FWPROTO_MAXADDR || alen == 0 || alen > FWPROTO_AGENT_MAX)
 		return MOAT_EFORMAT;
@@ -175,7 +152,7 @@ int fwproto_grant_decode(const uint8_t *msg, size_t len, struct fwproto_grant *g
 	struct fwproto_port ports[FWPROTO_MAXPORT];
 	for (size_t i = 0; i < nport; i++)
 		ports[i] = (struct fwproto_port){pp[FWP_PORT_LEN * i],
-		                                 fwp_get16(pp + FWP_PORT_LEN * i + 1)};
+		                                 be16_get(pp + FWP_PORT_LEN * i + 1)};
 	if (!fwp_ports_ok(ports, nport))
 		return MOAT_EFORMAT;
 	const uint8_t *addrs = pp + FWP_PORT_LEN * nport;
@@ -186,8 +163,8 @@ int fwproto_grant_decode(const uint8_t *msg, size_t len, struct fwproto_grant *g
 	}
 
 	/* Valid: only now write the caller's struct, so a rejected message leaves it untouched. */
-	g->seq = fwp_get32(msg + 4);
-	g->lifetime = fwp_get32(msg + 8);
+	g->seq = be32_get(msg + 4);
+	g->lifetime = be32_get(msg + 8);
 	memcpy(g->agent, agent, alen);
 	g->agent[alen] = '\0';
 	g->client.family = p[0];
@@ -211,10 +188,10 @@ int fwproto_ack_encode(const struct fwproto_ack *a, uint8_t *out, size_t cap)
 		return MOAT_ESPACE;
 	out[0] = FWPROTO_VERSION;
 	out[1] = FWPROTO_ACK;
-	fwp_put16(out + 2, a->status);
-	fwp_put32(out + 4, a->seq);
-	fwp_put32(out + 8, a->lifetime);
-	fwp_put32(out + 12, 0);
+	be16_put(out + 2, a->status);
+	be32_put(out + 4, a->seq);
+	be32_put(out + 8, a->lifetime);
+	be32_put(out + 12, 0);
 	return FWPROTO_ACKLEN;
 }
 
@@ -224,26 +201,22 @@ int fwproto_ack_decode(const uint8_t *msg, size_t len, struct fwproto_ack *a)
 		return MOAT_EINVAL;
 	if (len != FWPROTO_ACKLEN || msg[0] != FWPROTO_VERSION || msg[1] != FWPROTO_ACK)
 		return MOAT_EFORMAT;
-	uint16_t status = fwp_get16(msg + 2);
-	if (status > FWPROTO_BADMSG || fwp_get32(msg + 12) != 0)
+	uint16_t status = be16_get(msg + 2);
+	if (status > FWPROTO_BADMSG || be32_get(msg + 12) != 0)
 		return MOAT_EFORMAT;
 	a->status = status;
-	a->seq = fwp_get32(msg + 4);
-	a->lifetime = fwp_get32(msg + 8);
+	a->seq = be32_get(msg + 4);
+	a->lifetime = be32_get(msg + 8);
 	return 0;
 }
 
 const char *fwproto_status_str(uint16_t status)
 {
-	switch (status) {
-	case FWPROTO_OK:
-		return "OK";
-	case FWPROTO_DENIED:
-		return "DENIED";
-	case FWPROTO_FAILED:
-		return "FAILED";
-	case FWPROTO_BADMSG:
-		return "BADMSG";
-	}
-	return "UNKNOWN";
+	static const char *const names[] = {
+	    [FWPROTO_OK] = "OK",
+	    [FWPROTO_DENIED] = "DENIED",
+	    [FWPROTO_FAILED] = "FAILED",
+	    [FWPROTO_BADMSG] = "BADMSG",
+	};
+	return status < sizeof(names) / sizeof(names[0]) ? names[status] : "UNKNOWN";
 }

@@ -4,7 +4,7 @@
 
 #include "moat/err.h"
 #include "limits.h"
-#include "server.h"
+#include "upstream.h"
 
 /* Listening sockets, the log, the firewall channel, the event loops' own descriptors. */
 #define FIXED_PER_WORKER 16

@@ -17,12 +17,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "moat/bytes.h"
 #include "moat/err.h"
-#include "server.h"
+#include "listen.h"
+#include "query.h"
 
 struct tcp_conn {
 	struct dlist link;
-	struct server *srv;
+	struct worker *srv;
 	uv_tcp_t tcp;
 	uv_timer_t idle;
 	struct sockaddr_storage peer;
@@ -121,7 +123,7 @@ static void on_idle(uv_timer_t *t)
 	conn_close(t->data);
 }
 
-/* Activity: restart the idle timer and move the connection to the head of the server's list,
+/* Activity: restart the idle timer and move the connection to the head of the worker's list,
  * so the tail is the connection that has been quiet longest. */
 static void conn_touch(struct tcp_conn *c)
 {
@@ -134,13 +136,12 @@ static void conn_touch(struct tcp_conn *c)
  * longest and has no query in flight, so a client holding
  * many idle connections cannot lock everyone else out of TCP. Looks at a bounded number from
  * the tail. Returns false when there is none to close. */
-static bool conn_evict_idle(struct server *srv, const struct tcp_conn *keep)
+static bool conn_evict_idle(struct worker *srv, const struct tcp_conn *keep)
 {
 	int n = 0;
 	for (struct dlist *d = srv->tcp_conns.prev; d != &srv->tcp_conns && n < 64;
 	     d = d->prev, n++) {
-		struct tcp_conn *v =
-		    (struct tcp_conn *)((char *)d - offsetof(struct tcp_conn, link));
+		struct tcp_conn *v = container_of(d, struct tcp_conn, link);
 		if (v != keep && v->queries == 0) {
 			conn_close(v);
 			return true;
@@ -194,7 +195,7 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 	(void)hint;
 	size_t want = 4096;
 	if (c->len >= 2) {
-		size_t mlen = (size_t)(c->buf[0] << 8 | c->buf[1]) + 2;
+		size_t mlen = (size_t)be16_get(c->buf) + 2;
 		if (mlen > c->len)
 			want = mlen - c->len;
 	}
@@ -216,7 +217,7 @@ static void conn_process(struct tcp_conn *c)
 {
 	size_t off = 0;
 	while (c->len - off >= 2 && !c->closed && !c->paused) {
-		size_t mlen = (size_t)(c->buf[off] << 8 | c->buf[off + 1]);
+		size_t mlen = be16_get(c->buf + off);
 		if (c->len - off < 2 + mlen)
 			break;
 		struct reply_to to = {.kind = REPLY_TCP, .conn = c, .client = c->peer};
@@ -252,7 +253,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
 
-void tcp_resume_all(struct server *srv)
+void tcp_resume_all(struct worker *srv)
 {
 	while (srv->tcp_resume) {
 		struct tcp_conn *c = srv->tcp_resume;
@@ -272,7 +273,7 @@ void tcp_resume_all(struct server *srv)
 static void on_connection(uv_stream_t *server, int status)
 {
 	struct listener *l = server->data;
-	struct server *srv = l->srv;
+	struct worker *srv = l->srv;
 	if (status < 0)
 		return;
 	struct tcp_conn *c = calloc(1, sizeof(*c));
@@ -306,7 +307,19 @@ static void on_connection(uv_stream_t *server, int status)
 		conn_close(c);
 }
 
-int listen_tcp_start(struct server *srv, const struct sockaddr *addr)
+/* SO_REUSEPORT on a listener's socket before it binds: workers then share the port and the
+ * kernel spreads clients over them by address and port. */
+static int share_port(uv_handle_t *h)
+{
+	uv_os_fd_t fd;
+	int on = 1;
+	int rc = uv_fileno(h, &fd);
+	if (rc < 0)
+		return rc;
+	return setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on)) < 0 ? -errno : 0;
+}
+
+int listen_tcp_start(struct worker *srv, const struct sockaddr *addr)
 {
 	struct listener *l = calloc(1, sizeof(*l));
 	if (!l)
@@ -315,19 +328,19 @@ int listen_tcp_start(struct server *srv, const struct sockaddr *addr)
 	int rc = uv_tcp_init_ex(srv->loop, &l->h.tcp, addr->sa_family);
 	if (rc < 0) {
 		free(l);
-		return rc;
+		return worker_eio(rc);
 	}
 	l->h.handle.data = l;
 	dlist_add(&srv->listeners, &l->link);
-	if ((srv->reuseport && (rc = listen_share_port(&l->h.handle)) < 0) ||
+	if ((srv->reuseport && (rc = share_port(&l->h.handle)) < 0) ||
 	    (rc = uv_tcp_bind(&l->h.tcp, addr, addr->sa_family == AF_INET6 ? UV_TCP_IPV6ONLY : 0)) <
 	        0 ||
 	    (rc = uv_listen((uv_stream_t *)&l->h.tcp, 256, on_connection)) < 0)
-		return rc;
+		return worker_eio(rc); /* the listener is on the list: listen_close_all frees it */
 	return 0;
 }
 
-void tcp_close_all(struct server *srv)
+void tcp_close_all(struct worker *srv)
 {
 	while (srv->tcp_resume) {
 		struct tcp_conn *c = srv->tcp_resume;
@@ -335,7 +348,6 @@ void tcp_close_all(struct server *srv)
 		c->resume_queued = false;
 		conn_put(c);
 	}
-	while (srv->tcp_conns.next != &srv->tcp_conns)
-		conn_close((struct tcp_conn *)((char *)srv->tcp_conns.next -
-		                               offsetof(struct tcp_conn, link)));
+	while (!dlist_empty(&srv->tcp_conns))
+		conn_close(container_of(srv->tcp_conns.next, struct tcp_conn, link));
 }

@@ -19,7 +19,9 @@
 #include <unistd.h>
 
 #include "moat/err.h"
-#include "server.h"
+#include "moat/wire.h"
+#include "listen.h"
+#include "query.h"
 
 #define UDP_BATCH 64
 #define UDP_SLOT WIRE_EDNS_SIZE /* the largest UDP answer moatd sends */
@@ -163,8 +165,7 @@ static void on_poll(uv_poll_t *h, int status, int events)
 {
 	struct listener *l = h->data;
 	if (status < 0)
-		return; /* EBADF and the like: nothing to read; the listener closes with the server
-		         */
+		return; /* EBADF and the like: the listener closes with its worker */
 	if ((events & UV_WRITABLE) && l->udpq->head)
 		overflow_send(l);
 	if (!(events & UV_READABLE))
@@ -201,27 +202,24 @@ static void on_poll(uv_poll_t *h, int status, int events)
 	}
 }
 
-static void on_listener_closed(uv_handle_t *h)
+void listen_udp_free(struct listener *l)
 {
-	struct listener *l = h->data;
-	if (l->udpq) {
-		while (l->udpq->head) {
-			struct udp_pending *p = l->udpq->head;
-			l->udpq->head = p->next;
-			free(p);
-		}
-		close(l->fd);
+	while (l->udpq->head) {
+		struct udp_pending *p = l->udpq->head;
+		l->udpq->head = p->next;
+		free(p);
 	}
+	close(l->fd);
 	free(l->udpq);
-	free(l);
+	l->udpq = NULL;
 }
 
-int listen_udp_start(struct server *srv, const struct sockaddr *addr)
+int listen_udp_start(struct worker *srv, const struct sockaddr *addr)
 {
 	int on = 1, size = 4 << 20;
 	int fd = socket(addr->sa_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return -errno;
+		return MOAT_EIO; /* errno says why */
 	struct listener *l = calloc(1, sizeof(*l));
 	if (!l || !(l->udpq = calloc(1, sizeof(*l->udpq)))) {
 		free(l);
@@ -247,43 +245,19 @@ int listen_udp_start(struct server *srv, const struct sockaddr *addr)
 		free(l->udpq);
 		free(l);
 		close(fd);
-		return rc;
+		return worker_eio(rc); /* errno again: the cleanup may have changed it */
 	}
 	l->h.handle.data = l;
 	dlist_add(&srv->listeners, &l->link);
-	return uv_poll_start(&l->h.poll, UV_READABLE, on_poll);
+	rc = uv_poll_start(&l->h.poll, UV_READABLE, on_poll);
+	return rc < 0 ? worker_eio(rc) : 0;
 }
 
-int listen_share_port(uv_handle_t *h)
-{
-	uv_os_fd_t fd;
-	int on = 1;
-	int rc = uv_fileno(h, &fd);
-	if (rc < 0)
-		return rc;
-	return setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on)) < 0
-	           ? uv_translate_sys_error(errno)
-	           : 0;
-}
-
-void listen_flush_all(struct server *srv)
+void listen_flush_all(struct worker *srv)
 {
 	for (struct dlist *d = srv->listeners.next; d != &srv->listeners; d = d->next) {
-		struct listener *l =
-		    (struct listener *)((char *)d - offsetof(struct listener, link));
+		struct listener *l = container_of(d, struct listener, link);
 		if (l->udpq)
 			queue_flush(l);
-	}
-}
-
-/* Both kinds of listener: a closed socket takes no new queries, live ones finish. */
-void listen_close_all(struct server *srv)
-{
-	listen_flush_all(srv);
-	while (srv->listeners.next != &srv->listeners) {
-		struct listener *l = (struct listener *)((char *)srv->listeners.next -
-		                                         offsetof(struct listener, link));
-		dlist_del(&l->link);
-		uv_close(&l->h.handle, on_listener_closed);
 	}
 }

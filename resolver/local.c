@@ -376,6 +376,6 @@ int local_data_answer(const struct local_data *ld, const uint8_t *lname, uint16_
 	}
 	if (w.err)
 		return w.err;
-	ww_put16(out + 6, an);
+	be16_put(out + 6, an);
 	return (int)w.len;
 }

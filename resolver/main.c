@@ -41,7 +41,6 @@
 #include "metrics_http.h"
 #include "privdrop.h"
 #include "rpz_feed.h"
-#include "server.h"
 #include "worker.h"
 
 static void usage(FILE *f)
@@ -543,7 +542,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 	return 0;
 }
 
-static struct server *workers; /* cfg.workers of them; workers[0] runs on this thread */
+static struct worker *workers; /* cfg.workers of them; workers[0] runs on this thread */
 static unsigned nworkers;
 static struct ratelimit *limiter; /* shared by the workers; NULL: no rate limit */
 static struct inflight *inflight; /* caps on questions in flight, shared by the workers */
@@ -894,9 +893,9 @@ int main(int argc, char **argv)
 	dnstap_out_stop();
 	rpz_feed_stop(feed);
 
-	struct server_stats t = {0};
+	struct worker_stats t = {0};
 	for (unsigned i = 0; i < nworkers; i++) {
-		const struct server_stats *s = &workers[i].stats;
+		const struct worker_stats *s = &workers[i].stats;
 		t.queries += s->queries;
 		t.answered += s->answered;
 		t.denied += s->denied;

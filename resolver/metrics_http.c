@@ -11,16 +11,16 @@
 #include "moat/cache.h"
 #include "moat/err.h"
 #include "metrics_http.h"
-#include "server.h"
+#include "worker.h"
 
 #define METRICS_TEXT_MAX (512u << 10)
 
 static struct MHD_Daemon *mhd;
-static struct server *scrape_ws;
+static struct worker *scrape_ws;
 static unsigned scrape_n;
 static const char *scrape_version;
 
-void metrics_publish(struct server *w)
+void metrics_publish(struct worker *w)
 {
 	struct metrics_worker *m = w->metrics;
 	if (!m)
@@ -40,7 +40,7 @@ void metrics_publish(struct server *w)
 	metrics_set(&m->upstream_mismatch, w->stats.upstream_mismatch);
 }
 
-void metrics_collect(struct server *ws, unsigned n, struct metrics_worker *sum)
+void metrics_collect(struct worker *ws, unsigned n, struct metrics_worker *sum)
 {
 	memset(sum, 0, sizeof(*sum));
 	for (unsigned i = 0; i < n; i++)
@@ -90,7 +90,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	return rc;
 }
 
-int metrics_http_start(const struct sockaddr *addr, struct server *ws, unsigned n,
+int metrics_http_start(const struct sockaddr *addr, struct worker *ws, unsigned n,
                        const char *version, char *err, size_t errlen)
 {
 	scrape_ws = ws;

@@ -8,17 +8,17 @@
 
 #include "moat/metrics.h"
 
-struct server;
+struct worker;
 
 /* On w's thread, once per loop turn: copy the cache, TCP and stats counters into w->metrics. */
-void metrics_publish(struct server *w);
+void metrics_publish(struct worker *w);
 
 /* Any thread: the sum of n workers' blocks into *sum (zeroed here). */
-void metrics_collect(struct server *ws, unsigned n, struct metrics_worker *sum);
+void metrics_collect(struct worker *ws, unsigned n, struct metrics_worker *sum);
 
 /* Serve GET /metrics on addr from libmicrohttpd's own thread (started here, so before the
  * system-call filter). ws is borrowed until metrics_http_stop. Returns 0 or MOAT_EIO. */
-int metrics_http_start(const struct sockaddr *addr, struct server *ws, unsigned n,
+int metrics_http_start(const struct sockaddr *addr, struct worker *ws, unsigned n,
                        const char *version, char *err, size_t errlen);
 void metrics_http_stop(void);
 

@@ -24,11 +24,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "moat/bytes.h"
 #include "moat/err.h"
 #include "moat/rng.h"
 #include "dnstap_out.h"
 #include "moat/metrics.h"
-#include "server.h"
+#include "upstream.h"
+#include "worker.h"
 
 #define SOCK_USES 128        /* queries one UDP socket carries in its life */
 #define SOCK_INFLIGHT 16     /* of them at most this many at once */
@@ -39,7 +41,7 @@
 
 struct up_sock {
 	struct dlist link; /* the pool's open or retired list */
-	struct server *srv;
+	struct worker *srv;
 	uv_poll_t poll;
 	int fd;
 	struct sockaddr_storage to; /* the upstream it is connected to */
@@ -85,7 +87,7 @@ struct attempt {
 };
 
 struct upstream_req {
-	struct server *srv;
+	struct worker *srv;
 	struct dlist link;
 	uint8_t lname[NAME_MAXWIRE];
 	uint16_t qtype, qclass;
@@ -114,11 +116,6 @@ uint32_t upstream_pool_max(uint32_t inflight_share, size_t nupstreams)
 	return inflight_share / SOCK_INFLIGHT * 4 + 4 * (uint32_t)nupstreams + 4;
 }
 
-uint64_t server_now_us(void)
-{
-	return uv_hrtime() / 1000;
-}
-
 static void req_try(struct upstream_req *r);
 static void on_sock_readable(uv_poll_t *p, int status, int events);
 
@@ -126,7 +123,7 @@ static void on_sock_readable(uv_poll_t *p, int status, int events);
 
 static void on_deadline(uv_timer_t *t);
 
-static struct upstream_pool *pool_of(struct server *srv)
+static struct upstream_pool *pool_of(struct worker *srv)
 {
 	if (!srv->upool) {
 		struct upstream_pool *p = calloc(1, sizeof(*p));
@@ -143,7 +140,7 @@ static struct upstream_pool *pool_of(struct server *srv)
 
 static struct up_sock *sock_of(struct dlist *d)
 {
-	return (struct up_sock *)((char *)d - offsetof(struct up_sock, link));
+	return container_of(d, struct up_sock, link);
 }
 
 static void on_sock_closed(uv_handle_t *h)
@@ -171,7 +168,7 @@ static void sock_close(struct up_sock *s)
 }
 
 /* No new queries on s; it closes when its last one is done. */
-static void sock_retire(struct server *srv, struct up_sock *s)
+static void sock_retire(struct worker *srv, struct up_sock *s)
 {
 	if (s->retired)
 		return;
@@ -188,7 +185,7 @@ static socklen_t sa_len(const struct sockaddr *sa)
 }
 
 /* A fresh UDP socket on a random source port, connected to upstream u. */
-static struct up_sock *sock_open(struct server *srv, const struct sockaddr_storage *u)
+static struct up_sock *sock_open(struct worker *srv, const struct sockaddr_storage *u)
 {
 	const struct config *cfg = srv->cfg;
 	const struct sockaddr *to = (const struct sockaddr *)u;
@@ -241,7 +238,7 @@ static struct up_sock *sock_open(struct server *srv, const struct sockaddr_stora
 
 /* A socket to upstream u with room for one more query: the newest open one that has room (so
  * answers bunch up on few sockets and are read in batches), or a new one. */
-static struct up_sock *sock_pick(struct server *srv, const struct sockaddr_storage *u)
+static struct up_sock *sock_pick(struct worker *srv, const struct sockaddr_storage *u)
 {
 	struct upstream_pool *p = pool_of(srv);
 	if (!p)
@@ -324,11 +321,11 @@ static void abandon(struct upstream_req *r)
 
 static struct upstream_req *req_of(struct dlist *d)
 {
-	return (struct upstream_req *)((char *)d - offsetof(struct upstream_req, link));
+	return container_of(d, struct upstream_req, link);
 }
 
 /* Arm the pool's timer for the earliest deadline (or stop it when nothing waits). */
-static void deadline_arm(struct server *srv)
+static void deadline_arm(struct worker *srv)
 {
 	struct upstream_pool *p = srv->upool;
 	if (p->timer_closed)
@@ -344,7 +341,7 @@ static void deadline_arm(struct server *srv)
 /* The current attempt of r ends ms from now: place r in deadline order. */
 static void deadline_set(struct upstream_req *r, uint64_t ms)
 {
-	struct server *srv = r->srv;
+	struct worker *srv = r->srv;
 	struct dlist *head = &srv->upstream_reqs;
 	bool was_first = head->next == &r->link;
 	dlist_del(&r->link);
@@ -361,7 +358,7 @@ static void on_timeout(struct upstream_req *r);
 
 static void on_deadline(uv_timer_t *t)
 {
-	struct server *srv = t->data;
+	struct worker *srv = t->data;
 	uint64_t now = uv_now(srv->loop);
 	/* Bounded by the requests present now: a timed-out one moves behind them or ends. */
 	for (struct dlist *d = srv->upstream_reqs.next;
@@ -374,9 +371,9 @@ static void finish(struct upstream_req *r, int status, const uint8_t *pkt, size_
 {
 	if (r->done)
 		return;
-	struct server *srv = r->srv;
+	struct worker *srv = r->srv;
 	const struct sockaddr *from = (const struct sockaddr *)&r->addrs[r->upstream];
-	int64_t elapsed = (int64_t)(server_now_us() - r->start_us);
+	int64_t elapsed = (int64_t)(worker_now_us() - r->start_us);
 	r->done = true;
 	dlist_del(&r->link);
 	metrics_set(&srv->metrics->inflight, metrics_get(&srv->metrics->inflight) - 1);
@@ -438,7 +435,7 @@ static void on_answer(struct upstream_req *r, const uint8_t *pkt, size_t len)
 		next_attempt(r);
 		return;
 	}
-	if ((r->resp->flags & 0x0200) && !r->tcp) {
+	if ((r->resp->flags & WIRE_FLAG_TC) && !r->tcp) {
 		retry_over_tcp(
 		    r); /* truncated: the same upstream over TCP, in this attempt's time */
 		return;
@@ -455,7 +452,7 @@ static void on_oversized(struct up_sock *s, struct upstream_req *r, const uint8_
 	/* Our question (name, type, class) sits at the same offset in the answer; compare it
 	 * without case, which upstreams may change. */
 	int nl = name_wire_len(r->lname, NAME_MAXWIRE);
-	if (n > 0 && (pkt[2] & 0x80) && pkt[4] == 0 && pkt[5] == 1 &&
+	if (n > 0 && (be16_get(pkt + 2) & WIRE_FLAG_QR) && be16_get(pkt + 4) == 1 &&
 	    WIRE_HDR + (size_t)nl + 4 <= RX_SLOT) {
 		bool same = true;
 		for (size_t i = 0; i < (size_t)nl + 4; i++) {
@@ -503,7 +500,7 @@ static void on_sock_readable(uv_poll_t *p, int status, int events)
 			size_t len = msgs[i].msg_len;
 			struct upstream_req *r = NULL;
 			if (len >= WIRE_HDR) {
-				uint16_t id = (uint16_t)(pkt[0] << 8 | pkt[1]);
+				uint16_t id = be16_get(pkt);
 				for (unsigned k = 0; k < s->nused; k++)
 					if (s->ids[k] == id) {
 						r = s->reqs[k];
@@ -547,7 +544,7 @@ static void on_tcp_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 	}
 	a->tcplen += (size_t)n;
 	if (a->tcplen == 2) {
-		a->tcpwant = (size_t)(a->rlen[0] << 8 | a->rlen[1]);
+		a->tcpwant = be16_get(a->rlen);
 		if (a->tcpwant < WIRE_HDR || !(a->tcpbuf = malloc(a->tcpwant)))
 			next_attempt(a->req);
 		return;
@@ -577,8 +574,7 @@ static void on_tcp_connect(uv_connect_t *c, int status)
 		next_attempt(a->req);
 		return;
 	}
-	a->wlen[0] = (uint8_t)(a->query_len >> 8);
-	a->wlen[1] = (uint8_t)a->query_len;
+	be16_put(a->wlen, (uint16_t)a->query_len);
 	uv_buf_t bufs[2] = {uv_buf_init((char *)a->wlen, 2),
 	                    uv_buf_init((char *)a->query, (unsigned)a->query_len)};
 	a->write.data = a;
@@ -587,9 +583,10 @@ static void on_tcp_connect(uv_connect_t *c, int status)
 		next_attempt(a->req);
 }
 
+/* Start a TCP attempt at to. Returns 0, MOAT_ENOMEM or MOAT_EIO (errno says why). */
 static int try_tcp(struct upstream_req *r, const struct sockaddr *to)
 {
-	struct server *srv = r->srv;
+	struct worker *srv = r->srv;
 	const struct config *cfg = srv->cfg;
 	struct attempt *a = calloc(1, sizeof(*a));
 	int rc;
@@ -603,16 +600,17 @@ static int try_tcp(struct upstream_req *r, const struct sockaddr *to)
 		dnstap_forwarder(srv, to, a->query, a->query_len, true, false);
 	if ((rc = uv_tcp_init(srv->loop, &a->tcp)) < 0) {
 		free(a);
-		return rc;
+		return worker_eio(rc);
 	}
 	a->tcp.data = a;
 	a->req = r;
 	r->tcp = a;
 	if (cfg->has_upstream_source && cfg->upstream_source.ss_family == to->sa_family &&
 	    (rc = uv_tcp_bind(&a->tcp, (const struct sockaddr *)&cfg->upstream_source, 0)) < 0)
-		return rc;
+		return worker_eio(rc);
 	a->connect.data = a;
-	return uv_tcp_connect(&a->connect, &a->tcp, to, on_tcp_connect);
+	rc = uv_tcp_connect(&a->connect, &a->tcp, to, on_tcp_connect);
+	return rc < 0 ? worker_eio(rc) : 0;
 }
 
 /* Queue r's query on a pooled socket; upstream_flush sends it before the loop waits again. A
@@ -628,8 +626,7 @@ static int try_udp(struct upstream_req *r)
 	if (n < 0)
 		return n;
 	if (r->srv->dnstap)
-		dnstap_forwarder(r->srv,
-		                 (const struct sockaddr *)&r->srv->cfg->upstreams[r->upstream],
+		dnstap_forwarder(r->srv, (const struct sockaddr *)&r->addrs[r->upstream],
 		                 s->send_buf[s->nsend], (size_t)n, false, false);
 	s->send_len[s->nsend] = (uint16_t)n;
 	s->send_slot[s->nsend] = r->slot;
@@ -643,7 +640,7 @@ static int try_udp(struct upstream_req *r)
 /* Send what each socket queued this turn, one sendmmsg per socket. When a send fails
  * (ECONNREFUSED from an ICMP error, a full buffer) the socket is retired and the queries not
  * sent move to their next attempt at once. */
-static void upstream_send_queued(struct server *srv, struct upstream_pool *p)
+static void upstream_send_queued(struct worker *srv, struct upstream_pool *p)
 {
 	while (p->dirty) {
 		struct up_sock *s = p->dirty;
@@ -678,7 +675,7 @@ static void upstream_send_queued(struct server *srv, struct upstream_pool *p)
 }
 
 /* Once per loop turn: the queued sends, then free the requests that ended. */
-void upstream_flush(struct server *srv)
+void upstream_flush(struct worker *srv)
 {
 	struct upstream_pool *p = srv->upool;
 	if (!p)
@@ -704,7 +701,7 @@ static void req_try(struct upstream_req *r)
 	deadline_set(r, 0);
 }
 
-int upstream_query(struct server *srv, const struct upstream_set *set, const uint8_t *lname,
+int upstream_query(struct worker *srv, const struct upstream_set *set, const uint8_t *lname,
                    uint16_t qtype, uint16_t qclass, bool dnssec_ok, struct wire_resp *resp,
                    upstream_cb cb, void *ctx, struct upstream_req **out)
 {
@@ -729,7 +726,7 @@ int upstream_query(struct server *srv, const struct upstream_set *set, const uin
 	r->resp = resp;
 	r->cb = cb;
 	r->ctx = ctx;
-	r->start_us = server_now_us();
+	r->start_us = worker_now_us();
 	r->upstream = srv->next_upstream++ % (unsigned)naddrs;
 	dlist_init(&r->link);
 	metrics_inc(&srv->metrics->inflight);
@@ -745,26 +742,25 @@ void upstream_cancel(struct upstream_req *r)
 }
 
 /* Shutdown: every request ends, every pooled socket closes. */
-void upstream_cancel_all(struct server *srv)
+void upstream_cancel_all(struct worker *srv)
 {
-	while (srv->upstream_reqs.next != &srv->upstream_reqs) {
+	while (!dlist_empty(&srv->upstream_reqs)) {
 		struct upstream_req *r =
-		    (struct upstream_req *)((char *)srv->upstream_reqs.next -
-		                            offsetof(struct upstream_req, link));
+		    container_of(srv->upstream_reqs.next, struct upstream_req, link);
 		upstream_cancel(r);
 	}
 	struct upstream_pool *p = srv->upool;
 	if (!p)
 		return;
-	while (p->open.next != &p->open)
+	while (!dlist_empty(&p->open))
 		sock_close(sock_of(p->open.next));
-	while (p->retired.next != &p->retired)
+	while (!dlist_empty(&p->retired))
 		sock_close(sock_of(p->retired.next));
 	p->timer_closed = true;
 	uv_close((uv_handle_t *)&p->timer, NULL);
 }
 
-void upstream_deinit(struct server *srv)
+void upstream_deinit(struct worker *srv)
 {
 	upstream_flush(srv); /* frees the requests that ended last */
 	free(srv->upool);

@@ -23,7 +23,7 @@ int wire_append_opt(uint8_t *out, size_t len, size_t cap, uint16_t udp_size, boo
 	ww_u8(&w, 0); /* root owner */
 	ww_u16(&w, WIRE_OPT);
 	ww_u16(&w, udp_size);
-	ww_u32(&w, (uint32_t)ext_rcode << 24 | (dnssec_ok ? 0x8000u : 0));
+	ww_u32(&w, (uint32_t)ext_rcode << 24 | (dnssec_ok ? WIRE_EDNS_DO : 0u));
 	if (ede) {
 		ww_u16(&w, (uint16_t)(4 + 2 + tl));
 		ww_u16(&w, WIRE_EDE_OPTION);
@@ -36,15 +36,15 @@ int wire_append_opt(uint8_t *out, size_t len, size_t cap, uint16_t udp_size, boo
 	}
 	if (w.err)
 		return w.err;
-	ww_put16(out + 10, (uint16_t)(wr_u16(out + 10) + 1));
+	be16_put(out + 10, (uint16_t)(be16_get(out + 10) + 1));
 	return (int)w.len;
 }
 
 int wire_add_ede(uint8_t *out, size_t len, size_t cap, const struct wire_ede *ede)
 {
 	/* An OPT record without options is 11 bytes: root, type, size, TTL, RDLENGTH 0. */
-	if (len < WIRE_HDR + 11 || wr_u16(out + 10) == 0 || out[len - 11] != 0 ||
-	    wr_u16(out + len - 10) != WIRE_OPT || wr_u16(out + len - 2) != 0)
+	if (len < WIRE_HDR + 11 || be16_get(out + 10) == 0 || out[len - 11] != 0 ||
+	    be16_get(out + len - 10) != WIRE_OPT || be16_get(out + len - 2) != 0)
 		return MOAT_EINVAL;
 	size_t tl = ede->text ? strlen(ede->text) : 0;
 	if (tl > EDE_TEXT_MAX)
@@ -57,7 +57,7 @@ int wire_add_ede(uint8_t *out, size_t len, size_t cap, const struct wire_ede *ed
 		ww_bytes(&w, ede->text, tl);
 	if (w.err)
 		return w.err;
-	ww_put16(out + len - 2, (uint16_t)(4 + 2 + tl));
+	be16_put(out + len - 2, (uint16_t)(4 + 2 + tl));
 	return (int)w.len;
 }
 
@@ -80,8 +80,9 @@ int wire_build_answer(const struct wire_query *q, uint8_t rcode, const struct wi
 	}
 	ww_u16(&w, q->id);
 	/* QR, the client's opcode, RD and CD; RA set: we are a recursive service for it. */
-	ww_u16(&w, (uint16_t)(0x8000 | (q->flags & 0x7800) | (q->flags & 0x0100) | 0x0080 |
-	                      (q->flags & 0x0010) | (rcode & 0xF)));
+	ww_u16(&w,
+	       (uint16_t)(WIRE_FLAG_QR | (q->flags & (WIRE_FLAG_OPCODE | WIRE_FLAG_RD)) |
+	                  WIRE_FLAG_RA | (q->flags & WIRE_FLAG_CD) | (rcode & WIRE_FLAG_RCODE)));
 	ww_u16(&w, q->has_question ? 1 : 0);
 	ww_u16(&w, addr ? 1 : 0);
 	ww_u16(&w, 0);
@@ -92,7 +93,7 @@ int wire_build_answer(const struct wire_query *q, uint8_t rcode, const struct wi
 		ww_u16(&w, q->qclass);
 	}
 	if (addr) {
-		ww_u16(&w, 0xC000 | WIRE_HDR); /* the question's name */
+		ww_u16(&w, WIRE_NAME_PTR | WIRE_HDR); /* the question's name */
 		ww_u16(&w, q->qtype);
 		ww_u16(&w, WIRE_CLASS_IN);
 		ww_u32(&w, ttl);
@@ -120,13 +121,13 @@ int wire_build_rfc8482(const struct wire_query *q, uint8_t *out, size_t cap)
 		return MOAT_ESPACE;
 	memmove(out + end + rr, out + end, (size_t)n - end);
 	struct wire_writer w = {out, cap, end, 0};
-	ww_u16(&w, 0xC000 | WIRE_HDR);
-	ww_u16(&w, 13 /* HINFO */);
+	ww_u16(&w, WIRE_NAME_PTR | WIRE_HDR);
+	ww_u16(&w, WIRE_HINFO);
 	ww_u16(&w, WIRE_CLASS_IN);
 	ww_u32(&w, 3600);
 	ww_u16(&w, sizeof(hinfo));
 	ww_bytes(&w, hinfo, sizeof(hinfo));
-	ww_put16(out + 6, 1);
+	be16_put(out + 6, 1);
 	return w.err ? w.err : n + (int)rr;
 }
 
@@ -138,7 +139,7 @@ int wire_build_query(uint16_t id, const uint8_t *lname, uint16_t qtype, uint16_t
 	if (nl < 0)
 		return nl;
 	ww_u16(&w, id);
-	ww_u16(&w, 0x0100); /* RD: the upstream resolves for us */
+	ww_u16(&w, WIRE_FLAG_RD); /* the upstream resolves for us */
 	ww_u16(&w, 1);
 	ww_u16(&w, 0);
 	ww_u16(&w, 0);

@@ -2,13 +2,9 @@
  * EDNS OPT record if any. It allocates nothing and trusts no count or length in the packet. */
 #include <string.h>
 
+#include "moat/bytes.h"
 #include "moat/err.h"
 #include "moat/wire.h"
-
-static inline uint16_t rd16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] << 8 | p[1]);
-}
 
 /* Skip one resource record at *off (name, fixed fields, rdata). Fills type, class, ttl and the
  * rdata span for the caller. */
@@ -20,10 +16,10 @@ static int skip_rr(const uint8_t *pkt, size_t len, size_t *off, uint16_t *type, 
 	if (*off + 10 > len)
 		return MOAT_EFORMAT;
 	const uint8_t *p = pkt + *off;
-	*type = rd16(p);
-	*rclass = rd16(p + 2);
-	*ttl = (uint32_t)p[4] << 24 | (uint32_t)p[5] << 16 | (uint32_t)p[6] << 8 | p[7];
-	*rdlen = rd16(p + 8);
+	*type = be16_get(p);
+	*rclass = be16_get(p + 2);
+	*ttl = be32_get(p + 4);
+	*rdlen = be16_get(p + 8);
 	*rdoff = *off + 10;
 	if (*rdoff + *rdlen > len)
 		return MOAT_EFORMAT;
@@ -38,7 +34,7 @@ static bool opt_options_ok(const uint8_t *p, size_t n)
 	while (o < n) {
 		if (o + 4 > n)
 			return false;
-		size_t ol = rd16(p + o + 2);
+		size_t ol = be16_get(p + o + 2);
 		if (o + 4 + ol > n)
 			return false;
 		o += 4 + ol;
@@ -52,15 +48,16 @@ enum wire_query_status wire_query_parse(const uint8_t *pkt, size_t len, struct w
 	q->qname[0] = q->lname[0] = 0;
 	if (len < WIRE_HDR)
 		return WQ_DROP;
-	q->id = rd16(pkt);
-	q->flags = rd16(pkt + 2);
-	q->opcode = (uint8_t)(q->flags >> 11 & 0xF);
+	q->id = be16_get(pkt);
+	q->flags = be16_get(pkt + 2);
+	q->opcode = (uint8_t)wire_opcode(q->flags);
 	q->edns_size = WIRE_UDP_MIN;
-	if (q->flags & 0x8000)
+	if (q->flags & WIRE_FLAG_QR)
 		return WQ_DROP; /* a response: answering it could start a loop */
-	if (q->opcode != 0)
+	if (q->opcode != WIRE_OP_QUERY)
 		return WQ_NOTIMP;
-	uint16_t qd = rd16(pkt + 4), an = rd16(pkt + 6), ns = rd16(pkt + 8), ar = rd16(pkt + 10);
+	uint16_t qd = be16_get(pkt + 4), an = be16_get(pkt + 6), ns = be16_get(pkt + 8),
+	         ar = be16_get(pkt + 10);
 	if (qd != 1 || an != 0 || ns > 0)
 		return WQ_FORMERR;
 
@@ -74,8 +71,8 @@ enum wire_query_status wire_query_parse(const uint8_t *pkt, size_t len, struct w
 	name_lower(q->lname);
 	q->qname_len = (uint16_t)nl;
 	off += (size_t)nl;
-	q->qtype = rd16(pkt + off);
-	q->qclass = rd16(pkt + off + 2);
+	q->qtype = be16_get(pkt + off);
+	q->qclass = be16_get(pkt + off + 2);
 	off += 4;
 	q->question_end = (uint16_t)off;
 	q->has_question = true;
@@ -95,7 +92,7 @@ enum wire_query_status wire_query_parse(const uint8_t *pkt, size_t len, struct w
 		q->edns = true;
 		q->edns_size = rclass < WIRE_UDP_MIN ? WIRE_UDP_MIN : rclass;
 		q->edns_version = (uint8_t)(ttl >> 16 & 0xFF);
-		q->edns_do = (ttl & 0x8000) != 0;
+		q->edns_do = (ttl & WIRE_EDNS_DO) != 0;
 	}
 	if (off != len)
 		return WQ_FORMERR; /* trailing bytes: some parser would read them differently */

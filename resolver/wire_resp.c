@@ -29,6 +29,27 @@ static int owner_of(const uint8_t *pkt, size_t len, const struct wire_rr *rr, ui
 	return name_unpack_msg(pkt, len, &off, out);
 }
 
+/* Whether rr is an answer-section record of type in qclass; its owner is read into owner when
+ * it is. Returns 1, 0 or MOAT_EFORMAT. */
+static int answer_rr_is(const uint8_t *pkt, size_t len, const struct wire_rr *rr, uint16_t type,
+                        uint16_t qclass, uint8_t *owner)
+{
+	if (rr->section != WIRE_SEC_AN || rr->rclass != qclass || rr->type != type)
+		return 0;
+	return owner_of(pkt, len, rr, owner) < 0 ? MOAT_EFORMAT : 1;
+}
+
+/* The one name that is the whole rdata of rr (a CNAME's or DNAME's target), lower-cased.
+ * Returns 0 or MOAT_EFORMAT. */
+static int rdata_name(const uint8_t *pkt, size_t len, const struct wire_rr *rr, uint8_t *out)
+{
+	size_t off = rr->rdata_off;
+	if (name_unpack_msg(pkt, len, &off, out) < 0 || off != (size_t)rr->rdata_off + rr->rdlen)
+		return MOAT_EFORMAT;
+	name_lower(out);
+	return 0;
+}
+
 /* Replace the labels of name that stand above owner by target: DNAME substitution (RFC 6672).
  * Returns the new length or MOAT_EFORMAT if the result is too long. */
 static int dname_subst(const uint8_t *name, const uint8_t *owner, const uint8_t *target,
@@ -56,19 +77,14 @@ static int dname_find(const uint8_t *pkt, size_t len, const struct wire_resp *r,
 {
 	uint8_t target[NAME_MAXWIRE];
 	for (unsigned i = 0; i < r->nrr; i++) {
-		const struct wire_rr *rr = &r->rr[i];
-		if (rr->section != WIRE_SEC_AN || rr->rclass != qclass || rr->type != WIRE_DNAME)
-			continue;
-		if (owner_of(pkt, len, rr, owner) < 0)
-			return MOAT_EFORMAT;
+		int is = answer_rr_is(pkt, len, &r->rr[i], WIRE_DNAME, qclass, owner);
+		if (is < 0)
+			return is;
 		/* A DNAME redirects the names strictly below its owner. */
-		if (name_equal(owner, cur) || !name_is_under(cur, owner))
+		if (!is || name_equal(owner, cur) || !name_is_under(cur, owner))
 			continue;
-		size_t off = rr->rdata_off;
-		if (name_unpack_msg(pkt, len, &off, target) < 0 ||
-		    off != (size_t)rr->rdata_off + rr->rdlen)
-			return MOAT_EFORMAT;
-		if (dname_subst(cur, owner, target, next) < 0)
+		if (rdata_name(pkt, len, &r->rr[i], target) < 0 ||
+		    dname_subst(cur, owner, target, next) < 0)
 			return MOAT_EFORMAT;
 		name_lower(next);
 		return 1;
@@ -90,18 +106,13 @@ static int chain_step(const uint8_t *pkt, size_t len, struct wire_resp *r, const
 {
 	uint8_t owner[NAME_MAXWIRE], subst[NAME_MAXWIRE];
 	for (unsigned i = 0; i < r->nrr; i++) {
-		const struct wire_rr *rr = &r->rr[i];
-		if (rr->section != WIRE_SEC_AN || rr->rclass != qclass || rr->type != WIRE_CNAME)
+		int is = answer_rr_is(pkt, len, &r->rr[i], WIRE_CNAME, qclass, owner);
+		if (is < 0)
+			return is;
+		if (!is || !name_equal(owner, cur))
 			continue;
-		if (owner_of(pkt, len, rr, owner) < 0)
+		if (rdata_name(pkt, len, &r->rr[i], next) < 0)
 			return MOAT_EFORMAT;
-		if (!name_equal(owner, cur))
-			continue;
-		size_t off = rr->rdata_off;
-		if (name_unpack_msg(pkt, len, &off, next) < 0 ||
-		    off != (size_t)rr->rdata_off + rr->rdlen)
-			return MOAT_EFORMAT;
-		name_lower(next);
 		/* A CNAME synthesized from a DNAME (RFC 6672 3.4): the DNAME goes to the client
 		 * too, when it says the same as the CNAME that was followed. */
 		int d = dname_find(pkt, len, r, cur, qclass, owner, subst);
@@ -117,40 +128,38 @@ static int chain_step(const uint8_t *pkt, size_t len, struct wire_resp *r, const
 	return d;
 }
 
-int wire_resp_parse(const uint8_t *pkt, size_t len, uint16_t id, const uint8_t *lname,
-                    uint16_t qtype, uint16_t qclass, struct wire_resp *r)
+/* The header and the question: ours (QR, our ID, opcode QUERY, one question equal to ours) or
+ * MOAT_EMISMATCH. Returns the offset just past the question. */
+static int parse_question(const uint8_t *pkt, size_t len, uint16_t id, const uint8_t *lname,
+                          uint16_t qtype, uint16_t qclass, struct wire_resp *r)
 {
 	uint8_t name[NAME_MAXWIRE];
-
-	r->nrr = 0;
-	r->nchain = 0;
-	r->ndname = 0;
-	r->has_opt = false;
-	r->ext_rcode = 0;
-	r->chain_too_long = false;
-	r->min_ttl = UINT32_MAX;
-	r->neg_ttl = UINT32_MAX;
-	r->age = 0;
 	if (len < WIRE_HDR)
 		return MOAT_EMISMATCH;
-	r->id = wr_u16(pkt);
-	r->flags = wr_u16(pkt + 2);
-	r->rcode = r->flags & 0xF;
-	if (r->id != id || !(r->flags & 0x8000) || (r->flags >> 11 & 0xF) != 0)
+	r->id = be16_get(pkt);
+	r->flags = be16_get(pkt + 2);
+	r->rcode = r->flags & WIRE_FLAG_RCODE;
+	if (r->id != id || !(r->flags & WIRE_FLAG_QR) || wire_opcode(r->flags) != WIRE_OP_QUERY)
 		return MOAT_EMISMATCH;
-	if (wr_u16(pkt + 4) != 1)
+	if (be16_get(pkt + 4) != 1)
 		return MOAT_EMISMATCH;
 	for (int s = 0; s < 3; s++)
-		r->counts[s] = wr_u16(pkt + 6 + 2 * s);
+		r->counts[s] = be16_get(pkt + 6 + 2 * s);
 	size_t off = WIRE_HDR;
 	if (name_unpack_msg(pkt, len, &off, name) < 0 || off + 4 > len)
 		return MOAT_EMISMATCH;
-	if (!name_equal(name, lname) || wr_u16(pkt + off) != qtype ||
-	    wr_u16(pkt + off + 2) != qclass)
+	if (!name_equal(name, lname) || be16_get(pkt + off) != qtype ||
+	    be16_get(pkt + off + 2) != qclass)
 		return MOAT_EMISMATCH;
-	off += 4;
+	return (int)(off + 4);
+}
 
-	/* Ours from here on: anything wrong is a malformed answer, not a stranger's packet. */
+/* Every record from off to the end, bounds-checked, into r->rr (the question's class only; the
+ * OPT record read, not kept). Returns 0 or MOAT_EFORMAT. */
+static int parse_records(const uint8_t *pkt, size_t len, size_t off, uint16_t qclass,
+                         struct wire_resp *r)
+{
+	uint8_t name[NAME_MAXWIRE];
 	if ((size_t)r->counts[0] + r->counts[1] + r->counts[2] > WIRE_MAXRR)
 		return MOAT_EFORMAT;
 	for (int s = 0; s < 3; s++)
@@ -159,10 +168,10 @@ int wire_resp_parse(const uint8_t *pkt, size_t len, uint16_t id, const uint8_t *
 			rr->owner_off = (uint16_t)off;
 			if (name_unpack_msg(pkt, len, &off, name) < 0 || off + 10 > len)
 				return MOAT_EFORMAT;
-			rr->type = wr_u16(pkt + off);
-			rr->rclass = wr_u16(pkt + off + 2);
-			rr->ttl = wr_u32(pkt + off + 4);
-			rr->rdlen = wr_u16(pkt + off + 8);
+			rr->type = be16_get(pkt + off);
+			rr->rclass = be16_get(pkt + off + 2);
+			rr->ttl = be32_get(pkt + off + 4);
+			rr->rdlen = be16_get(pkt + off + 8);
 			rr->rdata_off = (uint16_t)(off + 10);
 			rr->section = (uint8_t)s;
 			off += 10;
@@ -186,33 +195,40 @@ int wire_resp_parse(const uint8_t *pkt, size_t len, uint16_t id, const uint8_t *
 			}
 			r->nrr++;
 		}
-	if (off != len)
-		return MOAT_EFORMAT;
+	return off == len ? 0 : MOAT_EFORMAT;
+}
 
-	/* The chain: the question, then every CNAME/DNAME target in the answer section. */
+/* The chain: the question, then every CNAME/DNAME target in the answer section. */
+static int follow_chain(const uint8_t *pkt, size_t len, const uint8_t *lname, uint16_t qtype,
+                        uint16_t qclass, struct wire_resp *r)
+{
+	uint8_t name[NAME_MAXWIRE];
 	memcpy(r->chain[0], lname, (size_t)name_wire_len(lname, NAME_MAXWIRE));
 	r->nchain = 1;
-	if (qtype != WIRE_CNAME && qtype != WIRE_ANY) {
-		for (;;) {
-			int st = chain_step(pkt, len, r, r->chain[r->nchain - 1], qclass, name);
-			if (st < 0)
-				return st;
-			if (st == 0)
-				break;
-			if (on_chain(r, name) || r->nchain > WIRE_MAXCHAIN) {
-				r->chain_too_long = true; /* a loop or a chain nobody needs */
-				break;
-			}
-			memcpy(r->chain[r->nchain++], name, NAME_MAXWIRE);
+	if (qtype == WIRE_CNAME || qtype == WIRE_ANY)
+		return 0;
+	for (;;) {
+		int st = chain_step(pkt, len, r, r->chain[r->nchain - 1], qclass, name);
+		if (st <= 0)
+			return st;
+		if (on_chain(r, name) || r->nchain > WIRE_MAXCHAIN) {
+			r->chain_too_long = true; /* a loop or a chain nobody needs */
+			return 0;
 		}
+		memcpy(r->chain[r->nchain++], name, NAME_MAXWIRE);
 	}
+}
 
+/* min_ttl over the answer records on the chain, neg_ttl from the authority SOA (RFC 2308:
+ * min(SOA TTL, SOA MINIMUM)). Returns 0 or MOAT_EFORMAT. */
+static int answer_ttls(const uint8_t *pkt, size_t len, struct wire_resp *r)
+{
+	uint8_t name[NAME_MAXWIRE];
 	for (unsigned i = 0; i < r->nrr; i++) {
 		const struct wire_rr *rr = &r->rr[i];
 		if (rr->section == WIRE_SEC_NS && rr->type == WIRE_SOA) {
-			/* RFC 2308: negative TTL is min(SOA TTL, SOA MINIMUM). */
 			if (rr->rdlen >= 22) {
-				uint32_t min = wr_u32(pkt + rr->rdata_off + rr->rdlen - 4);
+				uint32_t min = be32_get(pkt + rr->rdata_off + rr->rdlen - 4);
 				uint32_t t = rr->ttl < min ? rr->ttl : min;
 				if (t < r->neg_ttl)
 					r->neg_ttl = t;
@@ -223,12 +239,34 @@ int wire_resp_parse(const uint8_t *pkt, size_t len, uint16_t id, const uint8_t *
 			continue;
 		if (owner_of(pkt, len, rr, name) < 0)
 			return MOAT_EFORMAT;
-		if (!on_chain(r, name))
-			continue;
-		if (rr->ttl < r->min_ttl)
+		if (on_chain(r, name) && rr->ttl < r->min_ttl)
 			r->min_ttl = rr->ttl;
 	}
 	return 0;
+}
+
+int wire_resp_parse(const uint8_t *pkt, size_t len, uint16_t id, const uint8_t *lname,
+                    uint16_t qtype, uint16_t qclass, struct wire_resp *r)
+{
+	r->nrr = 0;
+	r->nchain = 0;
+	r->ndname = 0;
+	r->has_opt = false;
+	r->ext_rcode = 0;
+	r->chain_too_long = false;
+	r->min_ttl = UINT32_MAX;
+	r->neg_ttl = UINT32_MAX;
+	r->age = 0;
+	int off = parse_question(pkt, len, id, lname, qtype, qclass, r);
+	if (off < 0)
+		return off;
+	/* Ours from here on: anything wrong is a malformed answer, not a stranger's packet. */
+	int rc = parse_records(pkt, len, (size_t)off, qclass, r);
+	if (rc == 0)
+		rc = follow_chain(pkt, len, lname, qtype, qclass, r);
+	if (rc == 0)
+		rc = answer_ttls(pkt, len, r);
+	return rc;
 }
 
 struct hint_ctx {
@@ -325,7 +363,7 @@ static void put_name(struct wire_writer *w, struct comp *c, const uint8_t *nm, b
 	size_t lit = hit >= 0 ? (size_t)(s - nm) : (size_t)nl;
 	ww_bytes(w, nm, lit);
 	if (hit >= 0)
-		ww_u16(w, (uint16_t)(0xC000 | c->off[hit]));
+		ww_u16(w, (uint16_t)(WIRE_NAME_PTR | c->off[hit]));
 	if (w->err || !compress || lit == 0 || c->used + (size_t)nl > COMP_STORE)
 		return;
 	/* Remember each literal suffix for later names. */
@@ -400,7 +438,7 @@ static void put_rdata(struct wire_writer *w, struct comp *c, const uint8_t *pkt,
 		ww_bytes(w, pkt + off, rr->rdlen);
 	}
 	if (!w->err)
-		ww_put16(w->buf + lenpos, (uint16_t)(w->len - lenpos - 2));
+		be16_put(w->buf + lenpos, (uint16_t)(w->len - lenpos - 2));
 	return;
 bad:
 	w->err = MOAT_EFORMAT;
@@ -419,14 +457,14 @@ int wire_resp_build(const uint8_t *pkt, size_t len, const struct wire_resp *r,
 	struct comp c;
 	uint8_t owner[NAME_MAXWIRE];
 	uint16_t count[2] = {0, 0};
-	bool want_ad = q->edns_do || (q->flags & 0x0020);
+	bool want_ad = q->edns_do || (q->flags & WIRE_FLAG_AD);
 
 	c.n = 0;
 	c.used = 0;
 	ww_u16(&w, q->id);
-	ww_u16(&w, (uint16_t)(0x8000 | (q->flags & 0x0100) | 0x0080 |
-	                      (want_ad ? (r->flags & 0x0020) : 0) | (q->flags & 0x0010) |
-	                      (r->rcode & 0xF)));
+	ww_u16(&w, (uint16_t)(WIRE_FLAG_QR | (q->flags & WIRE_FLAG_RD) | WIRE_FLAG_RA |
+	                      (want_ad ? (r->flags & WIRE_FLAG_AD) : 0) |
+	                      (q->flags & WIRE_FLAG_CD) | (r->rcode & WIRE_FLAG_RCODE)));
 	ww_u16(&w, 1);
 	ww_u16(&w, 0);
 	ww_u16(&w, 0);
@@ -463,10 +501,10 @@ int wire_resp_build(const uint8_t *pkt, size_t len, const struct wire_resp *r,
 		w.err = 0;
 		w.len = question_end;
 		count[0] = count[1] = 0;
-		out[2] |= 0x02;
+		be16_put(out + 2, be16_get(out + 2) | WIRE_FLAG_TC);
 	}
-	ww_put16(out + 6, count[0]);
-	ww_put16(out + 8, count[1]);
+	be16_put(out + 6, count[0]);
+	be16_put(out + 8, count[1]);
 	if (w.err)
 		return w.err;
 	if (!q->edns)

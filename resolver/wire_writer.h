@@ -1,11 +1,13 @@
 /* wire_writer.h: a bounded byte writer with a sticky error, shared by the builders in
- * wire_build.c and wire_resp.c. Writers never write past cap; callers check w->err once. */
+ * wire_build.c, wire_resp.c and local.c (byte order: moat/bytes.h). Writers never write past cap;
+ * callers check w->err once. */
 #ifndef MOAT_WIRE_WRITER_H
 #define MOAT_WIRE_WRITER_H
 
 #include <stdint.h>
 #include <string.h>
 
+#include "moat/bytes.h"
 #include "moat/err.h"
 
 struct wire_writer {
@@ -34,30 +36,16 @@ static inline void ww_u8(struct wire_writer *w, uint8_t v)
 
 static inline void ww_u16(struct wire_writer *w, uint16_t v)
 {
-	uint8_t b[2] = {(uint8_t)(v >> 8), (uint8_t)v};
+	uint8_t b[2];
+	be16_put(b, v);
 	ww_bytes(w, b, 2);
 }
 
 static inline void ww_u32(struct wire_writer *w, uint32_t v)
 {
-	uint8_t b[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
+	uint8_t b[4];
+	be32_put(b, v);
 	ww_bytes(w, b, 4);
-}
-
-static inline void ww_put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
-static inline uint16_t wr_u16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] << 8 | p[1]);
-}
-
-static inline uint32_t wr_u32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
 #endif

@@ -13,6 +13,9 @@
 #include "fetch.h"
 #include "fwchan.h"
 #include "metrics_http.h"
+#include "listen.h"
+#include "query.h"
+#include "upstream.h"
 #include "worker.h"
 
 /* Guards next_policy, post_stop and wake_closed of every worker: the only fields another thread
@@ -23,7 +26,7 @@ static pthread_barrier_t started, go;
 /* Send the queued UDP answers and upstream queries, then write the log lines: after each loop
  * turn's I/O (check) and again after its timers, just before the loop waits (prepare), so what
  * a timer callback queued (a retry, a SERVFAIL) does not wait for the next event. */
-static void flush_all(struct server *w)
+static void flush_all(struct worker *w)
 {
 	tcp_resume_all(w);  /* first: what it answers is sent below */
 	metrics_publish(w); /* before the answers leave: a client that saw one sees it counted */
@@ -44,11 +47,11 @@ static void on_prepare(uv_prepare_t *p)
 
 static void on_wake(uv_async_t *a)
 {
-	struct server *w = a->data;
+	struct worker *w = a->data;
 	pthread_mutex_lock(&post_lock);
 	struct policy *np = w->next_policy;
 	bool stop = w->post_stop;
-	void (*fn)(struct server *, void *) = w->call_fn;
+	void (*fn)(struct worker *, void *) = w->call_fn;
 	void *arg = w->call_arg;
 	w->next_policy = NULL;
 	w->call_fn = NULL;
@@ -64,7 +67,7 @@ static void on_wake(uv_async_t *a)
 		worker_stop(w);
 }
 
-int worker_init(struct server *w, unsigned index, unsigned nworkers, const struct config *cfg,
+int worker_init(struct worker *w, unsigned index, unsigned nworkers, const struct config *cfg,
                 struct policy *policy, FILE *log, struct ratelimit *rl, char *err, size_t errlen)
 {
 	memset(w, 0, sizeof(*w));
@@ -97,9 +100,11 @@ int worker_init(struct server *w, unsigned index, unsigned nworkers, const struc
 		snprintf(err, errlen, "out of memory for the answer cache");
 		return MOAT_ENOMEM;
 	}
-	if (cfg->fw_socket && !(w->fw = fwchan_new(w->loop, cfg->fw_socket, cfg->fw_timeout_ms))) {
-		snprintf(err, errlen, "bad firewall socket path %s", cfg->fw_socket);
-		return MOAT_EINVAL;
+	if (cfg->fw_socket &&
+	    (rc = fwchan_new(w->loop, cfg->fw_socket, cfg->fw_timeout_ms, &w->fw)) < 0) {
+		snprintf(err, errlen, "firewall socket %s: %s", cfg->fw_socket,
+		         rc == MOAT_EINVAL ? "path too long" : moat_strerror(rc));
+		return rc;
 	}
 	for (size_t i = 0; i < cfg->nlisten; i++) {
 		const struct sockaddr *a = (const struct sockaddr *)&cfg->listen[i];
@@ -107,10 +112,12 @@ int worker_init(struct server *w, unsigned index, unsigned nworkers, const struc
 		if (rc == 0)
 			rc = listen_tcp_start(w, a);
 		if (rc < 0) {
+			const char *why =
+			    worker_strerror(rc); /* before anything can change errno */
 			char addr[80];
 			snprintf(err, errlen, "cannot listen on %s: %s",
-			         log_format_addr(a, true, addr, sizeof(addr)), uv_strerror(rc));
-			return MOAT_EIO;
+			         log_format_addr(a, true, addr, sizeof(addr)), why);
+			return rc;
 		}
 	}
 	uv_check_init(w->loop, &w->flush);
@@ -126,7 +133,7 @@ int worker_init(struct server *w, unsigned index, unsigned nworkers, const struc
 	return 0;
 }
 
-void worker_stop(struct server *w)
+void worker_stop(struct worker *w)
 {
 	if (w->stopping)
 		return;
@@ -148,7 +155,7 @@ void worker_stop(struct server *w)
 	uv_close((uv_handle_t *)&w->wake, NULL);
 }
 
-void worker_post_policy(struct server *w, struct policy *p)
+void worker_post_policy(struct worker *w, struct policy *p)
 {
 	pthread_mutex_lock(&post_lock);
 	if (!w->wake_closed) {
@@ -159,7 +166,7 @@ void worker_post_policy(struct server *w, struct policy *p)
 	pthread_mutex_unlock(&post_lock);
 }
 
-void worker_post_call(struct server *w, void (*fn)(struct server *w, void *arg), void *arg)
+void worker_post_call(struct worker *w, void (*fn)(struct worker *w, void *arg), void *arg)
 {
 	if (w->index == 0) { /* worker 0 runs on the caller's (main) thread */
 		fn(w, arg);
@@ -174,7 +181,7 @@ void worker_post_call(struct server *w, void (*fn)(struct server *w, void *arg),
 	pthread_mutex_unlock(&post_lock);
 }
 
-void worker_post_stop(struct server *w)
+void worker_post_stop(struct worker *w)
 {
 	pthread_mutex_lock(&post_lock);
 	if (!w->wake_closed) {
@@ -186,7 +193,7 @@ void worker_post_stop(struct server *w)
 
 static void *worker_thread(void *arg)
 {
-	struct server *w = arg;
+	struct worker *w = arg;
 	/* no_new_privs is per thread; the filter's TSYNC copies it, but --no-seccomp has none. */
 	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 	/* Only now is glibc's own thread set-up (rseq registration and the like) done: the filter,
@@ -197,7 +204,7 @@ static void *worker_thread(void *arg)
 	return NULL;
 }
 
-int worker_spawn(struct server *ws, unsigned n)
+int worker_spawn(struct worker *ws, unsigned n)
 {
 	if (n < 2)
 		return 0;
@@ -216,13 +223,18 @@ void worker_release(unsigned n)
 		pthread_barrier_wait(&go);
 }
 
-void worker_join(struct server *ws, unsigned n)
+void worker_join(struct worker *ws, unsigned n)
 {
 	for (unsigned i = 1; i < n; i++)
 		pthread_join(ws[i].thread, NULL);
 }
 
-void worker_deinit(struct server *w)
+uint64_t worker_now_us(void)
+{
+	return uv_hrtime() / 1000;
+}
+
+void worker_deinit(struct worker *w)
 {
 	uv_loop_close(w->loop);
 	upstream_deinit(w);

@@ -18,7 +18,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "moat/name.h"
+
 struct cache;
+
+#define CACHE_KEYTAIL 8 /* after the name: qtype, qclass, variant */
+#define CACHE_MAXKEY (NAME_MAXWIRE + CACHE_KEYTAIL)
+
+/* The key of (lname, qtype, qclass, variant) as bytes in buf[CACHE_MAXKEY]: what the cache
+ * hashes and compares, and what moatd's table of questions in flight hashes too. Returns its
+ * length or MOAT_EINVAL for a malformed name. */
+int cache_key(uint8_t *buf, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
+              uint32_t variant);
 
 struct cache_stats {
 	uint64_t hits, misses, inserts, evictions, expired, stale_hits;

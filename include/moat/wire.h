@@ -13,11 +13,36 @@
 #include "moat/name.h"
 
 #define WIRE_HDR 12
+#define WIRE_PORT 53 /* DNS over UDP and TCP: the port an address without one gets */
 #define WIRE_MAXMSG 65535
 #define WIRE_UDP_MIN 512    /* RFC 1035 size without EDNS */
 #define WIRE_EDNS_SIZE 1232 /* what moat advertises: the DNS flag day 2020 value */
 #define WIRE_MAXRR 512      /* records walked per upstream answer; more is refused */
 #define WIRE_MAXCHAIN 16    /* CNAME/DNAME steps followed */
+
+/* The header's flags word (RFC 1035 4.1.1, RFC 4035 3.2) at offset 2; the opcode and rcode are
+ * fields of it. */
+#define WIRE_FLAG_QR 0x8000
+#define WIRE_FLAG_OPCODE 0x7800 /* mask; wire_opcode reads it */
+#define WIRE_FLAG_AA 0x0400
+#define WIRE_FLAG_TC 0x0200
+#define WIRE_FLAG_RD 0x0100
+#define WIRE_FLAG_RA 0x0080
+#define WIRE_FLAG_AD 0x0020
+#define WIRE_FLAG_CD 0x0010
+#define WIRE_FLAG_RCODE 0x000F /* mask */
+#define WIRE_EDNS_DO 0x8000    /* the DO bit in the OPT record's TTL (RFC 3225) */
+#define WIRE_NAME_PTR 0xC000   /* a compression pointer: these two bits, then the offset */
+
+static inline unsigned wire_opcode(uint16_t flags)
+{
+	return flags >> 11 & 0xF;
+}
+
+enum wire_opcode {
+	WIRE_OP_QUERY = 0,
+	WIRE_OP_NOTIFY = 4,
+};
 
 enum wire_rcode {
 	WIRE_NOERROR = 0,
@@ -35,6 +60,7 @@ enum wire_type {
 	WIRE_CNAME = 5,
 	WIRE_SOA = 6,
 	WIRE_PTR = 12,
+	WIRE_HINFO = 13,
 	WIRE_MX = 15,
 	WIRE_TXT = 16,
 	WIRE_AAAA = 28,
@@ -209,11 +235,5 @@ int wire_resp_unpack(const uint8_t *in, size_t len, struct wire_resp *r);
 /* Short text for a type ("A", "AAAA", "TYPE123") into buf; returns buf. */
 const char *wire_type_str(uint16_t type, char *buf, size_t cap);
 const char *wire_rcode_str(uint8_t rcode);
-
-/* (pure) DNS header flag bits (RFC 1035 section 4.1.1), for the local answers. */
-#define WIRE_FLAG_QR 0x8000 /* a response */
-#define WIRE_FLAG_AA 0x0400 /* authoritative */
-#define WIRE_FLAG_RD 0x0100 /* recursion desired */
-#define WIRE_FLAG_RA 0x0080 /* recursion available */
 
 #endif

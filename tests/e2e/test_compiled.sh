@@ -13,7 +13,6 @@ e2e_nsd 127.0.0.1 5300 "$E2E_ZONES/example.test.zone"
 C=$E2E_WORK/conf
 mkdir -p "$C"
 ctl() { "$MOAT_BUILD/moatctl" "$@"; }
-status_of() { sed -n 's/.*status: \([A-Z]*\),.*/\1/p' <<<"$1"; }
 ask() { e2e_dig @127.0.0.1 "$1" A; }
 
 printf 'www.example.test\n*.wild.example.test\nmail.example.test\n' >"$C/allow.txt"
@@ -34,8 +33,7 @@ Y
 out=$("$MOAT_BUILD/moatd" -c "$C/moatd.yaml" --check 2>&1) || e2e_fail "--check refused: $out"
 e2e_assert_contains "$out" "configuration OK" "--check on compiled files"
 
-e2e_bg moatd "$MOAT_BUILD/moatd" -c "$C/moatd.yaml"
-e2e_wait_port udp 127.0.0.1 53
+start_moatd moatd -c "$C/moatd.yaml"
 # started as root, moatd runs as its own user: every reload below maps and checks as that user
 uid=$(awk '/^Uid:/ { print $3 }' "/proc/$(e2e_pid moatd)/status")
 [[ $uid != 0 ]] || e2e_fail "moatd kept root: the reloads would not show the unprivileged path"

@@ -16,20 +16,13 @@ example.test
 *.example.test
 A
 
-# start_moatd NAME ARGS...: moatd on 127.0.0.1:53 and [::1]:53 with the shared allowlist.
-start_moatd() {
-	local name=$1
-	shift
-	e2e_bg "$name" "$MOAT_BUILD/moatd" --listen 127.0.0.1:53 --listen '[::1]:53' \
-		--upstream $UP:$UPPORT --allow "$E2E_WORK/allow.txt" --log "$E2E_WORK/$name.jsonl" "$@"
-	e2e_wait_port udp 127.0.0.1 53
-	e2e_wait_port tcp 127.0.0.1 53
-}
+# Every moatd here: on 127.0.0.1:53 and [::1]:53 with the shared allowlist.
+# shellcheck disable=SC2034 # read by start_moatd (lib.sh)
+MOATD_BASE=(--listen 127.0.0.1:53 --listen '[::1]:53' --allow "$E2E_WORK/allow.txt")
 
 q() { e2e_dig @127.0.0.1 "$@"; }
-status_of() { sed -n 's/.*status: \([A-Z]*\),.*/\1/p' <<<"$1"; }
 
-start_moatd moatd
+start_moatd moatd --upstream $UP:$UPPORT
 
 # --- allowed names answer exactly as the upstream does (records, TTLs, rcode) ---
 for spec in "www.example.test A" "www.example.test AAAA" "multi.example.test A" \
@@ -145,12 +138,12 @@ e2e_stop moatd
 e2e_assert_eq 0 "$E2E_LAST_STATUS" "moatd exit status on SIGTERM"
 
 # --- REFUSED and sinkhole forms ---
-start_moatd refused --deny refused
+start_moatd refused --upstream $UP:$UPPORT --deny refused
 out=$(q evil.test A)
 e2e_assert_eq REFUSED "$(status_of "$out")" "deny refused"
 e2e_assert_contains "$out" "EDE: 15 (Blocked)" "EDE on REFUSED"
 e2e_stop refused
-start_moatd sinkhole --deny sinkhole
+start_moatd sinkhole --upstream $UP:$UPPORT --deny sinkhole
 out=$(q +noall +answer evil.test A)
 e2e_assert_contains "$out" "evil.test.		60	IN	A	0.0.0.0" "sinkhole A"
 out=$(q +noall +answer evil.test AAAA)
@@ -161,9 +154,7 @@ e2e_assert_contains "$out" "EDE: 15 (Blocked)" "EDE on sinkhole"
 e2e_stop sinkhole
 
 # --- upstream down: SERVFAIL within the timeout (refused port, then a black hole) ---
-e2e_bg down "$MOAT_BUILD/moatd" --listen 127.0.0.1:53 --upstream 127.0.0.1:5399 \
-	--allow "$E2E_WORK/allow.txt" --log "$E2E_WORK/down.jsonl" --upstream-timeout 300
-e2e_wait_port udp 127.0.0.1 53
+start_moatd down --upstream 127.0.0.1:5399 --upstream-timeout 300
 start=$(date +%s%N)
 out=$(q www.example.test A)
 ms=$((($(date +%s%N) - start) / 1000000))

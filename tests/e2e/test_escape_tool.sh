@@ -83,16 +83,9 @@ scoped.escape.test tcp/80
 A
 : >"$E2E_WORK/empty.txt"
 
-# start_moatd NAME ALLOWFILE [LISTEN [ARGS...]]
-start_moatd() {
-	local name=$1 allow=$2 listen=${3:-127.0.0.1}
-	shift 3 || shift $#
-	e2e_bg "$name" "$MOAT_BUILD/moatd" --listen "$listen:53" --upstream 192.0.2.53:53 \
-		--allow "$allow" --log "$E2E_WORK/$name.jsonl" "$@"
-	e2e_wait_port udp "$listen" 53
-	e2e_wait_port tcp "$listen" 53
-}
-start_moatd moatd "$E2E_WORK/allow.txt"
+# shellcheck disable=SC2034 # read by start_moatd (lib.sh)
+MOATD_BASE=(--upstream 192.0.2.53:53)
+start_moatd moatd --listen 127.0.0.1:53 --allow "$E2E_WORK/allow.txt"
 
 # Every address below lives in this namespace; the public-resolver defaults are overridden.
 cat >"$E2E_WORK/escape.conf" <<'C'
@@ -169,7 +162,7 @@ e2e_assert_contains "$(tail -n 1 <<<"$OUT")" "; not run: 8 (expire-wait is 0)" "
 
 # --- empty allowlist: the control fails (a false deny fails the run) ---
 e2e_stop moatd
-start_moatd moatd-empty "$E2E_WORK/empty.txt"
+start_moatd moatd-empty --listen 127.0.0.1:53 --allow "$E2E_WORK/empty.txt"
 run_escape --config "$E2E_WORK/escape.conf" --expire-wait 0
 e2e_assert_eq 1 "$RC" "exit status with a failed control"
 e2e_assert_contains "$(row "$OUT" 10)" " works    FAILED " "control should fail"
@@ -217,13 +210,8 @@ e2e_wait_port tcp 192.0.2.10 7
 # namespace's own addresses (the web servers live on its lo), as it must on a real moat host.
 e2e_bg fw ip netns exec "$SBX" "$MOAT_BUILD/moat-fw" --socket "$E2E_WORK/fw.sock" --netns "$SBX" \
 	--state "$E2E_WORK/fwstate" --resolver 192.0.2.129 --min-lifetime 1
-for ((i = 0; i < E2E_STARTUP_TRIES; i++)); do
-	grep -q 'listening on' "$E2E_WORK/fw.log" 2>/dev/null && break
-	e2e_alive fw || e2e_fail "moat-fw exited during start-up"
-	sleep 0.1
-done
-grep -q 'listening on' "$E2E_WORK/fw.log" || e2e_fail "moat-fw did not start"
-start_moatd moatd-fw "$E2E_WORK/allow.txt" 192.0.2.129 --firewall "$E2E_WORK/fw.sock"
+e2e_wait_log fw 'listening on'
+start_moatd moatd-fw --listen 192.0.2.129:53 --allow "$E2E_WORK/allow.txt" --firewall "$E2E_WORK/fw.sock"
 sed -e 's/^resolver = .*/resolver = 192.0.2.129/' -e 's/^grant-min 0/grant-min 1/' \
 	"$E2E_WORK/escape.conf" >"$E2E_WORK/escape-fw.conf"
 echo "witness = www.example.test:7" >>"$E2E_WORK/escape-fw.conf"

@@ -21,8 +21,7 @@ source "$(dirname "$0")/lib.sh"
 e2e_init faults_cl
 
 PEERS="$E2E_DIR/peers"
-PY=python3
-[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
+PY=$E2E_PY
 IDLE_MS=1500
 MAX_TCP=200
 
@@ -43,9 +42,6 @@ agents:
     allow: [allow.txt]
 Y
 }
-rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$(e2e_pid "$1")/status"; }
-dq() { e2e_run "$PY" "$PEERS/dnsq.py" "$@"; }
-field() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" <<<"$2"; }
 # served WHAT: another client (127.0.0.2) gets www.example.test over UDP and TCP, promptly.
 served() {
 	local tr out ms
@@ -57,31 +53,12 @@ served() {
 		((ms < 1000)) || e2e_fail "$1: another client waited $ms ms ${tr:-udp}"
 	done
 }
-# wait_line NAME PATTERN SECONDS: wait (bounded) until the e2e_bg log NAME has a matching line.
-wait_line() {
-	local i
-	for ((i = 0; i < $3 * 10; i++)); do
-		grep -q "$2" "$E2E_WORK/$1.log" && return 0
-		sleep 0.1
-	done
-	e2e_fail "$1: no line matching '$2' after $3 s: $(tail -3 "$E2E_WORK/$1.log")"
-}
-# stop_moatd NAME: clean exit; sets STOPLINE.
-stop_moatd() {
-	e2e_alive "$1" || e2e_fail "$1 died"
-	e2e_stop "$1"
-	e2e_assert_eq 0 "$E2E_LAST_STATUS" "$1: exit status on SIGTERM (a crash or sanitizer report?)"
-	STOPLINE=$(grep 'moatd: stopped:' "$E2E_WORK/$1.log") || e2e_fail "$1: no stop line"
-	e2e_log "$1: $STOPLINE"
-}
 # With ASan every freed block sits in quarantine for a while: RSS says little there.
 asan=0
 if ldd "$MOAT_BUILD/moatd" | grep -q libasan; then asan=1; fi
 
 conf m $IDLE_MS $MAX_TCP
-e2e_bg m "$MOAT_BUILD/moatd" -c "$E2E_WORK/m.yaml"
-e2e_wait_port udp 127.0.0.1 53
-e2e_wait_port tcp 127.0.0.1 53
+start_moatd m -c "$E2E_WORK/m.yaml"
 served "warm-up"
 rss0=$(rss_kb m)
 
@@ -136,10 +113,12 @@ formerr_sent=$(($(grep -c ' FORMERR$' <<<"$expected") + 1))
 for mode in stall trickle silent; do
 	e2e_bg "loris_$mode" "$PY" "$PEERS/client_faults.py" loris $mode 127.0.0.1 53 12
 done
-sleep 0.3
+# until the three slow clients hold their connections
+lorises_in() { (($(e2e_run ss -Htn state established '( dport = :53 )' | wc -l) >= 3)); }
+e2e_poll 5 lorises_in || e2e_fail "the slow TCP clients did not connect"
 served "during slow TCP clients"
 for mode in stall trickle silent; do
-	for ((i = 0; i < 150; i++)); do e2e_alive "loris_$mode" || break; sleep 0.1; done
+	e2e_wait_exit "loris_$mode" 15 || true
 	out=$(cat "$E2E_WORK/loris_$mode.log")
 	e2e_log "slow TCP client ($mode): $out"
 	[[ "$out" == "closed "* ]] || e2e_fail "slow TCP client ($mode) was not closed: $out"
@@ -162,13 +141,11 @@ fi
 # (regression case tcp-full-lockout: the TCP query below was reset before the fix.)
 # Its own moatd with a long idle time, so the connections stay open while we look.
 conf c 30000 $MAX_TCP
-e2e_bg c "$MOAT_BUILD/moatd" -c "$E2E_WORK/c.yaml"
-e2e_wait_port udp 127.0.0.1 53
-e2e_wait_port tcp 127.0.0.1 53
+start_moatd c -c "$E2E_WORK/c.yaml"
 served "warm-up"
 rss0=$(rss_kb c)
 e2e_bg idle "$PY" "$PEERS/client_faults.py" idle 127.0.0.1 53 2000 "$E2E_WORK/release:90" 127.0.0.3
-wait_line idle '^open ' 40
+wait_line "$E2E_WORK/idle.log" '^open ' 40
 e2e_log "idle TCP clients: $(head -1 "$E2E_WORK/idle.log")"
 # moatd's side of the connections: at most tcp_max_clients stay open (it closes the rest)
 for ((i = 0; i < 50; i++)); do
@@ -182,7 +159,7 @@ e2e_log "TCP connections moatd holds: $held"
 served "2000 idle TCP connections open"
 e2e_alive idle || e2e_fail "the idle-connection peer stopped early: $(cat "$E2E_WORK/idle.log")"
 touch "$E2E_WORK/release"
-wait_line idle '^closed_by_server=' 30
+wait_line "$E2E_WORK/idle.log" '^closed_by_server=' 30
 out=$(tail -1 "$E2E_WORK/idle.log")
 e2e_log "idle TCP clients at the end: $out"
 still=$(field still_open "$out")

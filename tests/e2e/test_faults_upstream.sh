@@ -12,8 +12,7 @@ e2e_init faults_up
 
 PEERS="$E2E_DIR/peers"
 # The system interpreter: a version-manager shim in PATH can cost a second per start.
-PY=python3
-[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
+PY=$E2E_PY
 TIMEOUT_MS=300
 # 3 attempts x 300 ms = 900 ms. The lower bound shows moatd waited out each attempt (a bad
 # answer did not end it early); the upper bound is generous for a loaded 2-core machine under
@@ -37,30 +36,15 @@ for p in 5309 5310 5320 5321 5322 5323; do e2e_wait_port udp 127.0.0.1 $p; done
 for p in 5320 5321 5323; do e2e_wait_port tcp 127.0.0.1 $p; done
 printf '*.faults.test\n*.example.test\n' >"$E2E_WORK/allow.txt"
 
-# start_moatd NAME UPSTREAM...: moatd on 127.0.0.1:53 with a 300 ms upstream timeout.
-start_moatd() {
-	local name=$1 u ups=()
-	shift
-	for u in "$@"; do ups+=(--upstream "$u"); done
-	e2e_bg "$name" "$MOAT_BUILD/moatd" --listen 127.0.0.1:53 "${ups[@]}" \
-		--allow "$E2E_WORK/allow.txt" --log "$E2E_WORK/$name.jsonl" --upstream-timeout $TIMEOUT_MS
-	e2e_wait_port udp 127.0.0.1 53
-	e2e_wait_port tcp 127.0.0.1 53
+# Every moatd here: on 127.0.0.1:53, upstream timeout 300 ms; each call names its upstreams.
+# shellcheck disable=SC2034 # read by start_moatd (lib.sh)
+MOATD_BASE=(--listen 127.0.0.1:53 --allow "$E2E_WORK/allow.txt" --upstream-timeout "$TIMEOUT_MS")
+# stop_counting NAME: stop_moatd, then MISMATCHES from its stop line.
+stop_counting() {
+	stop_moatd "$1"
+	MISMATCHES=$(sed -n 's/.* \([0-9]*\) upstream mismatches.*/\1/p' <<<"$STOPLINE")
+	[[ -n "$MISMATCHES" ]] || e2e_fail "$1: no mismatch count in '$STOPLINE'"
 }
-# stop_moatd NAME: SIGTERM, clean exit required; sets MISMATCHES from the stop line.
-stop_moatd() {
-	e2e_alive "$1" || e2e_fail "$1 died"
-	e2e_stop "$1"
-	e2e_assert_eq 0 "$E2E_LAST_STATUS" "$1: exit status on SIGTERM (a crash or sanitizer report?)"
-	local line
-	line=$(grep 'moatd: stopped:' "$E2E_WORK/$1.log") || e2e_fail "$1: no stop line"
-	MISMATCHES=$(sed -n 's/.* \([0-9]*\) upstream mismatches.*/\1/p' <<<"$line")
-	[[ -n "$MISMATCHES" ]] || e2e_fail "$1: no mismatch count in '$line'"
-	e2e_log "$1: $line"
-}
-# dq ARGS...: one timed query through dnsq.py (see there for the output format).
-dq() { e2e_run "$PY" "$PEERS/dnsq.py" "$@"; }
-field() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" <<<"$2"; }
 # no_leak OUT WHAT: none of the bad answers' addresses reached the client.
 no_leak() {
 	local a
@@ -102,17 +86,17 @@ still_serving() {
 }
 
 # --- times out: a black hole ---
-start_moatd m_silent 127.0.0.1:5309
+start_moatd m_silent --upstream 127.0.0.1:5309
 servfail_timed t1.faults.test "silent upstream"
 servfail_timed t2.faults.test "silent upstream, again"
 out=$(dq --tcp 127.0.0.1 53 t3.faults.test)
 [[ "$out" == "SERVFAIL "* ]] || e2e_fail "silent upstream, TCP client: $out"
 still_serving m_silent
-stop_moatd m_silent
+stop_counting m_silent
 e2e_assert_eq 0 "$MISMATCHES" "a silent upstream sends nothing to mismatch"
 
 # --- answers late: 2 s after each query; the late answers must be ignored ---
-start_moatd m_late 127.0.0.1:5302
+start_moatd m_late --upstream 127.0.0.1:5302
 # Linger past the third late answer (sent at about 6 s: ldns-testns answers one at a time).
 servfail_timed late.faults.test "late upstream" 6
 # Each attempt carried a fresh ID (ldns-testns -v logs "query N: id I: UDP ...").
@@ -127,20 +111,20 @@ out=$(dq 127.0.0.1 53 fresh.faults.test)
 e2e_assert_eq 192.0.2.67 "$(field a "$out")" "fresh query after the late answers"
 # ... and the late answer was not cached: asking again waits out the timeouts again.
 servfail_timed late.faults.test "late upstream, second time (nothing cached)"
-stop_moatd m_late
+stop_counting m_late
 
 # --- wrong ID, wrong question name, wrong question type: ignored and counted ---
-start_moatd m_wrong 127.0.0.1:5301
+start_moatd m_wrong --upstream 127.0.0.1:5301
 servfail_timed wrongid.faults.test "answer with the wrong ID"
 servfail_timed wrongq.faults.test "answer for another name"
 servfail_timed wrongtype.faults.test "answer for another type"
 out=$(dq 127.0.0.1 53 fresh.faults.test)
 e2e_assert_eq 192.0.2.67 "$(field a "$out")" "a good answer after the spoofed ones"
-stop_moatd m_wrong
+stop_counting m_wrong
 e2e_assert_eq 9 "$MISMATCHES" "every wrong answer (3 names x 3 attempts) counted as a mismatch"
 
 # --- truncated and malformed answers to our question: SERVFAIL, no crash ---
-start_moatd m_bad 127.0.0.1:5301
+start_moatd m_bad --upstream 127.0.0.1:5301
 servfail_fast cut.faults.test "record cut short"
 servfail_fast loop.faults.test "owner name is a pointer to itself"
 servfail_fast loop2.faults.test "CNAME target is a pointer to itself"
@@ -151,11 +135,11 @@ out=$(dq --tcp 127.0.0.1 53 loop.faults.test)
 still_serving m_bad
 out=$(dq 127.0.0.1 53 fresh.faults.test)
 e2e_assert_eq 192.0.2.67 "$(field a "$out")" "a good answer after the malformed ones"
-stop_moatd m_bad
+stop_counting m_bad
 e2e_assert_eq 0 "$MISMATCHES" "answers to our question are malformed, not mismatched"
 
 # --- wrong source: answers from another address and from another port are ignored ---
-start_moatd m_spoof 127.0.0.1:5310
+start_moatd m_spoof --upstream 127.0.0.1:5310
 out=$(dq 127.0.0.1 53 honest.faults.test)
 e2e_assert_eq 192.0.2.98 "$(field a "$out")" "control: the same answer from the right source is taken"
 servfail_timed spoof1.faults.test "answers from the wrong address and port"
@@ -163,32 +147,32 @@ servfail_timed spoof2.faults.test "answers from the wrong address and port, agai
 n=$(grep -c '^spoofed spoof[12]\.faults\.test\. 2$' "$E2E_WORK/spoof.log" || true)
 e2e_assert_eq 6 "$n" "the spoofer answered every attempt (2 wrong-source answers each)"
 still_serving m_spoof
-stop_moatd m_spoof
+stop_counting m_spoof
 
 # --- TC=1 over UDP, then TCP reset / TCP cut short / TCP silent: SERVFAIL, bounded ---
-start_moatd m_tcreset 127.0.0.1:5320
+start_moatd m_tcreset --upstream 127.0.0.1:5320
 servfail_fast tcreset.faults.test "TC=1, then TCP reset"
 n=$(grep -c '^tcp-reset$' "$E2E_WORK/tcreset.log" || true)
 ((n >= 1 && n <= 3)) || e2e_fail "moatd retried over TCP $n times (expected 1..3)"
 e2e_log "TCP resets seen by the peer: $n"
 still_serving m_tcreset
-stop_moatd m_tcreset
-start_moatd m_tchalf 127.0.0.1:5321
+stop_counting m_tcreset
+start_moatd m_tchalf --upstream 127.0.0.1:5321
 servfail_fast tchalf.faults.test "TC=1, then a TCP answer cut short"
 n=$(grep -c '^tcp-half$' "$E2E_WORK/tchalf.log" || true)
 ((n >= 1 && n <= 3)) || e2e_fail "moatd read $n cut-short TCP answers (expected 1..3)"
 still_serving m_tchalf
-stop_moatd m_tchalf
+stop_counting m_tchalf
 
-start_moatd m_tcstall 127.0.0.1:5323
+start_moatd m_tcstall --upstream 127.0.0.1:5323
 servfail_timed tcstall.faults.test "TC=1, then a TCP connection that never answers"
 n=$(grep -c '^tcp-stall$' "$E2E_WORK/tcstall.log" || true)
 e2e_assert_eq 3 "$n" "every attempt went to TCP after TC=1 and timed out there"
 still_serving m_tcstall
-stop_moatd m_tcstall
+stop_counting m_tcstall
 
 # --- a flood of 100 replies per query, most with wrong IDs: one right answer ---
-start_moatd m_flood 127.0.0.1:5322
+start_moatd m_flood --upstream 127.0.0.1:5322
 for name in flood1.faults.test flood2.faults.test; do
 	out=$(dq --linger 1 127.0.0.1 53 $name)
 	e2e_log "flood: $out"
@@ -198,14 +182,14 @@ for name in flood1.faults.test flood2.faults.test; do
 	no_leak "$out" "flood"
 done
 still_serving m_flood
-stop_moatd m_flood
+stop_counting m_flood
 # 20 wrong IDs come before the first right one for each of the 2 questions.
 ((MISMATCHES >= 20 && MISMATCHES <= 200)) ||
 	e2e_fail "flood: $MISMATCHES mismatches counted, expected 20..200 (40 when none is lost)"
 
 # --- two upstreams, the first dead: the second answers ---
 # a black hole first: the attempt that starts there times out and moves on
-start_moatd m_two 127.0.0.1:5309 127.0.0.1:5300
+start_moatd m_two --upstream 127.0.0.1:5309 --upstream 127.0.0.1:5300
 e2e_upstream_reset
 slow=0
 for i in 1 2 3 4; do
@@ -222,15 +206,15 @@ log=$(e2e_upstream_queries)
 for i in 1 2 3 4; do
 	e2e_assert_contains "$log" "two$i.wild.example.test. A UDP" "query $i reached the live upstream"
 done
-stop_moatd m_two
+stop_counting m_two
 # a closed port first (ICMP refused): moves on at once
-start_moatd m_refused 127.0.0.1:5399 127.0.0.1:5300
+start_moatd m_refused --upstream 127.0.0.1:5399 --upstream 127.0.0.1:5300
 for i in 1 2 3 4; do
 	out=$(dq 127.0.0.1 53 ref$i.wild.example.test)
 	e2e_assert_eq 192.0.2.20 "$(field a "$out")" "answer past a refusing upstream (query $i)"
 	ms=$(field ms "$out")
 	((ms < TIMEOUT_MS)) || e2e_fail "a refused port cost $ms ms: moatd waited for the timeout"
 done
-stop_moatd m_refused
+stop_counting m_refused
 
 e2e_pass

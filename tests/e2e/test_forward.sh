@@ -47,9 +47,7 @@ out=$("$MOAT_BUILD/moatd" -c "$E2E_WORK/moatd.yaml" --check --strict 2>&1)
 e2e_assert_contains "$out" "configuration OK" "--check --strict accepts the forward config"
 e2e_assert_contains "$out" "3 forward zone(s), 0 local record(s), 0 warning(s)" "--check counts the zones"
 
-e2e_bg moatd "$MOAT_BUILD/moatd" -c "$E2E_WORK/moatd.yaml"
-e2e_wait_port udp 127.0.0.1 53
-status_of() { sed -n 's/.*status: \([A-Z]*\),.*/\1/p' <<<"$1"; }
+start_moatd moatd -c "$E2E_WORK/moatd.yaml"
 
 e2e_upstream_reset
 out=$(e2e_dig @127.0.0.1 +short db.corp.internal A)
@@ -92,10 +90,7 @@ e2e_assert_not_contains "$(e2e_upstream_queries 1)" "fail.internal" "failover st
 sed -i 's/zone: corp.internal/zone: other.internal/' "$E2E_WORK/moatd.yaml"
 e2e_upstream_reset
 kill -HUP "$(e2e_pid moatd)"
-for ((i = 0; i < 50; i++)); do
-	grep -q "policy reloaded" "$E2E_WORK/moatd.log" && break
-	sleep 0.1
-done
+e2e_poll_line "$E2E_WORK/moatd.log" "policy reloaded" 5 || true
 e2e_assert_contains "$(cat "$E2E_WORK/moatd.log")" "policy reloaded" "reload with other zones"
 e2e_dig @127.0.0.1 db.corp.internal A >/dev/null || true
 e2e_assert_contains "$(e2e_upstream_queries 1)" "db.corp.internal. A UDP" "after the reload the global upstream is asked (no cache entry of the old zone)"

@@ -9,14 +9,12 @@
 source "$(dirname "$0")/lib.sh"
 e2e_init fw_alone
 
-FW="$MOAT_BUILD/moat-fw"
 CLIENT="$E2E_DIR/peers/fw_client.py"
 SOCK="$E2E_WORK/fw.sock"
 STATE="$E2E_WORK/state"
 # The system interpreter when there is one: a version-manager shim costs ~1 s per start, and this
 # test starts python some forty times.
-PY=python3
-[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
+PY=$E2E_PY
 
 # Hosts: documentation addresses on the lo of a second namespace ("net"), one veth away (the
 # sandbox's own loopback is never filtered). 192.0.2.53 plays moatd, 198.51.100.53 another
@@ -82,19 +80,11 @@ e2e_run nft add chain inet other out '{ type filter hook output priority 10; pol
 e2e_run nft add rule inet other out ip daddr 203.0.113.10 accept
 other_before=$(e2e_run nft list table inet other)
 
-# start_fw NAME: moat-fw in the netns placement on our own namespace (started inside it, so even a
+# moat-fw in the netns placement on our own namespace (started inside it, so even a
 # failed setns could not reach the root namespace's rules).
-start_fw() {
-	local i
-	e2e_bg "$1" "$FW" --socket "$SOCK" --netns "$E2E_NS" --state "$STATE" --user nobody \
-		--resolver 192.0.2.53 --min-lifetime 1 --max-lifetime 3600
-	for ((i = 0; i < E2E_STARTUP_TRIES; i++)); do
-		grep -q 'listening on' "$E2E_WORK/$1.log" 2>/dev/null && return 0
-		e2e_alive "$1" || e2e_fail "$1 exited during start-up"
-		sleep 0.1
-	done
-	e2e_fail "$1 did not start"
-}
+# shellcheck disable=SC2034 # read by start_fw (lib.sh)
+FW_BASE=(--socket "$SOCK" --netns "$E2E_NS" --state "$STATE" --user nobody
+	--resolver 192.0.2.53 --min-lifetime 1 --max-lifetime 3600)
 start_fw fw
 [[ -S "$SOCK" ]] || e2e_fail "no socket at $SOCK"
 # Least privilege (issues 7, 11): its own unprivileged user (nobody here), only CAP_NET_ADMIN

@@ -17,8 +17,7 @@
 source "$(dirname "$0")/lib.sh"
 e2e_init fw_forward
 
-PY=python3
-[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
+PY=$E2E_PY
 FW="$MOAT_BUILD/moat-fw"
 H="$E2E_DIR/peers/hostile.py"
 SBX=$E2E_NS
@@ -169,7 +168,7 @@ e2e_assert_eq reply "$(sbx ping 2001:db8:3::80)" "IPv6 echo to a granted address
 e2e_assert_eq "no reply" "$(sbx ping 198.51.100.2)" "echo to an ungranted address answered"
 # A datagram that must arrive, sent last: when it is in the log, the ones before it had time.
 sbx udp 2001:db8:1::2 2001:db8:3::80 9 barrier >/dev/null
-for ((i = 0; i < 30; i++)); do grep -q barrier "$E2E_WORK/log.log" && break; sleep 0.1; done
+e2e_poll_line "$E2E_WORK/log.log" barrier 3 || true
 e2e_assert_contains "$(cat "$E2E_WORK/log.log")" barrier "granted UDP lost"
 e2e_assert_not_contains "$(cat "$E2E_WORK/log.log")" spoof4-other-sandbox \
 	"A used B's source and B's grant"

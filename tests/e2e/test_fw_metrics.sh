@@ -9,7 +9,6 @@
 source "$(dirname "$0")/lib.sh"
 e2e_init fw_metrics
 
-FW="$MOAT_BUILD/moat-fw"
 CLIENT="$E2E_DIR/peers/fw_client.py"
 SOCK="$E2E_WORK/fw.sock"
 STATE="$E2E_WORK/state"
@@ -68,17 +67,9 @@ wait_value() {
 	e2e_fail "$1 is $(value "$1"), wanted $2"
 }
 
-start_fw() {
-	local i
-	e2e_bg "$1" "$FW" --socket "$SOCK" --netns "$E2E_NS" --state "$STATE" --user nobody \
-		--resolver 192.0.2.53 --min-lifetime 1 --max-lifetime 3600 "${@:2}"
-	for ((i = 0; i < E2E_STARTUP_TRIES; i++)); do
-		grep -q 'listening on' "$E2E_WORK/$1.log" 2>/dev/null && return 0
-		e2e_alive "$1" || e2e_fail "$1 exited during start-up"
-		sleep 0.1
-	done
-	e2e_fail "$1 did not start"
-}
+# shellcheck disable=SC2034 # read by start_fw (lib.sh)
+FW_BASE=(--socket "$SOCK" --netns "$E2E_NS" --state "$STATE" --user nobody
+	--resolver 192.0.2.53 --min-lifetime 1 --max-lifetime 3600)
 
 # --- off by default -------------------------------------------------------------------------
 start_fw fw0

@@ -14,8 +14,7 @@
 source "$(dirname "$0")/lib.sh"
 e2e_init fw_netns
 
-PY=python3
-[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
+PY=$E2E_PY
 FW="$MOAT_BUILD/moat-fw"
 H="$E2E_DIR/peers/hostile.py"
 e2e_peer net
@@ -82,7 +81,7 @@ e2e_assert_contains "$(net connect 203.0.113.2 8081)" failed "inbound connection
 e2e_assert_contains "$(net connect 2001:db8:ff::2 8081)" failed "inbound IPv6 connection"
 e2e_assert_eq connected "$(net connect 203.0.113.2 8080)" "--inbound tcp/8080 does not open"
 sbx raw6 2001:db8:ff::2 2001:db8::80 9 real6 >/dev/null
-for ((i = 0; i < 30; i++)); do grep -q real6 "$E2E_WORK/log.log" && break; sleep 0.1; done
+e2e_poll_line "$E2E_WORK/log.log" real6 3 || true
 e2e_assert_contains "$(cat "$E2E_WORK/log.log")" "got 203.0.113.2 real4" "raw IPv4 control lost"
 e2e_assert_contains "$(cat "$E2E_WORK/log.log")" "got 2001:db8:ff::2 real6" "raw IPv6 control lost"
 for t in spoof4-link spoof4-far spoof4-lo spoof6-link spoof6-far; do

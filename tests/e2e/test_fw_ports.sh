@@ -10,8 +10,7 @@
 source "$(dirname "$0")/lib.sh"
 e2e_init fw_ports
 
-PY=python3
-[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
+PY=$E2E_PY
 PROBE="$E2E_DIR/peers/port_probe.py"
 SBX="moat-e2e-fwports-sbx-$$"
 NET="moat-e2e-fwports-net-$$"
@@ -79,9 +78,8 @@ e2e_assert_eq 1 "$st" "--check accepted a bad port"
 e2e_assert_contains "$out" "allow-bad.txt:2: bad port in 'tcp/80,0'" "--check names file:line"
 e2e_assert_contains "$("$MOAT_BUILD/moatd" --listen 127.0.0.1:53 --upstream 192.0.2.53:53 \
 	--allow "$E2E_WORK/allow.txt" --check 2>&1)" "configuration OK" "--check refused good ports"
-e2e_bg moatd "$MOAT_BUILD/moatd" --listen 198.51.100.1:53 --upstream 192.0.2.53:53 \
-	--allow "$E2E_WORK/allow.txt" --firewall "$E2E_WORK/fw.sock" --log "$E2E_WORK/moatd.jsonl"
-e2e_wait_port udp 198.51.100.1 53
+start_moatd moatd --listen 198.51.100.1:53 --upstream 192.0.2.53:53 \
+	--allow "$E2E_WORK/allow.txt" --firewall "$E2E_WORK/fw.sock"
 RECV="$E2E_WORK/received.log"
 : >"$RECV"
 bg_in "$NET" listen80 "$PY" "$PROBE" listen 203.0.113.80 300 "$RECV" tcp/80 tcp/443 udp/80
@@ -102,22 +100,12 @@ received() {
 	done
 	return 1
 }
-start_fw() { # start_fw NAME ARGS...
-	local name=$1 i
-	shift
-	# moatd, started first and dropped to its default user (moat or nobody), connects as that
-	# user: moat-fw takes its grants and gives it the socket's group, as an operator sets it up
-	local mu
-	mu=$(id -un moat 2>/dev/null || echo nobody)
-	e2e_bg "$name" "$MOAT_BUILD/moat-fw" --socket "$E2E_WORK/fw.sock" --resolver 198.51.100.1 \
-		--moatd-user "$mu" --socket-group "$(id -gn "$mu")" "$@"
-	for ((i = 0; i < 50; i++)); do
-		grep -q 'listening on' "$E2E_WORK/$name.log" 2>/dev/null && return 0
-		e2e_alive "$name" || e2e_fail "$name exited during start-up"
-		sleep 0.1
-	done
-	e2e_fail "$name did not start"
-}
+# moatd, started first and dropped to its default user (moat or nobody), connects as that user:
+# moat-fw takes its grants and gives it the socket's group, as an operator sets it up
+mu=$(id -un moat 2>/dev/null || echo nobody)
+# shellcheck disable=SC2034 # read by start_fw (lib.sh)
+FW_BASE=(--socket "$E2E_WORK/fw.sock" --resolver 198.51.100.1 --moatd-user "$mu"
+	--socket-group "$(id -gn "$mu")")
 
 # checks PL NFT...: the port-scope assertions; NFT lists a set of the placement's table.
 checks() {

@@ -8,8 +8,7 @@
 source "$(dirname "$0")/lib.sh"
 e2e_init fw_race
 
-PY=python3
-[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
+PY=$E2E_PY
 N=${RACE_COUNT:-1000}
 
 # The zone: r1..rN.race.test, each an AAAA of its own in 2001:db8:5::/64.
@@ -56,17 +55,11 @@ E2E_NS=$NET e2e_wait_port tcp '*' 80
 E2E_NS=$NET e2e_wait_port tcp '*' 443
 printf '*.race.test\n' >"$E2E_WORK/allow.txt"
 
-start_fw() {
-	e2e_bg "$1" "$MOAT_BUILD/moat-fw" --socket "$E2E_WORK/fw.sock" --netns "$E2E_NS" \
-		--state "$E2E_WORK/fwstate" --resolver 192.0.2.2 --resolver 192.0.2.53
-	# (Not the socket file: a stopped moat-fw, running as nobody, may leave it behind.)
-	e2e_wait_log "$1" 'listening on'
-}
-start_moatd() { # start_moatd NAME [ALLOWLIST]
-	e2e_bg "$1" "$MOAT_BUILD/moatd" --listen 192.0.2.2:53 --upstream 192.0.2.53:53 \
-		--allow "${2:-$E2E_WORK/allow.txt}" --firewall "$E2E_WORK/fw.sock" --log "$E2E_WORK/$1.jsonl"
-	e2e_wait_port udp 192.0.2.2 53
-}
+# shellcheck disable=SC2034 # read by start_fw (lib.sh)
+FW_BASE=(--socket "$E2E_WORK/fw.sock" --netns "$E2E_NS" --state "$E2E_WORK/fwstate"
+	--resolver 192.0.2.2 --resolver 192.0.2.53)
+# shellcheck disable=SC2034 # read by start_moatd (lib.sh)
+MOATD_BASE=(--listen 192.0.2.2:53 --upstream 192.0.2.53:53 --firewall "$E2E_WORK/fw.sock")
 connect() { # connect ADDR [PORT]: "connected" or "failed: ..."
 	e2e_run "$PY" -c 'import socket,sys
 s=socket.socket(socket.AF_INET6); s.settimeout(1)
@@ -77,7 +70,7 @@ except OSError as e:
 }
 
 start_fw fw
-start_moatd moatd
+start_moatd moatd --allow "$E2E_WORK/allow.txt"
 
 # Before any grant, nothing in the range is reachable.
 e2e_assert_contains "$(connect 2001:db8:5::1)" "failed" "an address reached before it was resolved"
@@ -106,7 +99,7 @@ e2e_stop moatd
 e2e_stop fw
 e2e_assert_contains "$(connect 2001:db8:5::1)" "connected" "grant gone while both daemons were down"
 start_fw fw2
-start_moatd moatd2
+start_moatd moatd2 --allow "$E2E_WORK/allow.txt"
 e2e_assert_contains "$(connect 2001:db8:5::2)" "connected" "grant gone after both restarted"
 e2e_assert_contains "$(connect "2001:db8:5::$(printf %x $((N + 6)))")" "failed" "unresolved address after restart"
 # the restarted pair still grants before answering
@@ -116,7 +109,7 @@ e2e_assert_contains "$out" "ok=5 fail=0" "resolve-then-connect after restart"
 # --- the race with ports: `*.race.test tcp/80`, fresh names, zero failures ---
 e2e_stop moatd2
 printf '*.race.test tcp/80\n' >"$E2E_WORK/allow-ports.txt"
-start_moatd moatd3 "$E2E_WORK/allow-ports.txt"
+start_moatd moatd3 --allow "$E2E_WORK/allow-ports.txt"
 out=$(e2e_run "$PY" "$E2E_DIR/peers/race.py" 192.0.2.2 "$N" 80 $((N + 20)))
 e2e_log "race with moat-fw and ports: $out"
 e2e_assert_contains "$out" "ok=$N fail=0" "resolve-then-connect failures with port-scoped grants"

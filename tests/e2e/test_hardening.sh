@@ -10,10 +10,8 @@ e2e_nsd 127.0.0.1 5300 "$E2E_ZONES/example.test.zone"
 printf '*.example.test\n' >"$E2E_WORK/allow.txt"
 chmod 0644 "$E2E_WORK/allow.txt"
 chmod 0755 "$E2E_WORK"
-e2e_bg moatd "$MOAT_BUILD/moatd" --listen 127.0.0.1:53 --upstream 127.0.0.1:5300 \
+start_moatd moatd --listen 127.0.0.1:53 --upstream 127.0.0.1:5300 \
 	--allow "$E2E_WORK/allow.txt" --log "$E2E_WORK/q.jsonl" --user nobody --ratelimit 50
-e2e_wait_port udp 127.0.0.1 53
-status_of() { sed -n 's/.*status: \([A-Z]*\),.*/\1/p' <<<"$1"; }
 
 # --- what the running process holds ---
 st=$(cat "/proc/$(e2e_pid moatd)/status")
@@ -38,7 +36,7 @@ e2e_assert_contains "$log" "www.example.test. A UDP" "the forwarded query reache
 # --- reload as nobody, under the filter ---
 printf '*.example.test\nmore.test\n' >"$E2E_WORK/allow.txt"
 kill -HUP "$(e2e_pid moatd)"
-for ((i = 0; i < 50; i++)); do grep -q "policy reloaded" "$E2E_WORK/moatd.log" && break; sleep 0.1; done
+e2e_poll_line "$E2E_WORK/moatd.log" "policy reloaded" 5 || true
 e2e_assert_contains "$(cat "$E2E_WORK/moatd.log")" "policy reloaded" "SIGHUP reload after dropping privileges"
 
 # --- rate limit: 50 q/s per client, burst 50 ---

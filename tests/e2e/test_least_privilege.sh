@@ -17,15 +17,7 @@ source "$(dirname "$0")/lib.sh"
 e2e_init least_priv
 
 PEERS="$E2E_DIR/peers"
-PY=python3
-[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
-dq() { e2e_run "$PY" "$PEERS/dnsq.py" "$@"; }
-field() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" <<<"$2"; }
-wait_line() { # wait_line FILE PATTERN: bounded wait (5 s) for a line in FILE
-	local i
-	for ((i = 0; i < 50; i++)); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
-	e2e_fail "no line matching '$2' in $1: $(tail -3 "$1" 2>/dev/null)"
-}
+PY=$E2E_PY
 want_uid=$(id -u moat 2>/dev/null || id -u nobody)
 
 e2e_nsd 127.0.0.1 5300 "$E2E_ZONES/example.test.zone"
@@ -38,9 +30,8 @@ chown "$want_uid" "$E2E_WORK/logs"
 printf 'www.example.test\n*.example.test\n' >"$E2E_WORK/policy/allow.txt"
 chmod 0644 "$E2E_WORK/policy/allow.txt"
 LOG="$E2E_WORK/logs/q.jsonl"
-e2e_bg moatd "$MOAT_BUILD/moatd" --listen 127.0.0.1:53 --upstream 127.0.0.1:5300 \
+start_moatd moatd --listen 127.0.0.1:53 --upstream 127.0.0.1:5300 \
 	--allow "$E2E_WORK/policy/allow.txt" --log "$LOG"
-wait_line "$E2E_WORK/moatd.log" "ready in"
 PID=$(e2e_pid moatd)
 
 # --- root without --user: unprivileged, checked in /proc ---
@@ -63,7 +54,7 @@ kill -USR1 "$PID"
 wait_line "$E2E_WORK/moatd.log" "query log reopened"
 e2e_alive moatd || e2e_fail "SIGUSR1 killed moatd"
 e2e_dig @127.0.0.1 +short a.example.test A >/dev/null
-for ((i = 0; i < 50; i++)); do grep -q '"a.example.test."' "$LOG" 2>/dev/null && break; sleep 0.1; done
+e2e_poll_line "$LOG" '"a.example.test."' 5 || true
 grep -q '"a.example.test."' "$LOG" 2>/dev/null || e2e_fail "no line in the reopened log: $(cat "$E2E_WORK/moatd.log")"
 grep -q '"a.example.test."' "$LOG.1" && e2e_fail "a line after SIGUSR1 went to the rotated file"
 e2e_assert_eq "$want_uid" "$(stat -c %u "$LOG")" "the new log belongs to moatd's user"
@@ -107,9 +98,8 @@ e2e_stop moatd
 e2e_assert_eq 0 "$E2E_LAST_STATUS" "clean stop as $want_uid under the filter"
 
 # --- --user root: stays root, with a warning ---
-e2e_bg root "$MOAT_BUILD/moatd" --listen 127.0.0.1:5354 --upstream 127.0.0.1:5300 \
+start_moatd root --listen 127.0.0.1:5354 --upstream 127.0.0.1:5300 \
 	--allow "$E2E_WORK/policy/allow.txt" --log /dev/null --user root
-wait_line "$E2E_WORK/root.log" "ready in"
 e2e_assert_contains "$(cat "$E2E_WORK/root.log")" "warning: --user root" "the warning"
 e2e_assert_eq 0 "$(awk '/^Uid:/ { print $3 }' "/proc/$(e2e_pid root)/status")" "--user root stays root"
 e2e_assert_eq 2 "$(awk '/^Seccomp:/ { print $2 }' "/proc/$(e2e_pid root)/status")" "filter as root"
@@ -119,7 +109,7 @@ e2e_assert_eq 0 "$E2E_LAST_STATUS" "clean stop as root"
 # --- RLIMIT_NOFILE raised at start to what the caps need (the soft limit, hard 8192) ---
 e2e_bg nofile prlimit --nofile=1024:8192 "$MOAT_BUILD/moatd" --listen 127.0.0.1:5356 \
 	--upstream 127.0.0.1:5300 --allow "$E2E_WORK/policy/allow.txt" --log /dev/null
-wait_line "$E2E_WORK/nofile.log" "ready in"
+e2e_wait_ready nofile
 soft=$(awk '/^Max open files/ { print $4 }' "/proc/$(e2e_pid nofile)/limits")
 e2e_log "moatd's descriptor limit after start: $soft (started with 1024, hard 8192)"
 ((soft > 1024 + 2048)) || e2e_fail "RLIMIT_NOFILE not raised for tcp_max_clients + inflight_max: $soft"
@@ -130,9 +120,8 @@ e2e_assert_eq 0 "$E2E_LAST_STATUS" "clean stop (nofile)"
 # --- class-CH records from the upstream never reach the client ---
 e2e_bg up "$PY" "$PEERS/bad_upstream.py" chclass 127.0.0.1 5301 60
 e2e_wait_port udp 127.0.0.1 5301
-e2e_bg ch "$MOAT_BUILD/moatd" --listen 127.0.0.1:5355 --upstream 127.0.0.1:5301 \
-	--allow "$E2E_WORK/policy/allow.txt" --log "$E2E_WORK/ch.jsonl"
-wait_line "$E2E_WORK/ch.log" "ready in"
+start_moatd ch --listen 127.0.0.1:5355 --upstream 127.0.0.1:5301 \
+	--allow "$E2E_WORK/policy/allow.txt"
 out=$(e2e_dig @127.0.0.1 -p 5355 +noall +answer www.example.test A)
 grep -q chclass "$E2E_WORK/up.log" || e2e_fail "the CH-class upstream was not asked"
 e2e_assert_eq "www.example.test.	60	IN	A	192.0.2.10" "$out" "only the class-IN record reaches the client"

@@ -13,14 +13,8 @@ for a in 192.0.2.53/32 192.0.2.60/32 192.0.2.61/32 192.0.2.54/32; do e2e_addr "$
 e2e_bg hole python3 "$E2E_DIR/peers/silent_udp.py" 192.0.2.54 53 120
 # moat-fw refuses private grants unless told: an operator who answers names with private
 # addresses opens them on moat-fw too (--allow-private); the always-deny ranges stay closed.
-e2e_bg fw "$MOAT_BUILD/moat-fw" --socket "$E2E_WORK/fw.sock" --netns "$E2E_NS" \
+start_fw fw --socket "$E2E_WORK/fw.sock" --netns "$E2E_NS" \
 	--state "$E2E_WORK/fwstate" --resolver 192.0.2.53 --min-lifetime 1 --allow-private
-for ((i = 0; i < E2E_STARTUP_TRIES; i++)); do
-	grep -q 'listening on' "$E2E_WORK/fw.log" 2>/dev/null && break
-	e2e_alive fw || e2e_fail "moat-fw exited during start-up"
-	sleep 0.1
-done
-grep -q 'listening on' "$E2E_WORK/fw.log" || e2e_fail "moat-fw did not start"
 
 printf '192.0.2.44 build.corp.internal build-alias.corp.internal # the CI box\n' >"$E2E_WORK/hosts"
 printf '*.corp.internal\n' >"$E2E_WORK/allow-box.txt"
@@ -49,9 +43,7 @@ Y
 out=$("$MOAT_BUILD/moatd" -c "$E2E_WORK/moatd.yaml" --check 2>&1)
 e2e_assert_contains "$out" "moatd.yaml:11: warning: local address 169.254.169.254 is in the always-denied ranges" "--check warns about an always-denied local address"
 e2e_assert_contains "$out" "7 local record(s), 1 warning(s)" "--check counts the local records"
-e2e_bg moatd "$MOAT_BUILD/moatd" -c "$E2E_WORK/moatd.yaml"
-e2e_wait_port udp 192.0.2.53 53
-status_of() { sed -n 's/.*status: \([A-Z]*\),.*/\1/p' <<<"$1"; }
+start_moatd moatd -c "$E2E_WORK/moatd.yaml"
 box() { e2e_dig @192.0.2.53 -b 192.0.2.60 "$@"; }
 allow4() { e2e_run nft list set inet moat allow4; }
 allow6() { e2e_run nft list set inet moat allow6; }

@@ -29,8 +29,7 @@ agents:
     clients: [127.0.0.1/32]
     allow: [allow.txt]
 EOF
-e2e_bg moatd "$MOAT_BUILD/moatd" -c "$E2E_WORK/moatd.yaml"
-e2e_wait_port udp 127.0.0.1 53
+start_moatd moatd -c "$E2E_WORK/moatd.yaml"
 e2e_wait_port tcp 127.0.0.1 9153
 ctl() { e2e_run "$CTL" -s "$E2E_WORK/ctl.sock" "$@"; }
 scrape() { e2e_run curl -sf http://127.0.0.1:9153/metrics; }
@@ -229,19 +228,18 @@ e2e_assert_contains "$line" '"answer":null' "log v2: no answer released for a de
 # --- logrotate: SIGUSR1 reopens the log ---
 mv "$E2E_WORK/queries.jsonl" "$E2E_WORK/queries.jsonl.1"
 kill -USR1 "$(e2e_pid moatd)"
-for ((t = 0; t < 50; t++)); do [[ -e "$E2E_WORK/queries.jsonl" ]] && break; sleep 0.1; done
+e2e_poll 5 test -e "$E2E_WORK/queries.jsonl" || true
 [[ -e "$E2E_WORK/queries.jsonl" ]] || e2e_fail "log not reopened on SIGUSR1"
 e2e_dig @127.0.0.1 after.rotate.example.test A >/dev/null
-for ((t = 0; t < 50; t++)); do grep -q after.rotate "$E2E_WORK/queries.jsonl" && break; sleep 0.1; done
+e2e_poll_line "$E2E_WORK/queries.jsonl" after.rotate 5 || true
 grep -q after.rotate "$E2E_WORK/queries.jsonl" || e2e_fail "new lines not in the reopened log"
 grep -q after.rotate "$E2E_WORK/queries.jsonl.1" && e2e_fail "new lines went to the rotated file"
 
 # --- two workers: stats sum both, flush reaches both ---
 printf '*.example.test\n' >"$E2E_WORK/allow2.txt"
-e2e_bg moatd2 "$MOAT_BUILD/moatd" --listen 127.0.0.3:53 --upstream 127.0.0.1:5300 --workers 2 \
+start_moatd moatd2 --listen 127.0.0.3:53 --upstream 127.0.0.1:5300 --workers 2 \
 	--allow "$E2E_WORK/allow2.txt" --log /dev/null --control "$E2E_WORK/ctl2.sock" \
 	--metrics 127.0.0.3:9153
-e2e_wait_port udp 127.0.0.3 53
 e2e_wait_port tcp 127.0.0.3 9153
 # each name asked 6 times from random source ports: cached in both workers' shares
 for i in $(seq 1 10); do for k in 1 2 3 4 5 6; do echo "w$i.wild.example.test A"; done; done \
@@ -277,12 +275,11 @@ e2e_assert_contains "$full" 'version: "moatd ' "dnstap: version"
 # --- dnstap to a Frame Streams socket (fstrm_capture as the collector) ---
 e2e_bg capture fstrm_capture -t protobuf:dnstap.Dnstap -u "$E2E_WORK/tap.sock" \
 	-w "$E2E_WORK/captured.dnstap"
-for ((t = 0; t < 50; t++)); do [[ -S "$E2E_WORK/tap.sock" ]] && break; sleep 0.1; done
+e2e_poll 5 test -S "$E2E_WORK/tap.sock" || true
 sed -e "s|dnstap: {file: .*}|dnstap: {socket: $E2E_WORK/tap.sock}|" \
 	-e "s|control: .*|control: $E2E_WORK/ctl3.sock|" -e "s|^metrics: .*||" \
 	"$E2E_WORK/moatd.yaml" >"$E2E_WORK/moatd3.yaml"
-e2e_bg moatd3 "$MOAT_BUILD/moatd" -c "$E2E_WORK/moatd3.yaml"
-e2e_wait_port udp 127.0.0.1 53
+start_moatd moatd3 -c "$E2E_WORK/moatd3.yaml"
 for ((t = 0; t < 50; t++)); do
 	e2e_dig @127.0.0.1 tap.evil.test A >/dev/null
 	dnstap-ldns -q -r "$E2E_WORK/captured.dnstap" 2>/dev/null | grep -q '"tap.evil.test."' && break

@@ -13,14 +13,12 @@ e2e_addr 192.0.2.53/32 # NSD
 e2e_addr 192.0.2.2/32  # moatd
 e2e_nsd 192.0.2.53 53 "$E2E_ZONES/example.test.zone"
 printf '*.example.test\n' >"$E2E_WORK/allow.txt"
-e2e_bg fw "$MOAT_BUILD/moat-fw" --socket "$E2E_WORK/fw.sock" --netns "$E2E_NS" \
+start_fw fw --socket "$E2E_WORK/fw.sock" --netns "$E2E_NS" \
 	--state "$E2E_WORK/fwstate" --resolver 192.0.2.2 --resolver 192.0.2.53
-for ((i = 0; i < 50; i++)); do [[ -S "$E2E_WORK/fw.sock" ]] && break; sleep 0.1; done
 [[ -S "$E2E_WORK/fw.sock" ]] || e2e_fail "moat-fw did not create its socket"
-e2e_bg moatd "$MOAT_BUILD/moatd" --listen 192.0.2.2:53 --upstream 192.0.2.53:53 \
+start_moatd moatd --listen 192.0.2.2:53 --upstream 192.0.2.53:53 \
 	--allow "$E2E_WORK/allow.txt" --firewall "$E2E_WORK/fw.sock" --log "$E2E_WORK/q.jsonl" \
 	--control "$E2E_WORK/ctl.sock"
-e2e_wait_port udp 192.0.2.2 53
 
 out=$(e2e_run "$CTL" --state "$E2E_WORK/fwstate" --json grants)
 e2e_assert_contains "$out" '"grants":[],"count":0' "no grant before any answer"

@@ -14,21 +14,7 @@ WAIT_TRIES=600 # 60 s: a large allowlist under the sanitizers is slow to load
 
 # wait_exit NAME: until the listener has seen READY=1 (or given up) and exited.
 wait_exit() {
-	local i
-	for ((i = 0; i < WAIT_TRIES; i++)); do
-		e2e_alive "$1" || return 0
-		sleep 0.1
-	done
-	e2e_fail "$1 still running after $((WAIT_TRIES / 10)) s"
-}
-# wait_listening NAME
-wait_listening() {
-	local i
-	for ((i = 0; i < E2E_STARTUP_TRIES; i++)); do
-		grep -q '^listening' "$E2E_WORK/$1.log" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	e2e_fail "$1 did not bind its socket"
+	e2e_wait_exit "$1" $((WAIT_TRIES / 10)) || e2e_fail "$1 still running after $((WAIT_TRIES / 10)) s"
 }
 
 # --- 1. a large policy: 500000 names, the one we ask for last ---
@@ -37,7 +23,7 @@ awk 'BEGIN { for (i = 0; i < 500000; i++) printf "n%d.big.test\n", i; print "www
 chmod 0755 "$E2E_WORK"
 chmod 0644 "$E2E_WORK/big.txt"
 e2e_bg notify1 python3 "$LISTEN" --query 127.0.0.1 53 www.example.test "$E2E_WORK/notify.sock" 60
-wait_listening notify1
+wait_line "$E2E_WORK/notify1.log" '^listening'
 e2e_bg moatd1 env NOTIFY_SOCKET="$E2E_WORK/notify.sock" "$MOAT_BUILD/moatd" \
 	--listen 127.0.0.1:53 --upstream 127.0.0.1:5300 --allow "$E2E_WORK/big.txt" \
 	--log "$E2E_WORK/q1.jsonl"
@@ -57,7 +43,7 @@ printf 'www.example.test\n' >"$E2E_WORK/small.txt"
 chmod 0644 "$E2E_WORK/small.txt"
 abs="@moat-readiness-$$"
 e2e_bg notify2 python3 "$LISTEN" --query 127.0.0.1 53 www.example.test "$abs" 60
-wait_listening notify2
+wait_line "$E2E_WORK/notify2.log" '^listening'
 e2e_bg moatd2 env NOTIFY_SOCKET="$abs" "$MOAT_BUILD/moatd" --listen 127.0.0.1:53 \
 	--upstream 127.0.0.1:5300 --allow "$E2E_WORK/small.txt" --log "$E2E_WORK/q2.jsonl" \
 	--workers 2 --user nobody
@@ -73,7 +59,7 @@ e2e_stop moatd2
 # --- 3. moat-fw: READY=1 once its socket accepts connections ---
 SOCK="$E2E_WORK/fw.sock"
 e2e_bg notify3 python3 "$LISTEN" --connect "$SOCK" "@moat-fw-readiness-$$" 60
-wait_listening notify3
+wait_line "$E2E_WORK/notify3.log" '^listening'
 e2e_bg fw env NOTIFY_SOCKET="@moat-fw-readiness-$$" "$MOAT_BUILD/moat-fw" --socket "$SOCK" \
 	--netns "$E2E_NS" --state "$E2E_WORK/fwstate" --resolver 192.0.2.53
 wait_exit notify3

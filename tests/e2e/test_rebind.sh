@@ -22,18 +22,11 @@ metadata.google.internal
 169.254.169.254
 A
 
-# start_moatd NAME LISTEN UPSTREAM ARGS...
-start_moatd() {
-	local name=$1 listen=$2 up=$3
-	shift 3
-	e2e_bg "$name" "$MOAT_BUILD/moatd" --listen "$listen:53" --upstream "$up" \
-		--allow "$E2E_WORK/allow.txt" --log "$E2E_WORK/$name.jsonl" "$@"
-	e2e_wait_port udp "$listen" 53
-}
-status_of() { sed -n 's/.*status: \([A-Z]*\),.*/\1/p' <<<"$1"; }
+# shellcheck disable=SC2034 # read by start_moatd (lib.sh)
+MOATD_BASE=(--allow "$E2E_WORK/allow.txt")
 
-start_moatd moatd 127.0.0.1 127.0.0.1:5300
-start_moatd crafted 127.0.0.2 127.0.0.1:5301
+start_moatd moatd --listen 127.0.0.1:53 --upstream 127.0.0.1:5300
+start_moatd crafted --listen 127.0.0.2:53 --upstream 127.0.0.1:5301
 
 # expect_blocked SERVER NAME TYPE ADDRTEXT: denied, EDE names the address, nothing leaks.
 expect_blocked() {
@@ -136,7 +129,7 @@ grep -F '"qname":"good.rebind.test."' "$E2E_WORK/moatd.jsonl" | grep -q '"alert"
 
 # --- --allow-private opts into private answers; metadata stays refused ---
 e2e_stop moatd
-start_moatd private 127.0.0.1 127.0.0.1:5300 --allow-private
+start_moatd private --listen 127.0.0.1:53 --upstream 127.0.0.1:5300 --allow-private
 out=$(e2e_dig @127.0.0.1 +short priv.rebind.test A)
 e2e_assert_eq 10.0.0.5 "$out" "private answer with --allow-private"
 expect_blocked 127.0.0.1 meta.rebind.test A 169.254.169.254
@@ -144,7 +137,7 @@ expect_blocked 127.0.0.1 loop.rebind.test A 127.0.0.1
 e2e_stop private
 
 # --- --strict-chain: every name in the chain must be allowed ---
-start_moatd strict 127.0.0.1 127.0.0.1:5300 --strict-chain
+start_moatd strict --listen 127.0.0.1:53 --upstream 127.0.0.1:5300 --strict-chain
 out=$(e2e_dig @127.0.0.1 cdn.example.test A)
 e2e_assert_eq NXDOMAIN "$(status_of "$out")" "strict chain leaving the allowlist"
 e2e_assert_contains "$out" "strict-chain" "EDE names strict-chain"

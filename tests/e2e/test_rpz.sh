@@ -101,20 +101,11 @@ Y
 moat_cfg "$SECRET"
 out=$("$MOAT_BUILD/moatd" -c "$E2E_WORK/moatd.yaml" --check 2>&1)
 e2e_assert_contains "$out" "rpz hrz: high-risk zone, transferred from its primary once moatd runs" "--check names the zones"
-e2e_bg moatd "$MOAT_BUILD/moatd" -c "$E2E_WORK/moatd.yaml"
-e2e_wait_port udp 127.0.0.1 53
+start_moatd moatd -c "$E2E_WORK/moatd.yaml"
 MLOG="$E2E_WORK/moatd.log"
 KLOG="$E2E_WORK/knot.log"
 
-wait_log() { # FILE PATTERN TRIES(x 20 ms): poll until the pattern is in the file
-	local i
-	for ((i = 0; i < $3; i++)); do
-		grep -qE "$2" "$1" && return 0
-		sleep 0.02
-	done
-	return 1
-}
-status_of() { sed -n 's/.*status: \([A-Z]*\),.*/\1/p' <<<"$1"; }
+wait_log() { e2e_poll_line -E "$1" "$2" $(($3 / 50)); } # FILE ERE TRIES(x 20 ms), 0 when seen
 
 wait_log "$MLOG" 'rpz allowz: AXFR from 127.0.0.1#5310 serial 1 loaded \(4005 triggers\)' 500 ||
 	e2e_fail "allow zone not transferred: $(cat "$MLOG")"

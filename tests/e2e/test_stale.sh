@@ -27,11 +27,8 @@ agents:
 EOF
 	echo "$E2E_WORK/moatd-$2.yaml"
 }
-e2e_bg stale "$MOAT_BUILD/moatd" -c "$(conf 127.0.0.1 6)"
-e2e_bg fresh "$MOAT_BUILD/moatd" -c "$(conf 127.0.0.2 0)"
-e2e_wait_port udp 127.0.0.1 53
-e2e_wait_port udp 127.0.0.2 53
-status_of() { sed -n 's/.*status: \([A-Z]*\),.*/\1/p' <<<"$1"; }
+start_moatd stale -c "$(conf 127.0.0.1 6)"
+start_moatd fresh -c "$(conf 127.0.0.2 0)"
 ttl_of() { awk '$1 !~ /^;/ && $4 == "A" { print $2; exit }' <<<"$1"; }
 
 # --- while the upstream is up: fresh answers, cached by both ---

@@ -15,8 +15,7 @@ e2e_init upstream_pool
 
 PEERS="$E2E_DIR/peers"
 # The system interpreter: a version-manager shim in PATH can cost a second per start.
-PY=python3
-[[ -x /usr/bin/python3 ]] && PY=/usr/bin/python3
+PY=$E2E_PY
 UP_PORT=5300
 PLOG="$E2E_WORK/upstream-queries.txt"
 
@@ -85,10 +84,7 @@ e2e_bg upstream "$PY" "$PEERS/port_log.py" 127.0.0.1 $UP_PORT 240 "$PLOG"
 e2e_wait_port udp 127.0.0.1 $UP_PORT
 e2e_wait_port tcp 127.0.0.1 $UP_PORT
 printf '*.pool.test\n' >"$E2E_WORK/allow.txt"
-e2e_bg moatd "$MOAT_BUILD/moatd" --listen 127.0.0.1:53 --upstream 127.0.0.1:$UP_PORT \
-	--allow "$E2E_WORK/allow.txt" --log "$E2E_WORK/moatd.jsonl"
-e2e_wait_port udp 127.0.0.1 53
-e2e_wait_port tcp 127.0.0.1 53
+start_moatd moatd --listen 127.0.0.1:53 --upstream 127.0.0.1:$UP_PORT --allow "$E2E_WORK/allow.txt"
 
 # --- 1. sequential: 300 names, one after another ---
 t0=$(date +%s%N)

@@ -198,43 +198,18 @@ expect_clean() {
 		e2e_assert_eq "$want" "$last" "$msg"
 	fi
 }
-status_of() { sed -n 's/.*status: \([A-Z]*\),.*/\1/p' <<<"$1"; }
-# wait_log FILE TEXT: until FILE contains TEXT (5 s).
-wait_log() {
-	local i
-	for ((i = 0; i < 50; i++)); do
-		grep -qF -- "$2" "$1" 2>/dev/null && return 0
-		sleep 0.1
-	done
-	e2e_fail "'$2' did not appear in ${1##*/}: $(tail -5 "$1" 2>/dev/null)"
-}
-# wait_ready NAME: until the e2e_bg moatd NAME says it serves (its threads have passed the
-# start-up barrier, privileges dropped); fails with its output if it exits first.
-wait_ready() {
-	local i log="$E2E_WORK/$1.log"
-	for ((i = 0; i < 50; i++)); do
-		grep -qF "ready in" "$log" 2>/dev/null && return 0
-		if ! e2e_alive "$1"; then
-			e2e_stop "$1"
-			e2e_fail "moatd '$1' exited during start-up (status $E2E_LAST_STATUS): $(cat "$log")"
-		fi
-		sleep 0.1
-	done
-	e2e_fail "moatd '$1' not ready after 5 s: $(tail -5 "$log")"
-}
 threads_of() { find "/proc/$1/task" -mindepth 1 -maxdepth 1 | wc -l; }
-# field PID TID KEY COLUMN: a column of a line of /proc/PID/task/TID/status.
+# field PID TID KEY COLUMN: a column of a line of /proc/PID/task/TID/status (here in place of
+# lib.sh's field KEY TEXT, which this test does not use).
 field() { awk -v k="$3:" -v c="$4" '$1 == k { print $c }' "/proc/$1/task/$2/status"; }
 # fwd_count QNAME QTYPE PROTO LOG: how many times moatd (source $SRC) forwarded QNAME QTYPE.
 fwd_count() { grep -cxF "$1 $2 $3 $SRC" <<<"$4" || true; }
 
 # ------------------------------------------- 1. threads and privileges --
-e2e_bg moatd "$MOAT_BUILD/moatd" --listen 127.0.0.1:53 --upstream $UP:$UPPORT \
-	--upstream-source $SRC --allow "$ALLOW" --log "$E2E_WORK/moatd.jsonl" \
-	--workers 2 --user nobody
+# The sockets are bound before privileges drop: start_moatd waits until moatd says it serves.
+start_moatd moatd --listen 127.0.0.1:53 --upstream $UP:$UPPORT \
+	--upstream-source $SRC --allow "$ALLOW" --workers 2 --user nobody
 PID=$(e2e_pid moatd)
-# The sockets are bound before privileges drop: wait until moatd says it serves.
-wait_ready moatd
 e2e_wait_port udp 127.0.0.1 53
 e2e_wait_port tcp 127.0.0.1 53
 e2e_assert_contains "$(cat "$E2E_WORK/moatd.log")" "2 worker(s)" "start-up line names the workers"
@@ -322,7 +297,7 @@ e2e_log "one name, 100 queries, 2 workers: NSD asked $n time(s)"
 sed -i -e '/^multi\.example\.test$/d' "$ALLOW"
 echo edge.cdn.test >>"$ALLOW"
 kill -HUP "$PID"
-wait_log "$E2E_WORK/moatd.log" "policy reloaded"
+wait_line -F "$E2E_WORK/moatd.log" "policy reloaded"
 e2e_upstream_reset
 for ((i = 0; i < 40; i++)); do echo "edge.cdn.test A allow"; done >"$E2E_WORK/added.txt"
 out=$(client "$E2E_WORK/added.txt")
@@ -359,9 +334,8 @@ e2e_assert_eq "$total" "$((w0 + w1))" "per-worker counts add up to the total"
 # Start-up as root (no --user: the default user, moat or nobody): every worker thread must be running
 # before the filter arrives, whatever the scheduling. Ten starts in a row, each must serve.
 for ((i = 1; i <= 10; i++)); do
-	e2e_bg "root$i" "$MOAT_BUILD/moatd" --listen "127.0.0.1:$((5400 + i))" --upstream $UP:$UPPORT \
+	start_moatd "root$i" --listen "127.0.0.1:$((5400 + i))" --upstream $UP:$UPPORT \
 		--allow "$ALLOW" --log /dev/null --workers 2
-	wait_ready "root$i"
 	pid=$(e2e_pid "root$i")
 	e2e_assert_eq 2 "$(threads_of "$pid")" "root start $i: threads"
 	for task in "/proc/$pid/task/"*; do
@@ -384,8 +358,7 @@ agents:
 Y
 out=$("$MOAT_BUILD/moatd" -c "$E2E_WORK/moatd.yaml" --check)
 e2e_assert_contains "$out" "configuration OK: 1 agent(s)" "--check on a config with workers: 2"
-e2e_bg conf "$MOAT_BUILD/moatd" -c "$E2E_WORK/moatd.yaml"
-wait_ready conf
+start_moatd conf -c "$E2E_WORK/moatd.yaml"
 e2e_wait_port udp 127.0.0.1 53
 e2e_assert_contains "$(cat "$E2E_WORK/conf.log")" "2 worker(s)" "config: start-up line"
 e2e_assert_eq 2 "$(threads_of "$(e2e_pid conf)")" "threads with workers: 2 in the config"
@@ -395,15 +368,12 @@ e2e_assert_eq 0 "$E2E_LAST_STATUS" "config mode: exit status"
 n=$(grep -c '^moatd: worker [01]: [0-9]* queries$' "$E2E_WORK/conf.log" || true)
 e2e_assert_eq 2 "$n" "config mode: one stop line per worker"
 # The flag beside a config wins over it.
-e2e_bg conf3 "$MOAT_BUILD/moatd" -c "$E2E_WORK/moatd.yaml" --workers 3
-wait_ready conf3
+start_moatd conf3 -c "$E2E_WORK/moatd.yaml" --workers 3
 e2e_assert_eq 3 "$(threads_of "$(e2e_pid conf3)")" "--workers 3 beside workers: 2"
 e2e_stop conf3
 e2e_assert_eq 0 "$E2E_LAST_STATUS" "--workers 3: exit status"
 # One worker: one thread, no per-worker lines.
-e2e_bg one "$MOAT_BUILD/moatd" --listen 127.0.0.1:53 --upstream $UP:$UPPORT --allow "$ALLOW" \
-	--log /dev/null
-wait_ready one
+start_moatd one --listen 127.0.0.1:53 --upstream $UP:$UPPORT --allow "$ALLOW" --log /dev/null
 e2e_assert_eq 1 "$(threads_of "$(e2e_pid one)")" "threads without --workers"
 e2e_stop one
 e2e_assert_eq 0 "$E2E_LAST_STATUS" "one worker: exit status"

@@ -751,3 +751,21 @@ Test(cache, flush_name_and_all)
 	expect_hit(c, n, T_A, C_IN, false, 0, pkt, sizeof(pkt));
 	cache_free(c);
 }
+
+/* The key bytes (also hashed by moatd's in-flight table): the name, then qtype, qclass and the
+ * variant big-endian; a malformed name has no key. */
+Test(cache, key_bytes)
+{
+	uint8_t n[NAME_MAXWIRE], k[CACHE_MAXKEY];
+	wire("a.example", n);
+	int nl = name_wire_len(n, NAME_MAXWIRE);
+	cr_assert_eq(cache_key(k, n, T_AAAA, C_CH, 0x01020304u), nl + CACHE_KEYTAIL);
+	cr_expect_eq(memcmp(k, n, (size_t)nl), 0);
+	const uint8_t tail[CACHE_KEYTAIL] = {0, T_AAAA, 0, C_CH, 1, 2, 3, 4};
+	cr_expect_eq(memcmp(k + nl, tail, sizeof(tail)), 0);
+	const uint8_t bad[] = {5, 'a'}; /* a label running past the end */
+	uint8_t badname[NAME_MAXWIRE] = {0};
+	memcpy(badname, bad, sizeof(bad));
+	memset(badname + 2, 63, sizeof(badname) - 2);
+	cr_expect_eq(cache_key(k, badname, T_A, C_IN, 0), MOAT_EINVAL);
+}

@@ -1,7 +1,8 @@
 /* moat-escape's shared declarations: the run's configuration (config.c), the probes that talk
- * to the network with a bound on every wait (probe.c), the ten escape tests built from them
- * (tests.c) and the report in its three formats (report.c). main.c only wires these together,
- * so everything but the command line is reachable from the unit tests through libmoatescape. */
+ * to the network with a bound on every wait (probe.c), what a reply means (judge.c), the ten
+ * escape tests built from them (tests.c) and the report in its three formats (report.c).
+ * main.c only wires these together, so everything but the command line is reachable from the
+ * unit tests through libmoatescape. */
 #ifndef MOAT_ESCAPE_H
 #define MOAT_ESCAPE_H
 
@@ -156,6 +157,8 @@ struct escape_dns {
 void escape_dns_query(const struct sockaddr *server, const char *name, uint16_t qtype,
                       enum escape_transport tr, unsigned timeout_ms, struct escape_dns *out);
 
+/* ---- what a reply means (judge.c) ---- */
+
 /* What a reply means to the escape tests. */
 enum escape_verdict {
 	ESCAPE_V_DENY =
@@ -188,6 +191,8 @@ bool escape_addr_internal(const struct escape_addr *a);
 
 /* "NXDOMAIN", "NOERROR 192.0.2.1", "NOERROR sinkhole", "REFUSED (EDE 15)", ... into buf. */
 const char *escape_answer_str(const struct escape_answer *a, char *buf, size_t cap);
+
+/* ---- tunnelling names (probe.c) ---- */
 
 /* base32 (RFC 4648 alphabet, lower case, no padding) of n bytes; out needs 8*n/5 + 2 bytes. */
 void escape_base32(const uint8_t *in, size_t n, char *out);

@@ -1,8 +1,7 @@
-/* probe.c owns what moat-escape sends and how it reads what comes back: one TCP connect, one DNS
- * query over UDP or TCP (our own sockets, so the tool needs no dig and no libc resolver that
- * might consult something other than the resolver under test), the classification of a DNS reply
- * into deny / no data / failure / data, and the tunnelling names. Every wait is a poll() against
- * one deadline, so no probe outlives its timeout. */
+/* probe.c owns what moat-escape sends and how it receives: one TCP connect, one DNS query over
+ * UDP or TCP (our own sockets, so the tool needs no dig and no libc resolver that might consult
+ * something other than the resolver under test), and the tunnelling names. What a reply means is
+ * judge.c's. Every wait is a poll() against one deadline, so no probe outlives its timeout. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +14,6 @@
 #include <unistd.h>
 
 #include "escape.h"
-#include "moat/addrguard.h"
 #include "moat/err.h"
 #include "moat/wire.h"
 
@@ -278,156 +276,6 @@ void escape_dns_query(const struct sockaddr *server, const char *name, uint16_t 
 			return;
 	}
 	escape_dns_tcp(server, q, (size_t)ql, deadline, out);
-}
-
-/* The RFC 8914 info code of the first EDE option in the OPT record, or -1. The message has
- * already passed wire_resp_parse, so the walk only needs to skip, not to distrust. */
-static int escape_find_ede(const uint8_t *pkt, size_t len)
-{
-	uint8_t name[NAME_MAXWIRE];
-	size_t off = WIRE_HDR;
-	unsigned qd = (unsigned)(pkt[4] << 8 | pkt[5]);
-	unsigned rrs = (unsigned)(pkt[6] << 8 | pkt[7]) + (unsigned)(pkt[8] << 8 | pkt[9]) +
-	               (unsigned)(pkt[10] << 8 | pkt[11]);
-
-	for (unsigned i = 0; i < qd; i++) {
-		if (name_unpack(pkt, len, &off, name) < 0 || off + 4 > len)
-			return -1;
-		off += 4;
-	}
-	for (unsigned i = 0; i < rrs; i++) {
-		if (name_unpack(pkt, len, &off, name) < 0 || off + 10 > len)
-			return -1;
-		uint16_t type = (uint16_t)(pkt[off] << 8 | pkt[off + 1]);
-		size_t rdlen = (size_t)(pkt[off + 8] << 8 | pkt[off + 9]);
-		off += 10;
-		if (off + rdlen > len)
-			return -1;
-		if (type == WIRE_OPT) {
-			for (size_t o = off; o + 4 <= off + rdlen;) {
-				uint16_t code = (uint16_t)(pkt[o] << 8 | pkt[o + 1]);
-				size_t olen = (size_t)(pkt[o + 2] << 8 | pkt[o + 3]);
-				if (o + 4 + olen > off + rdlen)
-					break;
-				if (code == WIRE_EDE_OPTION && olen >= 2)
-					return pkt[o + 4] << 8 | pkt[o + 5];
-				o += 4 + olen;
-			}
-		}
-		off += rdlen;
-	}
-	return -1;
-}
-
-static bool escape_is_sink(const uint8_t *b, size_t n, const struct escape_addr *sinks,
-                           size_t nsinks)
-{
-	for (size_t i = 0; i < nsinks; i++)
-		if (sinks[i].len == n && memcmp(sinks[i].b, b, n) == 0)
-			return true;
-	return false;
-}
-
-void escape_classify(const uint8_t *pkt, size_t len, uint16_t id, const uint8_t *lname,
-                     uint16_t qtype, const struct escape_addr *sinks, size_t nsinks,
-                     struct escape_answer *a)
-{
-	/* ~17 KB: too much for every caller's stack frame to carry twice, fine once here. */
-	static struct wire_resp r;
-
-	memset(a, 0, sizeof(*a));
-	a->ede = -1;
-	a->addr_ttl = UINT32_MAX;
-	a->verdict = ESCAPE_V_MALFORMED;
-	if (wire_resp_parse(pkt, len, id, lname, qtype, WIRE_CLASS_IN, &r) != 0)
-		return;
-	a->rcode = r.rcode;
-	a->ede = escape_find_ede(pkt, len);
-	for (unsigned i = 0; i < r.nrr; i++) {
-		const struct wire_rr *rr = &r.rr[i];
-		if (rr->section != WIRE_SEC_AN)
-			continue;
-		bool is_addr = (rr->type == WIRE_A && rr->rdlen == 4) ||
-		               (rr->type == WIRE_AAAA && rr->rdlen == 16);
-		if (!is_addr) {
-			a->nother++;
-		} else if (escape_is_sink(pkt + rr->rdata_off, rr->rdlen, sinks, nsinks)) {
-			a->nsink++;
-		} else {
-			if (a->naddr < ESCAPE_MAXADDR) {
-				a->addr[a->naddr].len = (uint8_t)rr->rdlen;
-				memcpy(a->addr[a->naddr].b, pkt + rr->rdata_off, rr->rdlen);
-			}
-			a->naddr++;
-			if (rr->ttl < a->addr_ttl)
-				a->addr_ttl = rr->ttl;
-		}
-	}
-	if (r.ext_rcode != 0) {
-		a->verdict = ESCAPE_V_FAIL; /* BADVERS and friends: an error, not a deny */
-	} else if (a->rcode == WIRE_NXDOMAIN || a->rcode == WIRE_REFUSED) {
-		a->verdict = ESCAPE_V_DENY;
-	} else if (a->rcode != WIRE_NOERROR) {
-		a->verdict = ESCAPE_V_FAIL;
-	} else if (a->naddr > 0 || a->nother > 0) {
-		a->verdict = ESCAPE_V_DATA;
-	} else if (a->nsink > 0) {
-		a->verdict = ESCAPE_V_DENY;
-	} else {
-		a->verdict = ESCAPE_V_NODATA;
-	}
-}
-
-/* Broad versions of zones/blocked-ranges.txt, compiled in because the sandbox the tool runs in
- * need not have moat's data files. The address guard adds the embedded-IPv4 forms. */
-static const char *const escape_internal_ranges[] = {
-    "0.0.0.0/8",     "127.0.0.0/8",   "169.254.0.0/16", "224.0.0.0/4",   "240.0.0.0/4",
-    "10.0.0.0/8",    "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "192.0.0.0/24",
-    "198.18.0.0/15", "168.63.129.16", "::/128",         "::1/128",       "fe80::/10",
-    "fec0::/10",     "ff00::/8",      "100::/64",       "fc00::/7",
-};
-
-bool escape_addr_internal(const struct escape_addr *a)
-{
-	static struct addrguard *g;
-
-	if (g == NULL) {
-		g = addrguard_new();
-		for (size_t i = 0; g != NULL && i < sizeof(escape_internal_ranges) /
-		                                        sizeof(escape_internal_ranges[0]);
-		     i++)
-			addrguard_add(g, escape_internal_ranges[i], ADDR_ALWAYS);
-		if (g == NULL)
-			return true; /* out of memory: fail towards "escaped", never towards "held"
-			              */
-	}
-	return addrguard_check(g, a->b, a->len) != ADDR_OK;
-}
-
-const char *escape_answer_str(const struct escape_answer *a, char *buf, size_t cap)
-{
-	char t[INET6_ADDRSTRLEN];
-	size_t n;
-
-	if (a->verdict == ESCAPE_V_MALFORMED) {
-		snprintf(buf, cap, "malformed reply");
-		return buf;
-	}
-	n = (size_t)snprintf(buf, cap, "%s", wire_rcode_str(a->rcode));
-	for (size_t i = 0; i < a->naddr && i < ESCAPE_MAXADDR && n < cap; i++) {
-		inet_ntop(a->addr[i].len == 4 ? AF_INET : AF_INET6, a->addr[i].b, t, sizeof(t));
-		n += (size_t)snprintf(buf + n, cap - n, "%s%s", i ? "," : " ", t);
-	}
-	if (a->nsink > 0 && n < cap)
-		n += (size_t)snprintf(buf + n, cap - n, " sinkhole");
-	if (a->nother > 0 && n < cap)
-		n += (size_t)snprintf(buf + n, cap - n, " +%zu record%s", a->nother,
-		                      a->nother == 1 ? "" : "s");
-	if (a->verdict == ESCAPE_V_NODATA && n < cap)
-		n += (size_t)snprintf(buf + n, cap - n, " (no data)");
-	if (a->ede >= 0 && n < cap)
-		snprintf(buf + n, cap - n, " (EDE %d)", a->ede);
-	return buf;
 }
 
 void escape_base32(const uint8_t *in, size_t n, char *out)
