@@ -28,7 +28,9 @@
 #include <sys/stat.h>
 
 #include "moat/agentstore.h"
+#include "moat/bytes.h"
 #include "moat/err.h"
+#include "moat/strv.h"
 
 #define CHECK_LEN 8
 #define MAP_SIZE ((size_t)1 << 30) /* address space only; the file grows as it fills */
@@ -43,11 +45,7 @@ struct agentstore {
 
 void agent_spec_clear(struct agent_spec *spec)
 {
-	for (size_t i = 0; i < spec->npatterns; i++)
-		free(spec->patterns[i]);
-	free(spec->patterns);
-	spec->patterns = NULL;
-	spec->npatterns = 0;
+	strv_free(&spec->patterns, &spec->npatterns);
 }
 
 static void check_of(const uint8_t *key, size_t klen, const uint8_t *val, size_t len, uint8_t *out)
@@ -57,20 +55,6 @@ static void check_of(const uint8_t *key, size_t klen, const uint8_t *val, size_t
 	crypto_generichash_update(&st, key, klen);
 	crypto_generichash_update(&st, val, len);
 	crypto_generichash_final(&st, out, CHECK_LEN);
-}
-
-static uint8_t *put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-	return p + 2;
-}
-
-static uint8_t *put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 3; i >= 0; i--)
-		*p++ = (uint8_t)(v >> (8 * i));
-	return p;
 }
 
 int agentstore_encode(const struct agent_spec *spec, uint8_t **out, size_t *len)
@@ -92,18 +76,20 @@ int agentstore_encode(const struct agent_spec *spec, uint8_t **out, size_t *len)
 		return MOAT_ENOMEM;
 	*p++ = AGENTSTORE_VERSION;
 	*p++ = (uint8_t)spec->deny;
-	p = put16(p, (uint16_t)spec->nclients);
+	be16_put(p, (uint16_t)spec->nclients);
+	p += 2;
 	for (size_t i = 0; i < spec->nclients; i++) {
 		memcpy(p, spec->clients[i].addr, 16);
 		p[16] = spec->clients[i].bits;
 		p += 17;
 	}
-	p = put32(p, (uint32_t)spec->npatterns);
+	be32_put(p, (uint32_t)spec->npatterns);
+	p += 4;
 	for (size_t i = 0; i < spec->npatterns; i++) {
 		size_t l = strlen(spec->patterns[i]);
-		p = put16(p, (uint16_t)l);
-		memcpy(p, spec->patterns[i], l);
-		p += l;
+		be16_put(p, (uint16_t)l);
+		memcpy(p + 2, spec->patterns[i], l);
+		p += 2 + l;
 	}
 	check_of((const uint8_t *)spec->name, klen, buf, (size_t)(p - buf), p);
 	*out = buf;
@@ -128,7 +114,7 @@ static int decode_patterns(const uint8_t *p, const uint8_t *end, uint32_t n,
 	for (uint32_t i = 0; i < n; i++) {
 		if (end - p < 2)
 			return bad(err, errlen, "truncated pattern");
-		size_t l = (size_t)(p[0] << 8 | p[1]);
+		size_t l = be16_get(p);
 		p += 2;
 		if (l > AGENT_LINE_MAX || (size_t)(end - p) < l || memchr(p, 0, l) ||
 		    memchr(p, '\n', l))
@@ -163,7 +149,7 @@ int agentstore_decode(const uint8_t *key, size_t klen, const uint8_t *val, size_
 	if (*p > DENY_SINKHOLE)
 		return bad(err, errlen, "bad deny form");
 	spec->deny = (enum deny_form) * p++;
-	size_t nc = (size_t)(p[0] << 8 | p[1]);
+	size_t nc = be16_get(p);
 	p += 2;
 	if (!nc || nc > AGENT_CLIENTS_MAX || (size_t)(end - p) < nc * 17 + 4)
 		return bad(err, errlen, "client count out of range");
@@ -174,7 +160,7 @@ int agentstore_decode(const uint8_t *key, size_t klen, const uint8_t *val, size_
 		spec->clients[i].bits = p[16];
 	}
 	spec->nclients = nc;
-	uint32_t np = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+	uint32_t np = be32_get(p);
 	int rc = decode_patterns(p + 4, end, np, spec, err, errlen);
 	if (rc)
 		agent_spec_clear(spec);
@@ -193,7 +179,7 @@ static int format_check(struct agentstore *st, char *err, size_t errlen)
 	MDB_txn *txn;
 	MDB_val k = {sizeof(format_key) - 1, (void *)format_key}, v;
 	uint8_t want[4];
-	put32(want, AGENTSTORE_VERSION);
+	be32_put(want, AGENTSTORE_VERSION);
 	int rc = mdb_txn_begin(st->env, NULL, 0, &txn);
 	if (rc)
 		return lmdb_fail(err, errlen, "begin", rc);

@@ -54,6 +54,18 @@ static void stage(struct policy *np)
 	staged = np;
 }
 
+/* Stage the edited snapshot np once the store has staged the same change (rc: the store's
+ * answer); when it could not, np is dropped and the running policy stays. */
+static int stage_stored(struct policy *np, int rc)
+{
+	if (rc) {
+		policy_unref(np);
+		return rc;
+	}
+	stage(np);
+	return 0;
+}
+
 int control_agents_add(const struct agent_spec *spec, char *body, size_t cap, char *err,
                        size_t errlen)
 {
@@ -65,13 +77,8 @@ int control_agents_add(const struct agent_spec *spec, char *body, size_t cap, ch
 		return MOAT_EINVAL;
 	}
 	int rc = agent_edit_add(current(), spec, &np, warn, sizeof(warn), err, errlen);
-	if (rc)
+	if (rc || (rc = stage_stored(np, agentstore_put(store, spec, err, errlen))))
 		return rc;
-	if ((rc = agentstore_put(store, spec, err, errlen))) {
-		policy_unref(np);
-		return rc;
-	}
-	stage(np);
 	log_json_quote(warn, wq, sizeof(wq));
 	snprintf(body, cap, "\"agent\":\"%s\",\"patterns\":%zu,\"agents\":%zu,\"lint\":%s",
 	         spec->name, policy_set_count(agent_edit_find(np, spec->name)->allow), np->nagents,
@@ -82,15 +89,10 @@ int control_agents_add(const struct agent_spec *spec, char *body, size_t cap, ch
 int control_agents_del(const char *name, char *body, size_t cap, char *err, size_t errlen)
 {
 	struct policy *np;
-	int rc = agent_edit_del(current(), name, &np, err, errlen);
-	if (rc)
-		return rc;
 	/* A runtime agent exists only with a store. */
-	if ((rc = agentstore_del(store, name, err, errlen))) {
-		policy_unref(np);
+	int rc = agent_edit_del(current(), name, &np, err, errlen);
+	if (rc || (rc = stage_stored(np, agentstore_del(store, name, err, errlen))))
 		return rc;
-	}
-	stage(np);
 	snprintf(body, cap, "\"agent\":\"%s\",\"agents\":%zu", name, np->nagents);
 	return 0;
 }

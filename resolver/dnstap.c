@@ -7,6 +7,37 @@
 #include "moat/dnstap.h"
 #include "moat/err.h"
 
+/* protobuf wire types */
+enum { PB_VARINT = 0, PB_LEN = 2, PB_FIXED32 = 5 };
+
+/* dnstap.proto field numbers and enum values (the schema in moat/dnstap.h). */
+enum {
+	DT_IDENTITY = 1,
+	DT_VERSION = 2,
+	DT_MESSAGE = 14,
+	DT_TYPE = 15,
+	DT_TYPE_MESSAGE = 1,
+};
+enum {
+	MSG_TYPE = 1,
+	MSG_SOCKET_FAMILY = 2,
+	MSG_SOCKET_PROTOCOL = 3,
+	MSG_QUERY_ADDRESS = 4,
+	MSG_RESPONSE_ADDRESS = 5,
+	MSG_QUERY_PORT = 6,
+	MSG_RESPONSE_PORT = 7,
+	MSG_QUERY_TIME_SEC = 8,
+	MSG_QUERY_TIME_NSEC = 9,
+	MSG_QUERY_MESSAGE = 10,
+	MSG_RESPONSE_TIME_SEC = 12,
+	MSG_RESPONSE_TIME_NSEC = 13,
+	MSG_RESPONSE_MESSAGE = 14,
+	FAMILY_INET = 1,
+	FAMILY_INET6 = 2,
+	PROTOCOL_UDP = 1,
+	PROTOCOL_TCP = 2,
+};
+
 struct pb {
 	uint8_t *p;
 	size_t n, cap;
@@ -30,7 +61,6 @@ static void pb_varint(struct pb *b, uint64_t v)
 	pb_byte(b, (uint8_t)v);
 }
 
-/* wire types: 0 varint, 2 length-delimited, 5 fixed32 */
 static void pb_tag(struct pb *b, unsigned field, unsigned wt)
 {
 	pb_varint(b, (uint64_t)field << 3 | wt);
@@ -38,13 +68,13 @@ static void pb_tag(struct pb *b, unsigned field, unsigned wt)
 
 static void pb_uint(struct pb *b, unsigned field, uint64_t v)
 {
-	pb_tag(b, field, 0);
+	pb_tag(b, field, PB_VARINT);
 	pb_varint(b, v);
 }
 
 static void pb_bytes(struct pb *b, unsigned field, const void *v, size_t len)
 {
-	pb_tag(b, field, 2);
+	pb_tag(b, field, PB_LEN);
 	pb_varint(b, len);
 	if (len > b->cap - b->n || b->n > b->cap) {
 		b->over = true;
@@ -56,7 +86,7 @@ static void pb_bytes(struct pb *b, unsigned field, const void *v, size_t len)
 
 static void pb_fixed32(struct pb *b, unsigned field, uint32_t v)
 {
-	pb_tag(b, field, 5);
+	pb_tag(b, field, PB_FIXED32);
 	for (int i = 0; i < 4; i++)
 		pb_byte(b, (uint8_t)(v >> (8 * i)));
 }
@@ -90,17 +120,18 @@ static void message(struct pb *b, const struct dnstap_msg *m)
 {
 	const struct sockaddr *fam = m->query_addr ? m->query_addr : m->response_addr;
 	bool response = m->type == DNSTAP_CLIENT_RESPONSE || m->type == DNSTAP_FORWARDER_RESPONSE;
-	pb_uint(b, 1, (uint64_t)m->type);
+	pb_uint(b, MSG_TYPE, (uint64_t)m->type);
 	if (fam)
-		pb_uint(b, 2, fam->sa_family == AF_INET6 ? 2 : 1);
-	pb_uint(b, 3, m->tcp ? 2 : 1);
+		pb_uint(b, MSG_SOCKET_FAMILY,
+		        fam->sa_family == AF_INET6 ? FAMILY_INET6 : FAMILY_INET);
+	pb_uint(b, MSG_SOCKET_PROTOCOL, m->tcp ? PROTOCOL_TCP : PROTOCOL_UDP);
 	if (m->query_addr)
-		pb_addr(b, 4, 6, m->query_addr);
+		pb_addr(b, MSG_QUERY_ADDRESS, MSG_QUERY_PORT, m->query_addr);
 	if (m->response_addr)
-		pb_addr(b, 5, 7, m->response_addr);
-	pb_uint(b, response ? 12 : 8, m->sec);
-	pb_fixed32(b, response ? 13 : 9, m->nsec);
-	pb_bytes(b, response ? 14 : 10, m->dns, m->len);
+		pb_addr(b, MSG_RESPONSE_ADDRESS, MSG_RESPONSE_PORT, m->response_addr);
+	pb_uint(b, response ? MSG_RESPONSE_TIME_SEC : MSG_QUERY_TIME_SEC, m->sec);
+	pb_fixed32(b, response ? MSG_RESPONSE_TIME_NSEC : MSG_QUERY_TIME_NSEC, m->nsec);
+	pb_bytes(b, response ? MSG_RESPONSE_MESSAGE : MSG_QUERY_MESSAGE, m->dns, m->len);
 }
 
 int dnstap_encode(const struct dnstap_msg *m, uint8_t *out, size_t cap)
@@ -109,9 +140,9 @@ int dnstap_encode(const struct dnstap_msg *m, uint8_t *out, size_t cap)
 		return MOAT_ESPACE;
 	struct pb b = {out, 0, cap, false};
 	if (m->identity)
-		pb_bytes(&b, 1, m->identity, strlen(m->identity));
+		pb_bytes(&b, DT_IDENTITY, m->identity, strlen(m->identity));
 	if (m->version)
-		pb_bytes(&b, 2, m->version, strlen(m->version));
+		pb_bytes(&b, DT_VERSION, m->version, strlen(m->version));
 	/* The Message is written after room for its tag and a length of up to 3 bytes (it is
 	 * below 2^21), then moved down to sit right after its real header. */
 	size_t at = b.n;
@@ -123,9 +154,9 @@ int dnstap_encode(const struct dnstap_msg *m, uint8_t *out, size_t cap)
 	size_t body = mb.n - (at + 4);
 	size_t hdr = 1 + varint_len(body);
 	memmove(out + at + hdr, out + at + 4, body);
-	pb_tag(&b, 14, 2);
+	pb_tag(&b, DT_MESSAGE, PB_LEN);
 	pb_varint(&b, body);
 	b.n = at + hdr + body;
-	pb_uint(&b, 15, 1);
+	pb_uint(&b, DT_TYPE, DT_TYPE_MESSAGE);
 	return b.over ? MOAT_ESPACE : (int)b.n;
 }

@@ -1,27 +1,21 @@
 /* err.c owns the text of moat's error codes. */
 #include "moat/err.h"
+#include "moat/enumtext.h"
+
+/* Indexed by the negated code. */
+static const char *const err_text[] = {
+    [-MOAT_OK] = "ok",
+    [-MOAT_ENOMEM] = "out of memory",
+    [-MOAT_EINVAL] = "invalid input",
+    [-MOAT_EFORMAT] = "malformed DNS message",
+    [-MOAT_ESPACE] = "buffer too small",
+    [-MOAT_ENOENT] = "not found",
+    [-MOAT_EIO] = "input/output error",
+    [-MOAT_ELIMIT] = "limit exceeded",
+    [-MOAT_EMISMATCH] = "answer does not match the query",
+};
 
 const char *moat_strerror(int err)
 {
-	switch (err) {
-	case MOAT_OK:
-		return "ok";
-	case MOAT_ENOMEM:
-		return "out of memory";
-	case MOAT_EINVAL:
-		return "invalid input";
-	case MOAT_EFORMAT:
-		return "malformed DNS message";
-	case MOAT_ESPACE:
-		return "buffer too small";
-	case MOAT_ENOENT:
-		return "not found";
-	case MOAT_EIO:
-		return "input/output error";
-	case MOAT_ELIMIT:
-		return "limit exceeded";
-	case MOAT_EMISMATCH:
-		return "answer does not match the query";
-	}
-	return "unknown error";
+	return ENUM_TEXT(err_text, -(long)err, "unknown error");
 }

@@ -3,6 +3,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "moat/enumtext.h"
 #include "moat/inflight.h"
 #include "moat/ratelimit.h"
 
@@ -68,15 +69,13 @@ uint32_t inflight_total(struct inflight *t)
 	return atomic_load(&t->total);
 }
 
+static const char *const result_text[] = {
+    [INFLIGHT_OK] = "ok",
+    [INFLIGHT_CLIENT] = "too many questions in flight for this client",
+    [INFLIGHT_TOTAL] = "too many questions in flight",
+};
+
 const char *inflight_result_str(enum inflight_result r)
 {
-	switch (r) {
-	case INFLIGHT_OK:
-		return "ok";
-	case INFLIGHT_CLIENT:
-		return "too many questions in flight for this client";
-	case INFLIGHT_TOTAL:
-		return "too many questions in flight";
-	}
-	return "?";
+	return ENUM_TEXT(result_text, r, "?");
 }

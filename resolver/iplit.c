@@ -8,6 +8,7 @@
  * because there the separators ('.', ':', '-') matter more than the label boundaries. Nothing
  * allocates; a name that is not a valid wire name is simply not a literal. */
 #include "moat/iplit.h"
+#include "moat/bytes.h"
 
 #include <arpa/inet.h>
 #include <string.h>
@@ -125,10 +126,7 @@ static bool il_v4_literal(const uint8_t *wire, uint8_t addr[4])
 	if (n > 1 && last > (UINT32_MAX >> (8 * (n - 1))))
 		return false;
 	v |= last;
-	addr[0] = (uint8_t)(v >> 24);
-	addr[1] = (uint8_t)(v >> 16);
-	addr[2] = (uint8_t)(v >> 8);
-	addr[3] = (uint8_t)v;
+	be32_put(addr, v);
 	return true;
 }
 

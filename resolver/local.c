@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "moat/addrguard.h"
+#include "moat/bytes.h"
 #include "moat/err.h"
 #include "moat/idn.h"
 #include "moat/name.h"
@@ -18,10 +19,6 @@
 
 #define LOCAL_MAXRDATA 1024
 #define LOCAL_MAXCHAIN 8
-#define T_A 1
-#define T_CNAME 5
-#define T_TXT 16
-#define T_AAAA 28
 
 struct local_rr {
 	uint8_t name[NAME_MAXWIRE]; /* lower-cased wire */
@@ -62,14 +59,8 @@ size_t local_data_count(const struct local_data *ld)
 static int push(struct local_data *ld, const uint8_t *name, uint16_t type, uint32_t ttl,
                 const uint8_t *rdata, size_t rdlen, const char *file, int line)
 {
-	if (ld->n == ld->cap) {
-		size_t nc = ld->cap ? ld->cap * 2 : 16;
-		struct local_rr *nr = realloc(ld->rr, nc * sizeof(*nr));
-		if (!nr)
-			return MOAT_ENOMEM;
-		ld->rr = nr;
-		ld->cap = nc;
-	}
+	if (grow_one(&ld->rr, &ld->cap, ld->n, sizeof(*ld->rr), 16))
+		return MOAT_ENOMEM;
 	struct local_rr *r = &ld->rr[ld->n];
 	memset(r, 0, sizeof(*r));
 	memcpy(r->name, name, (size_t)name_wire_len(name, NAME_MAXWIRE));
@@ -128,8 +119,8 @@ static int parse_rdata(uint16_t type, const char *rest, uint8_t *rd, size_t *rdl
 	size_t n = strlen(rest);
 	while (n && (rest[n - 1] == ' ' || rest[n - 1] == '\t' || rest[n - 1] == '\r'))
 		n--;
-	if (type == T_A || type == T_AAAA) {
-		int fam = type == T_A ? AF_INET : AF_INET6;
+	if (type == WIRE_A || type == WIRE_AAAA) {
+		int fam = type == WIRE_A ? AF_INET : AF_INET6;
 		bool fits = n > 0 && n < sizeof(buf);
 		if (fits) {
 			memcpy(buf, rest, n);
@@ -137,13 +128,13 @@ static int parse_rdata(uint16_t type, const char *rest, uint8_t *rd, size_t *rdl
 		}
 		if (!fits || inet_pton(fam, buf, rd) != 1) {
 			snprintf(why, whylen, "expected an %s address",
-			         type == T_A ? "IPv4" : "IPv6");
+			         type == WIRE_A ? "IPv4" : "IPv6");
 			return MOAT_EINVAL;
 		}
-		*rdlen = type == T_A ? 4 : 16;
+		*rdlen = type == WIRE_A ? 4 : 16;
 		return 0;
 	}
-	if (type == T_CNAME) {
+	if (type == WIRE_CNAME) {
 		int wl = user_name(rest, n, rd, why, whylen);
 		if (wl < 0)
 			return wl;
@@ -201,13 +192,13 @@ int local_data_add(struct local_data *ld, const char *text, const char *file, in
 			goto bad;
 	}
 	if (len == 1 && (tok[0] | 0x20) == 'a')
-		type = T_A;
+		type = WIRE_A;
 	else if (len == 4 && !strncasecmp(tok, "aaaa", 4))
-		type = T_AAAA;
+		type = WIRE_AAAA;
 	else if (len == 5 && !strncasecmp(tok, "cname", 5))
-		type = T_CNAME;
+		type = WIRE_CNAME;
 	else if (len == 3 && !strncasecmp(tok, "txt", 3))
-		type = T_TXT;
+		type = WIRE_TXT;
 	else {
 		snprintf(why, sizeof(why), "type must be A, AAAA, CNAME or TXT");
 		goto bad;
@@ -265,7 +256,7 @@ int local_data_load_hosts(struct local_data *ld, const char *path, char *err, si
 			if (user_name(tok, len, name, why, sizeof(why)) < 0) {
 				snprintf(err, errlen, "%s:%d: hosts: %s", path, lineno, why);
 				rc = MOAT_EINVAL;
-			} else if ((rc = push(ld, name, v6 ? T_AAAA : T_A, LOCAL_TTL, rd,
+			} else if ((rc = push(ld, name, v6 ? WIRE_AAAA : WIRE_A, LOCAL_TTL, rd,
 			                      v6 ? 16 : 4, path, lineno)) < 0) {
 				snprintf(err, errlen, "%s:%d: out of memory", path, lineno);
 			}
@@ -308,7 +299,7 @@ int local_data_finish(struct local_data *ld, const struct addrguard *guard,
 	qsort(ld->rr, ld->n, sizeof(*ld->rr), rr_cmp);
 	for (size_t i = 0; guard && i < ld->n; i++) {
 		const struct local_rr *r = &ld->rr[i];
-		if ((r->type == T_A || r->type == T_AAAA) &&
+		if ((r->type == WIRE_A || r->type == WIRE_AAAA) &&
 		    addrguard_check(guard, r->rdata, r->rdlen) == ADDR_ALWAYS)
 			policy_lint_add(
 			    lint, r->file, (uint32_t)r->line,
@@ -363,7 +354,7 @@ int local_data_answer(const struct local_data *ld, const uint8_t *lname, uint16_
 	struct wire_writer w = {out, cap, 0, 0};
 	uint16_t an = 0;
 	ww_u16(&w, id);
-	ww_u16(&w, 0x8580); /* QR AA RD RA, NOERROR */
+	ww_u16(&w, WIRE_FLAG_QR | WIRE_FLAG_AA | WIRE_FLAG_RD | WIRE_FLAG_RA); /* NOERROR */
 	ww_u16(&w, 1);
 	ww_u16(&w, 0);
 	ww_u16(&w, 0);
@@ -374,13 +365,13 @@ int local_data_answer(const struct local_data *ld, const uint8_t *lname, uint16_
 	/* A CNAME answers every type but CNAME with itself and whatever its target has here. */
 	for (int step = 0; r && step < LOCAL_MAXCHAIN; step++) {
 		size_t k;
-		for (k = 0; k < n && r[k].type != T_CNAME; k++)
+		for (k = 0; k < n && r[k].type != WIRE_CNAME; k++)
 			;
-		if (k == n || qtype == T_CNAME) {
+		if (k == n || qtype == WIRE_CNAME) {
 			put_rrs(&w, r, n, qtype, &an);
 			break;
 		}
-		put_rrs(&w, r + k, 1, T_CNAME, &an);
+		put_rrs(&w, r + k, 1, WIRE_CNAME, &an);
 		r = find(ld, r[k].rdata, &n);
 	}
 	if (w.err)

@@ -1,5 +1,6 @@
-/* policy.c owns name matching and decisions: the pattern set (allowlists, high-risk names), the
- * choice of agent by client address, and the verdict for a question or a chain name.
+/* policy.c owns the pattern set (allowlists, high-risk names, RPZ triggers): building it from
+ * pattern files, lines or wire names, and matching a name against it. The snapshot that holds
+ * the sets and decides with them is policy_decide.c's.
  *
  * A pattern set is an open-addressing hash table keyed by SipHash-2-4 (libsodium
  * crypto_shorthash) of the lower-cased wire name under a random per-set key, so an agent cannot
@@ -14,16 +15,14 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-#include "moat/addrguard.h"
+#include "moat/bytes.h"
 #include "moat/err.h"
 #include "moat/idn.h"
-#include "moat/iplit.h"
-#include "moat/local.h"
 #include "moat/name.h"
 #include "moat/policy.h"
-#include "moat/policy_clients.h"
 #include "moat/policy_lint.h"
-#include "moat/wire.h"
+#include "moat/refcount.h"
+#include "moat/strv.h"
 #include "policy_set.h"
 #include "moat/pathfd.h"
 
@@ -65,14 +64,14 @@ struct policy_set *policy_set_new(void)
 
 struct policy_set *policy_set_ref(struct policy_set *s)
 {
-	__atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
+	ref_take(&s->refs);
 	return s;
 }
 
 void policy_set_free(struct policy_set *s)
 {
 	/* The head's count covers the chain: the sets chained to it are its own. */
-	if (!s || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) > 0)
+	if (!s || !ref_drop(&s->refs))
 		return;
 	while (s) {
 		struct policy_set *next = s->next;
@@ -173,27 +172,14 @@ static int set_grow(struct policy_set *s)
 	return set_resize(s, s->cap * 2);
 }
 
+/* The rule-file number of file (1-based: 0 in a rule means none), added if new. */
 static int set_file_index(struct policy_set *s, const char *file, uint16_t *idx)
 {
-	if (s->nfiles && strcmp(s->files[s->nfiles - 1], file) == 0) {
-		*idx = (uint16_t)s->nfiles;
-		return 0;
-	}
-	for (size_t i = 0; i < s->nfiles; i++)
-		if (strcmp(s->files[i], file) == 0) {
-			*idx = (uint16_t)(i + 1);
-			return 0;
-		}
-	if (s->nfiles >= RULE_FILES_MAX)
-		return MOAT_ELIMIT;
-	char **nf = realloc(s->files, (s->nfiles + 1) * sizeof(*nf));
-	if (!nf)
-		return MOAT_ENOMEM;
-	s->files = nf;
-	if (!(s->files[s->nfiles] = strdup(file)))
-		return MOAT_ENOMEM;
-	*idx = (uint16_t)++s->nfiles;
-	return 0;
+	size_t i;
+	int rc = strv_intern(&s->files, &s->nfiles, RULE_FILES_MAX, file, &i);
+	if (!rc)
+		*idx = (uint16_t)(i + 1);
+	return rc;
 }
 
 /* A '*' anywhere but as the whole first label of a pattern is a typo for a wildcard, not a
@@ -255,14 +241,8 @@ static struct policy_ports *ports_find(const struct policy_set *s, uint32_t rule
 /* Record the ports of a new rule (rules mostly arrive in file and line order: an append). */
 static int ports_add(struct policy_set *s, uint32_t rule, const struct policy_ports *pp)
 {
-	if (s->nports == s->ports_cap) {
-		size_t ncap = s->ports_cap ? s->ports_cap * 2 : 16;
-		struct pset_ports *np = realloc(s->ports, ncap * sizeof(*np));
-		if (!np)
-			return MOAT_ENOMEM;
-		s->ports = np;
-		s->ports_cap = ncap;
-	}
+	if (grow_one(&s->ports, &s->ports_cap, s->nports, sizeof(*s->ports), 16))
+		return MOAT_ENOMEM;
 	size_t i = ports_pos(s, rule);
 	memmove(&s->ports[i + 1], &s->ports[i], (s->nports - i) * sizeof(s->ports[0]));
 	s->ports[i] = (struct pset_ports){.rule = rule, .ports = *pp};
@@ -284,6 +264,24 @@ static int ports_merge(struct policy_set *s, uint32_t rule, const struct policy_
 	return 0;
 }
 
+/* Room for bytes more in the name arena: exactly that much when a load has counted what it adds,
+ * otherwise (one name at a time) by doubling, so adding names one by one stays linear. */
+static int arena_room(struct policy_set *s, size_t bytes, bool exact)
+{
+	size_t need = s->arena_len + bytes;
+	if (exact && need > s->arena_cap) {
+		uint8_t *na = realloc(s->arena, need);
+		if (!na)
+			return MOAT_ENOMEM;
+		s->arena = na;
+		s->arena_cap = need;
+	}
+	while (need > s->arena_cap)
+		if (grow_one(&s->arena, &s->arena_cap, s->arena_cap, 1, 4096))
+			return MOAT_ENOMEM;
+	return 0;
+}
+
 static int set_insert(struct policy_set *s, const uint8_t *wire, size_t wl, uint32_t tag, bool wild,
                       uint16_t fidx, uint32_t line, const struct policy_ports *pp)
 {
@@ -292,14 +290,8 @@ static int set_insert(struct policy_set *s, const uint8_t *wire, size_t wl, uint
 		return rc;
 	struct pslot *sl = set_find(s, wire, wl, tag);
 	if (sl->name_off == SLOT_EMPTY) {
-		if (s->arena_len + wl > s->arena_cap) {
-			size_t ncap = s->arena_cap ? s->arena_cap * 2 : 4096;
-			uint8_t *na = realloc(s->arena, ncap);
-			if (!na)
-				return MOAT_ENOMEM;
-			s->arena = na;
-			s->arena_cap = ncap;
-		}
+		if ((rc = arena_room(s, wl, false)))
+			return rc;
 		if (s->arena_len + wl >= UINT32_MAX)
 			return MOAT_ELIMIT;
 		memcpy(s->arena + s->arena_len, wire, wl);
@@ -444,14 +436,7 @@ static int set_reserve(struct policy_set *s, size_t n, size_t bytes)
 		if (rc)
 			return rc;
 	}
-	if (s->arena_len + bytes > s->arena_cap) {
-		uint8_t *na = realloc(s->arena, s->arena_len + bytes);
-		if (!na)
-			return MOAT_ENOMEM;
-		s->arena = na;
-		s->arena_cap = s->arena_len + bytes;
-	}
-	return 0;
+	return arena_room(s, bytes, true);
 }
 
 /* Names parsed from a file wait here in small batches: each one's home slot is prefetched when
@@ -728,202 +713,4 @@ bool policy_set_match_below(const struct policy_set *s, const uint8_t *lname,
 		if (match_below_one(s, lname, rule))
 			return true;
 	return false;
-}
-
-size_t policy_allow_count(const struct policy *p)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < p->nagents; i++)
-		n += policy_set_count(p->agents[i].allow);
-	return n;
-}
-
-struct policy *policy_ref(struct policy *p)
-{
-	__atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);
-	return p;
-}
-
-void policy_unref(struct policy *p)
-{
-	/* Workers share snapshots: the last one to let go frees it, on its own thread. */
-	if (!p || __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) > 0)
-		return;
-	policy_rpz_release(p); /* before the agents: it reads nagents */
-	for (size_t i = p->base ? p->nconfig : 0; i < p->nagents; i++) {
-		free(p->agents[i].clients);
-		policy_set_free(p->agents[i].allow);
-		forward_table_free(&p->agents[i].fwd);
-	}
-	free(p->agents);
-	policy_clients_free(p->byclient);
-	if (p->base) {
-		policy_unref(p->base);
-		free(p);
-		return;
-	}
-	policy_lint_free(p->lint);
-	forward_table_free(&p->fwd);
-	local_data_free(p->local);
-	policy_set_free(p->highrisk);
-	addrguard_free(p->guard);
-	free(p);
-}
-
-const struct policy_agent *policy_agent_for(const struct policy *p, const struct sockaddr *client)
-{
-	if (p->byclient)
-		return policy_clients_find(p, client);
-	/* A snapshot without its index (built by hand, in tests): the same answer, linearly. */
-	const struct policy_agent *best = NULL;
-	int best_bits = -1;
-	for (size_t i = 0; i < p->nagents; i++)
-		for (size_t k = 0; k < p->agents[i].nclients; k++) {
-			const struct cidr *c = &p->agents[i].clients[k];
-			if (c->bits > best_bits && config_cidr_contains(c, client)) {
-				best = &p->agents[i];
-				best_bits = c->bits;
-			}
-		}
-	return best;
-}
-
-static bool class_blocks(enum addr_class cls, const struct policy_agent *agent)
-{
-	return cls == ADDR_ALWAYS || (cls == ADDR_PRIVATE && !agent->cfg.allow_private);
-}
-
-static void reason_set(struct policy_decision *out, const char *a, const char *b, int line);
-
-/* The checks that apply to every name moat would send upstream, in order of severity. */
-static enum policy_verdict check_name(const struct policy *p, const struct policy_agent *agent,
-                                      const uint8_t *lname, struct policy_decision *out)
-{
-	uint8_t addr[16];
-	size_t alen;
-	char txt[64];
-
-	if (iplit_is_literal(lname, addr, &alen)) {
-		out->verdict = POLICY_DENY_IPLITERAL;
-		out->alert = class_blocks(addrguard_check(p->guard, addr, alen), agent);
-		snprintf(out->reason, sizeof(out->reason), "moat: query name is the IP literal %s",
-		         addrguard_format(addr, alen, txt, sizeof(txt)));
-		return out->verdict;
-	}
-	if (p->highrisk && policy_set_match(p->highrisk, lname, &out->rule)) {
-		out->verdict = POLICY_DENY_HIGHRISK;
-		out->alert = true;
-		snprintf(out->reason, sizeof(out->reason), "moat: high-risk name (%s:%u)",
-		         out->rule.file, out->rule.line);
-		return out->verdict;
-	}
-	if (p->nhighrisk_rpz && policy_rpz_highrisk(p, lname, &out->rule, &out->nodata)) {
-		out->verdict = POLICY_DENY_HIGHRISK;
-		out->alert = true;
-		reason_set(out, "moat: high-risk name by ", out->rule.file,
-		           out->rule.line ? (int)out->rule.line : -1);
-		return out->verdict;
-	}
-	/* Every embedded address, not only the leftmost. */
-	uint8_t emb[IPLIT_EMBEDDED_MAX][4];
-	size_t nemb = iplit_embedded_v4_all(lname, emb, IPLIT_EMBEDDED_MAX);
-	for (size_t i = 0; i < nemb; i++)
-		if (class_blocks(addrguard_check(p->guard, emb[i], 4), agent)) {
-			out->verdict = POLICY_DENY_EMBEDDED;
-			out->alert = true;
-			snprintf(out->reason, sizeof(out->reason),
-			         "moat: name embeds the address %s",
-			         addrguard_format(emb[i], 4, txt, sizeof(txt)));
-			return out->verdict;
-		}
-	return POLICY_ALLOW;
-}
-
-/* reason = a + b [+ ":" line]: the two verdicts of nearly every query, without printf (which
- * was ~1.5% of a denied query). Cut to fit, always terminated. */
-static void reason_set(struct policy_decision *out, const char *a, const char *b, int line)
-{
-	size_t n = 0, cap = sizeof(out->reason) - 1;
-	for (const char *s = a; *s && n < cap; s++)
-		out->reason[n++] = *s;
-	for (const char *s = b; *s && n < cap; s++)
-		out->reason[n++] = *s;
-	if (line >= 0 && n < cap) {
-		char d[12];
-		int k = 0;
-		unsigned v = (unsigned)line;
-		do
-			d[k++] = (char)('0' + v % 10);
-		while ((v /= 10) && k < (int)sizeof(d));
-		out->reason[n++] = ':';
-		while (k > 0 && n < cap)
-			out->reason[n++] = d[--k];
-	}
-	out->reason[n] = 0;
-}
-
-void policy_decide(const struct policy *p, const struct policy_agent *agent, const uint8_t *lname,
-                   uint16_t qclass, struct policy_decision *out)
-{
-	memset(out, 0, sizeof(*out));
-	if (qclass != WIRE_CLASS_IN) {
-		out->verdict = POLICY_DENY_CLASS;
-		snprintf(out->reason, sizeof(out->reason), "moat: class %u is not served", qclass);
-		return;
-	}
-	if (check_name(p, agent, lname, out) != POLICY_ALLOW)
-		return;
-	if (policy_set_match(agent->allow, lname, &out->rule)) {
-		out->verdict = POLICY_ALLOW;
-		reason_set(out, "allowed by ", out->rule.file, (int)out->rule.line);
-		return;
-	}
-	if (agent->nallow_rpz && policy_rpz_allows(p, agent, lname, &out->rule)) {
-		out->verdict = POLICY_ALLOW;
-		reason_set(out, "allowed by ", out->rule.file,
-		           out->rule.line ? (int)out->rule.line : -1);
-		return;
-	}
-	out->verdict = POLICY_DENY_NOT_ALLOWED;
-	reason_set(out, "moat: not on allowlist of agent ", agent->cfg.name, -1);
-}
-
-enum policy_verdict policy_check_chain(const struct policy *p, const struct policy_agent *agent,
-                                       const uint8_t *lname, struct policy_decision *out)
-{
-	memset(out, 0, sizeof(*out));
-	if (check_name(p, agent, lname, out) != POLICY_ALLOW)
-		return out->verdict;
-	bool listed = policy_set_match(agent->allow, lname, &out->rule) ||
-	              (agent->nallow_rpz && policy_rpz_allows(p, agent, lname, &out->rule));
-	if (agent->cfg.strict_chain && !listed) {
-		char txt[NAME_MAXTEXT];
-		name_to_text(lname, txt, sizeof(txt));
-		out->verdict = POLICY_DENY_NOT_ALLOWED;
-		snprintf(out->reason, sizeof(out->reason),
-		         "moat: chain name %.80s not on allowlist of agent %s (strict-chain)", txt,
-		         agent->cfg.name);
-		return out->verdict;
-	}
-	out->verdict = POLICY_ALLOW;
-	return POLICY_ALLOW;
-}
-
-const char *policy_verdict_str(enum policy_verdict v)
-{
-	switch (v) {
-	case POLICY_ALLOW:
-		return "allow";
-	case POLICY_DENY_NOT_ALLOWED:
-		return "deny-not-allowed";
-	case POLICY_DENY_HIGHRISK:
-		return "deny-high-risk";
-	case POLICY_DENY_IPLITERAL:
-		return "deny-ip-literal";
-	case POLICY_DENY_EMBEDDED:
-		return "deny-embedded-address";
-	case POLICY_DENY_CLASS:
-		return "deny-class";
-	}
-	return "unknown";
 }

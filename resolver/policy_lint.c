@@ -10,9 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "moat/bytes.h"
 #include "moat/iplit.h"
 #include "moat/name.h"
 #include "moat/policy.h"
+#include "moat/strv.h"
 
 #ifndef MOAT_PSL_FILE
 #define MOAT_PSL_FILE "/usr/share/publicsuffix/public_suffix_list.dat"
@@ -53,9 +55,7 @@ void policy_lint_free(struct policy_lint *l)
 	for (size_t i = 0; i < l->n; i++)
 		free(l->msgs[i].text);
 	free(l->msgs);
-	for (size_t i = 0; i < l->nfiles; i++)
-		free(l->files[i]);
-	free(l->files);
+	strv_free(&l->files, &l->nfiles);
 	if (l->psl && l->psl != psl_builtin())
 		psl_free(l->psl);
 	policy_set_free(l->psl_parents);
@@ -65,16 +65,8 @@ void policy_lint_free(struct policy_lint *l)
 /* The index of file in l->files, added if new; SIZE_MAX when out of memory. */
 static size_t file_index(struct policy_lint *l, const char *file)
 {
-	for (size_t i = l->nfiles; i-- > 0;)
-		if (!strcmp(l->files[i], file))
-			return i;
-	char **nf = realloc(l->files, (l->nfiles + 1) * sizeof(*nf));
-	if (!nf)
-		return SIZE_MAX;
-	l->files = nf;
-	if (!(l->files[l->nfiles] = strdup(file)))
-		return SIZE_MAX;
-	return l->nfiles++;
+	size_t i;
+	return strv_intern(&l->files, &l->nfiles, SIZE_MAX, file, &i) ? SIZE_MAX : i;
 }
 
 void policy_lint_file(struct policy_lint *l, const char *file)
@@ -97,14 +89,8 @@ void policy_lint_add(struct policy_lint *l, const char *file, uint32_t line, con
 	vsnprintf(body, sizeof(body), fmt, ap);
 	va_end(ap);
 	snprintf(whole, sizeof(whole), "%s:%u: warning: %s", file, line, body);
-	if (l->n == l->cap) {
-		size_t nc = l->cap ? l->cap * 2 : 16;
-		struct lint_msg *nm = realloc(l->msgs, nc * sizeof(*nm));
-		if (!nm)
-			return;
-		l->msgs = nm;
-		l->cap = nc;
-	}
+	if (grow_one(&l->msgs, &l->cap, l->n, sizeof(*l->msgs), 16))
+		return;
 	struct lint_msg *m = &l->msgs[l->n];
 	if ((m->file = file_index(l, file)) == SIZE_MAX || !(m->text = strdup(whole)))
 		return;

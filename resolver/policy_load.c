@@ -83,6 +83,42 @@ static int local_load(const struct config *cfg, struct policy *p, char *err, siz
 	return local_data_finish(p->local, p->guard, p->lint);
 }
 
+/* One agent of the config into a: its own copy of the client ranges, its forward zones and its
+ * allowlists (linted into lint as they load). On error err says why (an allocation failure as
+ * "policy: out of memory"); what a holds is freed with the snapshot. */
+static int agent_load(const struct config *cfg, const struct config_agent *ca,
+                      struct policy_agent *a, struct policy_lint *lint, char *err, size_t errlen)
+{
+	a->cfg = *ca;
+	a->cfg.clients = NULL;
+	a->cfg.allow_files = NULL;
+	a->cfg.nallow = 0;
+	a->cfg.client_lines = a->cfg.allow_lines = NULL;
+	a->cfg.forwards = NULL;
+	a->cfg.nforwards = 0;
+	if (forward_table_build(&a->fwd, ca->forwards, ca->nforwards, cfg) ||
+	    !(a->clients = malloc((ca->nclients ? ca->nclients : 1) * sizeof(*a->clients))))
+		goto oom;
+	memcpy(a->clients, ca->clients, ca->nclients * sizeof(*a->clients));
+	a->nclients = ca->nclients;
+	if (!(a->allow = policy_set_new()))
+		goto oom;
+	policy_set_lint_to(a->allow, lint);
+	for (size_t k = 0; k < ca->nallow; k++) {
+		policy_lint_file(lint, ca->allow_files[k]);
+		int rc = policy_source_load(cfg, a->allow, ca->allow_files[k], false, err, errlen);
+		if (rc) {
+			listed_at(cfg, ca, k, rc, err, errlen);
+			return rc;
+		}
+	}
+	policy_set_lint_to(a->allow, NULL);
+	return 0;
+oom:
+	snprintf(err, errlen, "policy: %s", moat_strerror(MOAT_ENOMEM));
+	return MOAT_ENOMEM;
+}
+
 int policy_load(const struct config *cfg, struct policy **out, char *err, size_t errlen)
 {
 	int rc = MOAT_ENOMEM;
@@ -95,34 +131,9 @@ int policy_load(const struct config *cfg, struct policy **out, char *err, size_t
 	if (!(p->agents = calloc(cfg->nagents ? cfg->nagents : 1, sizeof(*p->agents))))
 		goto fail_msg;
 	for (size_t i = 0; i < cfg->nagents; i++) {
-		const struct config_agent *ca = &cfg->agents[i];
-		struct policy_agent *a = &p->agents[i];
 		p->nagents = i + 1;
-		a->cfg = *ca;
-		a->cfg.clients = NULL;
-		a->cfg.allow_files = NULL;
-		a->cfg.nallow = 0;
-		a->cfg.client_lines = a->cfg.allow_lines = NULL;
-		a->cfg.forwards = NULL;
-		a->cfg.nforwards = 0;
-		if (forward_table_build(&a->fwd, ca->forwards, ca->nforwards, cfg))
-			goto fail_msg;
-		if (!(a->clients = malloc((ca->nclients ? ca->nclients : 1) * sizeof(*a->clients))))
-			goto fail_msg;
-		memcpy(a->clients, ca->clients, ca->nclients * sizeof(*a->clients));
-		a->nclients = ca->nclients;
-		if (!(a->allow = policy_set_new()))
-			goto fail_msg;
-		policy_set_lint_to(a->allow, p->lint);
-		for (size_t k = 0; k < ca->nallow; k++) {
-			policy_lint_file(p->lint, ca->allow_files[k]);
-			if ((rc = policy_source_load(cfg, a->allow, ca->allow_files[k], false, err,
-			                             errlen))) {
-				listed_at(cfg, ca, k, rc, err, errlen);
-				goto fail;
-			}
-		}
-		policy_set_lint_to(a->allow, NULL);
+		if ((rc = agent_load(cfg, &cfg->agents[i], &p->agents[i], p->lint, err, errlen)))
+			goto fail;
 	}
 	if (forward_table_build(&p->fwd, cfg->forwards, cfg->nforwards, cfg))
 		goto fail_msg;

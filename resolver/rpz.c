@@ -8,6 +8,7 @@
 #include "moat/err.h"
 #include "moat/pathfd.h"
 #include "moat/policy_sig.h"
+#include "moat/refcount.h"
 #include "moat/rpz.h"
 
 struct rpz_data *rpz_data_new(enum rpz_kind kind, const uint8_t *origin, const char *label)
@@ -32,13 +33,13 @@ struct rpz_data *rpz_data_new(enum rpz_kind kind, const uint8_t *origin, const c
 
 struct rpz_data *rpz_data_ref(struct rpz_data *d)
 {
-	__atomic_add_fetch(&d->refs, 1, __ATOMIC_RELAXED);
+	ref_take(&d->refs);
 	return d;
 }
 
 void rpz_data_unref(struct rpz_data *d)
 {
-	if (!d || __atomic_sub_fetch(&d->refs, 1, __ATOMIC_ACQ_REL) > 0)
+	if (!d || !ref_drop(&d->refs))
 		return;
 	for (int a = 0; a < RPZ_NACTIONS; a++)
 		policy_set_free(d->set[a]);

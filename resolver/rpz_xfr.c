@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "moat/bytes.h"
 #include "moat/err.h"
 #include "moat/rpz_xfr.h"
 
@@ -217,9 +218,9 @@ static int read_message(int fd, struct xfr_stream *s, uint16_t id, ldns_rdf **ma
 	uint8_t lenb[2];
 	static _Thread_local uint8_t buf[65535];
 	if (io_full(fd, lenb, 2, false, deadline) < 0 ||
-	    io_full(fd, buf, (size_t)(lenb[0] << 8 | lenb[1]), false, deadline) < 0)
+	    io_full(fd, buf, be16_get(lenb), false, deadline) < 0)
 		return snprintf(err, errlen, "primary: %m"), MOAT_EIO;
-	size_t len = (size_t)(lenb[0] << 8 | lenb[1]);
+	size_t len = be16_get(lenb);
 	if ((*total += len + 2) > RPZ_XFR_MAX_BYTES)
 		return snprintf(err, errlen, "transfer larger than %zu bytes", RPZ_XFR_MAX_BYTES),
 		       MOAT_ELIMIT;
@@ -285,8 +286,7 @@ static int exchange(int fd, ldns_pkt *q, struct xfr_stream *s, uint64_t deadline
 	if (!msg)
 		rc = MOAT_ENOMEM;
 	else {
-		msg[0] = (uint8_t)(wlen >> 8);
-		msg[1] = (uint8_t)wlen;
+		be16_put(msg, (uint16_t)wlen);
 		memcpy(msg + 2, wire, wlen);
 		if (io_full(fd, msg, wlen + 2, true, deadline) < 0)
 			rc = MOAT_EIO, snprintf(err, errlen, "primary: %m");

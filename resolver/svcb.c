@@ -6,17 +6,13 @@
  * is reported as MOAT_EFORMAT without the caller having seen half of its hints. Every read is
  * bounded by the RDATA end; nothing allocates. */
 #include "moat/svcb.h"
+#include "moat/bytes.h"
 #include "moat/err.h"
 
 #include <stdbool.h>
 
 #define SVCB_KEY_IPV4HINT 4
 #define SVCB_KEY_IPV6HINT 6
-
-static uint16_t svcb_u16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] << 8 | p[1]);
-}
 
 /* Skip the target name at msg[*pos], never reading at or past end. The target must be
  * uncompressed (RFC 9460 section 2.2), but a compression pointer is skipped rather than followed
@@ -67,8 +63,8 @@ static int svcb_walk_params(const uint8_t *msg, size_t p, size_t end, svcb_hint_
 	while (p < end) {
 		if (end - p < 4)
 			return MOAT_EFORMAT;
-		uint16_t key = svcb_u16(msg + p);
-		uint16_t vlen = svcb_u16(msg + p + 2);
+		uint16_t key = be16_get(msg + p);
+		uint16_t vlen = be16_get(msg + p + 2);
 		p += 4;
 		if (end - p < vlen)
 			return MOAT_EFORMAT;

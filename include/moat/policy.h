@@ -1,6 +1,7 @@
 /* Name policy: which names an agent may resolve, and why a name was denied.
  *
- * A policy_set is an immutable-after-load set of patterns from allowlist (or high-risk) files:
+ * A policy_set is a set of patterns from allowlist (or high-risk) files, never changed once a
+ * snapshot holds it (an RPZ transfer edits a clone, policy_set_clone):
  *   example.com      that name only
  *   *.example.com    every name below example.com, at any depth, not example.com itself
  * An allowlist line may name ports after the pattern (`api.example.com tcp/443`,
@@ -12,9 +13,10 @@
  * the number of patterns.
  *
  * A policy is the snapshot moatd runs with: its agents (each with its allowlists and deny form),
- * the high-risk names and the address guard. It is reference-counted and never changed after
- * policy_load; a reload builds a new snapshot and swaps it, so a bad file leaves the running
- * policy in place. Decisions are pure functions of (policy, agent, name). */
+ * the high-risk names and the address guard. It is reference-counted and never changed once
+ * built: a reload, a runtime agent edit (agent_edit.c) or an RPZ transfer builds a new snapshot
+ * and swaps it, so a bad file leaves the running policy in place. Decisions (policy_decide.c)
+ * are pure functions of (policy, agent, name). */
 #ifndef MOAT_POLICY_H
 #define MOAT_POLICY_H
 
@@ -176,8 +178,9 @@ struct policy {
 int policy_rpz_load(const struct config *cfg, struct policy *p, char *err, size_t errlen);
 
 /* A new snapshot that is cur (with its runtime agents) with RPZ zone idx replaced by d (a
- * reference is taken): the other zones are shared, the rest is borrowed from cur's base. Cheap (no file read).
- * Ownership: one reference, released with policy_unref. NULL on allocation failure. */
+ * reference is taken): the other zones are shared, the rest is borrowed from cur's base. Cheap
+ * (no file read). Ownership: one reference, released with policy_unref. NULL on allocation
+ * failure. */
 struct policy *policy_with_rpz(struct policy *cur, size_t idx, struct rpz_data *d);
 
 /* For --check: each RPZ zone, its kind and (files) its triggers, one line each, to out. */
@@ -230,9 +233,11 @@ struct policy_decision {
 void policy_decide(const struct policy *p, const struct policy_agent *agent, const uint8_t *lname,
                    uint16_t qclass, struct policy_decision *out);
 
-/* Decide a name met in a CNAME/DNAME chain (or chased by moatd) for an agent: high-risk names
- * and names embedding blocked addresses are denied; with strict_chain the name must also be on
- * an allowlist. Returns POLICY_ALLOW or the deny verdict, with *out filled. */
+/* Decide a name met in the CNAME/DNAME chain of an upstream answer for an agent (moatd never
+ * chases a chain itself: the recursive upstream returns it whole, and each name after the
+ * question is checked here before the answer passes): high-risk names and names embedding
+ * blocked addresses are denied; with strict_chain the name must also be on an allowlist.
+ * Returns POLICY_ALLOW or the deny verdict, with *out filled. */
 enum policy_verdict policy_check_chain(const struct policy *p, const struct policy_agent *agent,
                                        const uint8_t *lname, struct policy_decision *out);
 

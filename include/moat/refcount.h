@@ -1,0 +1,21 @@
+/* refcount.h: the reference count of what worker threads share (policy snapshots, pattern sets,
+ * RPZ data), so the memory-order choice is made once. Header-only. */
+#ifndef MOAT_REFCOUNT_H
+#define MOAT_REFCOUNT_H
+
+#include <stdbool.h>
+
+/* One more holder. Relaxed: the new holder got its pointer from one that already holds. */
+static inline void ref_take(int *refs)
+{
+	__atomic_add_fetch(refs, 1, __ATOMIC_RELAXED);
+}
+
+/* One holder less; true when it was the last and the caller frees. Acquire-release: the freeing
+ * thread sees every write the others made before they let go. */
+static inline bool ref_drop(int *refs)
+{
+	return __atomic_sub_fetch(refs, 1, __ATOMIC_ACQ_REL) <= 0;
+}
+
+#endif

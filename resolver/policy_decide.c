@@ -1,0 +1,212 @@
+/* policy_decide.c owns the policy snapshot's lifetime and its decisions: the reference count
+ * and release of a snapshot, the choice of agent by client address, and the verdict (with its
+ * reason and the rule that gave it) for a question or for a name in an answer's CNAME/DNAME
+ * chain. Everything here is a pure function of the snapshot and its inputs; the pattern sets it
+ * asks are policy.c's. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moat/addrguard.h"
+#include "moat/enumtext.h"
+#include "moat/iplit.h"
+#include "moat/local.h"
+#include "moat/name.h"
+#include "moat/policy.h"
+#include "moat/policy_clients.h"
+#include "moat/policy_lint.h"
+#include "moat/refcount.h"
+#include "moat/wire.h"
+
+size_t policy_allow_count(const struct policy *p)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < p->nagents; i++)
+		n += policy_set_count(p->agents[i].allow);
+	return n;
+}
+
+struct policy *policy_ref(struct policy *p)
+{
+	ref_take(&p->refs);
+	return p;
+}
+
+void policy_unref(struct policy *p)
+{
+	/* Workers share snapshots: the last one to let go frees it, on its own thread. */
+	if (!p || !ref_drop(&p->refs))
+		return;
+	policy_rpz_release(p); /* before the agents: it reads nagents */
+	for (size_t i = p->base ? p->nconfig : 0; i < p->nagents; i++) {
+		free(p->agents[i].clients);
+		policy_set_free(p->agents[i].allow);
+		forward_table_free(&p->agents[i].fwd);
+	}
+	free(p->agents);
+	policy_clients_free(p->byclient);
+	if (p->base) {
+		policy_unref(p->base);
+		free(p);
+		return;
+	}
+	policy_lint_free(p->lint);
+	forward_table_free(&p->fwd);
+	local_data_free(p->local);
+	policy_set_free(p->highrisk);
+	addrguard_free(p->guard);
+	free(p);
+}
+
+const struct policy_agent *policy_agent_for(const struct policy *p, const struct sockaddr *client)
+{
+	if (p->byclient)
+		return policy_clients_find(p, client);
+	/* A snapshot without its index (built by hand, in tests): the same answer, linearly. */
+	const struct policy_agent *best = NULL;
+	int best_bits = -1;
+	for (size_t i = 0; i < p->nagents; i++)
+		for (size_t k = 0; k < p->agents[i].nclients; k++) {
+			const struct cidr *c = &p->agents[i].clients[k];
+			if (c->bits > best_bits && config_cidr_contains(c, client)) {
+				best = &p->agents[i];
+				best_bits = c->bits;
+			}
+		}
+	return best;
+}
+
+static bool class_blocks(enum addr_class cls, const struct policy_agent *agent)
+{
+	return cls == ADDR_ALWAYS || (cls == ADDR_PRIVATE && !agent->cfg.allow_private);
+}
+
+static void reason_set(struct policy_decision *out, const char *a, const char *b, int line);
+
+/* The checks that apply to every name moat would send upstream, in order of severity. */
+static enum policy_verdict check_name(const struct policy *p, const struct policy_agent *agent,
+                                      const uint8_t *lname, struct policy_decision *out)
+{
+	uint8_t addr[16];
+	size_t alen;
+	char txt[64];
+
+	if (iplit_is_literal(lname, addr, &alen)) {
+		out->verdict = POLICY_DENY_IPLITERAL;
+		out->alert = class_blocks(addrguard_check(p->guard, addr, alen), agent);
+		snprintf(out->reason, sizeof(out->reason), "moat: query name is the IP literal %s",
+		         addrguard_format(addr, alen, txt, sizeof(txt)));
+		return out->verdict;
+	}
+	if (p->highrisk && policy_set_match(p->highrisk, lname, &out->rule)) {
+		out->verdict = POLICY_DENY_HIGHRISK;
+		out->alert = true;
+		snprintf(out->reason, sizeof(out->reason), "moat: high-risk name (%s:%u)",
+		         out->rule.file, out->rule.line);
+		return out->verdict;
+	}
+	if (p->nhighrisk_rpz && policy_rpz_highrisk(p, lname, &out->rule, &out->nodata)) {
+		out->verdict = POLICY_DENY_HIGHRISK;
+		out->alert = true;
+		reason_set(out, "moat: high-risk name by ", out->rule.file,
+		           out->rule.line ? (int)out->rule.line : -1);
+		return out->verdict;
+	}
+	/* Every embedded address, not only the leftmost. */
+	uint8_t emb[IPLIT_EMBEDDED_MAX][4];
+	size_t nemb = iplit_embedded_v4_all(lname, emb, IPLIT_EMBEDDED_MAX);
+	for (size_t i = 0; i < nemb; i++)
+		if (class_blocks(addrguard_check(p->guard, emb[i], 4), agent)) {
+			out->verdict = POLICY_DENY_EMBEDDED;
+			out->alert = true;
+			snprintf(out->reason, sizeof(out->reason),
+			         "moat: name embeds the address %s",
+			         addrguard_format(emb[i], 4, txt, sizeof(txt)));
+			return out->verdict;
+		}
+	return POLICY_ALLOW;
+}
+
+/* reason = a + b [+ ":" line]: the two verdicts of nearly every query, without printf (which
+ * was ~1.5% of a denied query). Cut to fit, always terminated. */
+static void reason_set(struct policy_decision *out, const char *a, const char *b, int line)
+{
+	size_t n = 0, cap = sizeof(out->reason) - 1;
+	for (const char *s = a; *s && n < cap; s++)
+		out->reason[n++] = *s;
+	for (const char *s = b; *s && n < cap; s++)
+		out->reason[n++] = *s;
+	if (line >= 0 && n < cap) {
+		char d[12];
+		int k = 0;
+		unsigned v = (unsigned)line;
+		do
+			d[k++] = (char)('0' + v % 10);
+		while ((v /= 10) && k < (int)sizeof(d));
+		out->reason[n++] = ':';
+		while (k > 0 && n < cap)
+			out->reason[n++] = d[--k];
+	}
+	out->reason[n] = 0;
+}
+
+void policy_decide(const struct policy *p, const struct policy_agent *agent, const uint8_t *lname,
+                   uint16_t qclass, struct policy_decision *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (qclass != WIRE_CLASS_IN) {
+		out->verdict = POLICY_DENY_CLASS;
+		snprintf(out->reason, sizeof(out->reason), "moat: class %u is not served", qclass);
+		return;
+	}
+	if (check_name(p, agent, lname, out) != POLICY_ALLOW)
+		return;
+	if (policy_set_match(agent->allow, lname, &out->rule)) {
+		out->verdict = POLICY_ALLOW;
+		reason_set(out, "allowed by ", out->rule.file, (int)out->rule.line);
+		return;
+	}
+	if (agent->nallow_rpz && policy_rpz_allows(p, agent, lname, &out->rule)) {
+		out->verdict = POLICY_ALLOW;
+		reason_set(out, "allowed by ", out->rule.file,
+		           out->rule.line ? (int)out->rule.line : -1);
+		return;
+	}
+	out->verdict = POLICY_DENY_NOT_ALLOWED;
+	reason_set(out, "moat: not on allowlist of agent ", agent->cfg.name, -1);
+}
+
+enum policy_verdict policy_check_chain(const struct policy *p, const struct policy_agent *agent,
+                                       const uint8_t *lname, struct policy_decision *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (check_name(p, agent, lname, out) != POLICY_ALLOW)
+		return out->verdict;
+	bool listed = policy_set_match(agent->allow, lname, &out->rule) ||
+	              (agent->nallow_rpz && policy_rpz_allows(p, agent, lname, &out->rule));
+	if (agent->cfg.strict_chain && !listed) {
+		char txt[NAME_MAXTEXT];
+		name_to_text(lname, txt, sizeof(txt));
+		out->verdict = POLICY_DENY_NOT_ALLOWED;
+		snprintf(out->reason, sizeof(out->reason),
+		         "moat: chain name %.80s not on allowlist of agent %s (strict-chain)", txt,
+		         agent->cfg.name);
+		return out->verdict;
+	}
+	out->verdict = POLICY_ALLOW;
+	return POLICY_ALLOW;
+}
+
+static const char *const verdict_text[] = {
+    [POLICY_ALLOW] = "allow",
+    [POLICY_DENY_NOT_ALLOWED] = "deny-not-allowed",
+    [POLICY_DENY_HIGHRISK] = "deny-high-risk",
+    [POLICY_DENY_IPLITERAL] = "deny-ip-literal",
+    [POLICY_DENY_EMBEDDED] = "deny-embedded-address",
+    [POLICY_DENY_CLASS] = "deny-class",
+};
+
+const char *policy_verdict_str(enum policy_verdict v)
+{
+	return ENUM_TEXT(verdict_text, v, "unknown");
+}
