@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Agents at runtime (issue 16): `moatctl agent add/del` over the control socket. 1,000 agents,
 # each with its own client address (/32 and /128 on lo, picked with dig -b) and its own pattern,
-# are added in one batch (timed, checked against 2 s), and each answers by its own policy (a
-# sample across the range, plus agent A's name denied to agent B); they are still there after
-# a restart (the LMDB state_dir) and gone after `agent del`. Config agents are read-only, an
-# identical range and bad input are refused with a clear error. As user nobody under the seccomp
-# filter (the default), two workers: the store is written after both are in place.
+# are added in one batch (timed; the 2 s bound is tests/bench/agents_add.sh's), and each answers
+# by its own policy (a sample across the range, plus agent A's name denied to agent B); they are
+# still there after a restart (the LMDB state_dir) and gone after `agent del`. Config agents are
+# read-only, an identical range and bad input are refused with a clear error. As user nobody
+# under the seccomp filter (the default), two workers: the store is written after both are in
+# place.
 source "$(dirname "$0")/lib.sh"
 e2e_init agentsrt
 
@@ -78,7 +79,7 @@ refused "bad client range" add bad --clients 198.51.100.300/32 --pattern a1.flee
 refused "bad agent name" add 'b@d' --clients 198.51.100.1/32 --pattern a1.fleet.test
 refused "no agent 'nosuch'" del nosuch
 
-# --- 1,000 adds in one batch, timed ---
+# --- 1,000 adds in one batch ---
 {
 	for ((i = 1; i <= N; i++)); do
 		a=$(addr_of "$i")
@@ -90,8 +91,9 @@ out=$(ctl --json batch <"$E2E_WORK/adds.txt") || e2e_fail "batch add failed: $(g
 t1=$(date +%s%N)
 ms=$(((t1 - t0) / 1000000))
 e2e_assert_eq "$N" "$(grep -c '"ok":true' <<<"$out")" "every add answered ok"
-e2e_log "1000 runtime agents added in $ms ms (one moatctl batch; target <= 2000 ms)"
-((ms <= 2000)) || e2e_fail "1000 adds took $ms ms (> 2000 ms)"
+# The time is logged, not bounded: a bound here failed under ASan on a loaded machine; the
+# target (<= 2 s) is measured by tests/bench/agents_add.sh.
+e2e_log "1000 runtime agents added in $ms ms (one moatctl batch)"
 
 # --- each agent answered by its own policy ---
 sample="1 2 50 125 250 251 300 375 500 501 600 700 750 751 800 900 999 1000"
