@@ -44,8 +44,6 @@
 /* How much of an offending value an error message quotes. */
 #define CONFIG_QUOTE_MAX 64
 
-static const uint8_t config_v4mapped_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-
 /* --- small helpers ------------------------------------------------------------------------- */
 
 static void config_errf(char *err, size_t errlen, const char *fmt, ...)
@@ -112,226 +110,9 @@ static void config_strv_free(char ***v, size_t *n)
 	*n = 0;
 }
 
-/* Strict decimal: digits only (no sign, no spaces, no hex), so "1e3" or "0x10" are refused
- * instead of being half-read by strtoul. */
-static bool config_parse_uint(const char *s, size_t len, uint64_t max, uint64_t *out)
-{
-	uint64_t v = 0;
-	size_t i;
-
-	if (len == 0 || len > 20)
-		return false;
-	for (i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return false;
-		v = v * 10 + (uint64_t)(s[i] - '0');
-		if (v > max)
-			return false;
-	}
-	*out = v;
-	return true;
-}
-
 static bool config_key_is(const char *k, size_t klen, const char *want)
 {
 	return klen == strlen(want) && memcmp(k, want, klen) == 0;
-}
-
-/* --- addresses ----------------------------------------------------------------------------- */
-
-/* A bare numeric address, IPv4 or IPv6. inet_pton is used rather than getaddrinfo because it
- * never resolves names and refuses the inet_aton shorthands ("127.1", "0x7f.1"). */
-static int config_parse_addr(const char *s, struct sockaddr_storage *out, uint16_t port)
-{
-	struct sockaddr_in *sin = (struct sockaddr_in *)out;
-	struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)out;
-
-	memset(out, 0, sizeof(*out));
-	if (inet_pton(AF_INET, s, &sin->sin_addr) == 1) {
-		sin->sin_family = AF_INET;
-		sin->sin_port = htons(port);
-		return 0;
-	}
-	memset(out, 0, sizeof(*out));
-	if (inet_pton(AF_INET6, s, &sin6->sin6_addr) == 1) {
-		sin6->sin6_family = AF_INET6;
-		sin6->sin6_port = htons(port);
-		return 0;
-	}
-	memset(out, 0, sizeof(*out));
-	return MOAT_EINVAL;
-}
-
-int config_parse_addrport(const char *s, uint16_t default_port, struct sockaddr_storage *out)
-{
-	char host[INET6_ADDRSTRLEN];
-	const char *port_text = NULL;
-	const char *colon;
-	size_t hostlen;
-	uint64_t port = default_port;
-
-	if (s == NULL || out == NULL)
-		return MOAT_EINVAL;
-	if (s[0] == '[') {
-		/* "[v6]" or "[v6]:port": the brackets are what lets a port follow an IPv6 address.
-		 */
-		const char *close = strchr(s, ']');
-
-		if (close == NULL)
-			return MOAT_EINVAL;
-		hostlen = (size_t)(close - s - 1);
-		if (close[1] == ':')
-			port_text = close + 2;
-		else if (close[1] != '\0')
-			return MOAT_EINVAL;
-		if (hostlen == 0 || hostlen >= sizeof(host))
-			return MOAT_EINVAL;
-		memcpy(host, s + 1, hostlen);
-		host[hostlen] = '\0';
-		if (port_text != NULL &&
-		    !config_parse_uint(port_text, strlen(port_text), 65535, &port))
-			return MOAT_EINVAL;
-		if (port_text != NULL && port == 0)
-			return MOAT_EINVAL;
-		memset(out, 0, sizeof(*out));
-		if (inet_pton(AF_INET6, host, &((struct sockaddr_in6 *)out)->sin6_addr) != 1)
-			return MOAT_EINVAL;
-		out->ss_family = AF_INET6;
-		((struct sockaddr_in6 *)out)->sin6_port = htons((uint16_t)port);
-		return 0;
-	}
-
-	colon = strchr(s, ':');
-	if (colon != NULL && strchr(colon + 1, ':') != NULL) {
-		/* Two or more colons and no brackets: a bare IPv6 address, default port. */
-		if (strlen(s) >= sizeof(host))
-			return MOAT_EINVAL;
-		memset(out, 0, sizeof(*out));
-		if (inet_pton(AF_INET6, s, &((struct sockaddr_in6 *)out)->sin6_addr) != 1)
-			return MOAT_EINVAL;
-		out->ss_family = AF_INET6;
-		((struct sockaddr_in6 *)out)->sin6_port = htons(default_port);
-		return 0;
-	}
-
-	/* IPv4, with or without ":port". */
-	hostlen = colon != NULL ? (size_t)(colon - s) : strlen(s);
-	if (hostlen == 0 || hostlen >= sizeof(host))
-		return MOAT_EINVAL;
-	memcpy(host, s, hostlen);
-	host[hostlen] = '\0';
-	if (colon != NULL) {
-		if (!config_parse_uint(colon + 1, strlen(colon + 1), 65535, &port) || port == 0)
-			return MOAT_EINVAL;
-	}
-	memset(out, 0, sizeof(*out));
-	if (inet_pton(AF_INET, host, &((struct sockaddr_in *)out)->sin_addr) != 1)
-		return MOAT_EINVAL;
-	out->ss_family = AF_INET;
-	((struct sockaddr_in *)out)->sin_port = htons((uint16_t)port);
-	return 0;
-}
-
-/* Parse a range; *host_bits reports the one error worth a specific message ("10.0.0.1/8"),
- * since that usually means the operator meant a single host or a different prefix. */
-static int config_cidr_parse(const char *s, struct cidr *out, bool *host_bits)
-{
-	char addr[INET6_ADDRSTRLEN];
-	const char *slash;
-	size_t alen;
-	unsigned max, offset, bits, i;
-	uint64_t prefix;
-	struct in_addr a4;
-
-	*host_bits = false;
-	if (s == NULL || out == NULL)
-		return MOAT_EINVAL;
-	slash = strchr(s, '/');
-	alen = slash != NULL ? (size_t)(slash - s) : strlen(s);
-	if (alen == 0 || alen >= sizeof(addr))
-		return MOAT_EINVAL;
-	memcpy(addr, s, alen);
-	addr[alen] = '\0';
-
-	memset(out, 0, sizeof(*out));
-	if (inet_pton(AF_INET, addr, &a4) == 1) {
-		memcpy(out->addr, config_v4mapped_prefix, sizeof(config_v4mapped_prefix));
-		memcpy(out->addr + 12, &a4, 4);
-		max = 32;
-		offset = 96;
-	} else if (inet_pton(AF_INET6, addr, out->addr) == 1) {
-		max = 128;
-		offset = 0;
-	} else {
-		return MOAT_EINVAL;
-	}
-
-	if (slash == NULL) {
-		prefix = max;
-	} else if (!config_parse_uint(slash + 1, strlen(slash + 1), max, &prefix)) {
-		return MOAT_EINVAL;
-	}
-	bits = offset + (unsigned)prefix;
-
-	for (i = bits; i < 128; i++) {
-		if (out->addr[i / 8] & (0x80u >> (i % 8))) {
-			*host_bits = true;
-			return MOAT_EINVAL;
-		}
-	}
-	out->bits = (uint8_t)bits;
-	return 0;
-}
-
-int config_parse_cidr(const char *s, struct cidr *out)
-{
-	bool host_bits;
-
-	return config_cidr_parse(s, out, &host_bits);
-}
-
-void config_cidr_text(const struct cidr *c, char *out, size_t cap)
-{
-	char a[INET6_ADDRSTRLEN];
-
-	if (c->bits >= 96 && memcmp(c->addr, config_v4mapped_prefix, 12) == 0) {
-		inet_ntop(AF_INET, c->addr + 12, a, sizeof(a));
-		snprintf(out, cap, "%s/%u", a, c->bits - 96u);
-	} else {
-		inet_ntop(AF_INET6, c->addr, a, sizeof(a));
-		snprintf(out, cap, "%s/%u", a, (unsigned)c->bits);
-	}
-}
-
-bool config_cidr_contains(const struct cidr *c, const struct sockaddr *sa)
-{
-	uint8_t a[16];
-	unsigned full, rest;
-
-	if (c == NULL || sa == NULL || c->bits > 128)
-		return false;
-	if (sa->sa_family == AF_INET) {
-		/* Compare in the mapped form the ranges are stored in. */
-		memcpy(a, config_v4mapped_prefix, sizeof(config_v4mapped_prefix));
-		memcpy(a + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
-	} else if (sa->sa_family == AF_INET6) {
-		/* A v4 client on a dual-stack socket arrives as ::ffff:a.b.c.d, which is exactly
-		 * the stored form of IPv4 ranges, so it needs no special case. */
-		memcpy(a, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
-	} else {
-		return false;
-	}
-	full = c->bits / 8;
-	rest = c->bits % 8;
-	if (memcmp(a, c->addr, full) != 0)
-		return false;
-	if (rest != 0) {
-		uint8_t mask = (uint8_t)(0xffu << (8 - rest));
-
-		if ((a[full] & mask) != (c->addr[full] & mask))
-			return false;
-	}
-	return true;
 }
 
 /* --- defaults, free, validate -------------------------------------------------------------- */
@@ -665,7 +446,7 @@ static int config_u32(struct config_ctx *c, struct fy_node *v, int line, const c
 	if (rc != 0)
 		return rc;
 	line = config_node_line(v, line);
-	if (!config_parse_uint(buf, strlen(buf), UINT32_MAX, &n)) {
+	if (!netaddr_uint(buf, strlen(buf), UINT32_MAX, &n)) {
 		char q[CONFIG_QUOTE_MAX + 8];
 
 		config_quote(q, sizeof(q), buf, strlen(buf));
@@ -812,16 +593,6 @@ fail:
 	return rc;
 }
 
-/* An address that failed to parse only because its port is 0 ("1.2.3.4:0", "[::1]:0"): worth
- * its own message, since "bad address" sends the operator looking at the address. */
-static bool config_port_zero(const char *s)
-{
-	size_t n = strlen(s);
-	if (n < 3 || strcmp(s + n - 2, ":0") != 0)
-		return false;
-	return s[n - 3] == ']' || memchr(s, ':', n - 2) == NULL;
-}
-
 static int config_addrports(struct config_ctx *c, struct fy_node *v, int line, const char *key,
                             struct sockaddr_storage **outv, size_t *outn, int **outlines)
 {
@@ -850,12 +621,12 @@ static int config_addrports(struct config_ctx *c, struct fy_node *v, int line, c
 		rc = config_scalar(c, item, line, key, "an address", buf, sizeof(buf));
 		if (rc != 0)
 			goto fail;
-		if (config_parse_addrport(buf, 53, &nv[n]) != 0) {
+		if (netaddr_parse_addrport(buf, 53, &nv[n]) != 0) {
 			char q[CONFIG_QUOTE_MAX + 8];
 
 			config_quote(q, sizeof(q), buf, strlen(buf));
 			rc =
-			    config_port_zero(buf)
+			    netaddr_port_zero(buf)
 			        ? config_fail(c, config_node_line(item, line),
 			                      "%s: '%s': port 0 is not a port (1 to 65535)", key, q)
 			        : config_fail(c, config_node_line(item, line),
@@ -1096,12 +867,13 @@ static int config_clients(struct config_ctx *c, struct config_agent *a, struct f
 	while ((item = fy_node_sequence_iterate(v, &it)) != NULL && n < count) {
 		char buf[INET6_ADDRSTRLEN + 8];
 		char q[CONFIG_QUOTE_MAX + 8];
+		struct netaddr_prefix p;
 		bool host_bits;
 
 		rc = config_scalar(c, item, line, "clients", "an address range", buf, sizeof(buf));
 		if (rc != 0)
 			goto fail;
-		if (config_cidr_parse(buf, &nv[n], &host_bits) != 0) {
+		if (netaddr_parse_prefix(buf, 0, &p, &host_bits) != 0) {
 			config_quote(q, sizeof(q), buf, strlen(buf));
 			rc = config_fail(c, config_node_line(item, line),
 			                 host_bits ? "clients: '%s' has host bits set"
@@ -1109,6 +881,7 @@ static int config_clients(struct config_ctx *c, struct config_agent *a, struct f
 			                 q);
 			goto fail;
 		}
+		netaddr_prefix_to_cidr(&p, &nv[n]);
 		if (a->client_lines)
 			a->client_lines[n] = config_node_line(item, line);
 		n++;
@@ -1463,7 +1236,7 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 			 * is part of what makes forged upstream answers hard to land. */
 			rc = config_scalar(c, v, line, "upstream_source", "an address", buf,
 			                   sizeof(buf));
-			if (rc == 0 && config_parse_addr(buf, &cfg->upstream_source, 0) != 0) {
+			if (rc == 0 && netaddr_parse_addr(buf, 0, &cfg->upstream_source) != 0) {
 				char q[CONFIG_QUOTE_MAX + 8];
 
 				config_quote(q, sizeof(q), buf, strlen(buf));
@@ -1567,7 +1340,7 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 		} else if (config_key_is(ks, klen, "metrics")) {
 			char a[INET6_ADDRSTRLEN + 16];
 			rc = config_scalar(c, v, line, "metrics", "ADDR:PORT", a, sizeof(a));
-			if (rc == 0 && config_parse_addrport(a, 0, &cfg->metrics_addr) < 0)
+			if (rc == 0 && netaddr_parse_addrport(a, 0, &cfg->metrics_addr) < 0)
 				rc = config_fail(c, config_node_line(v, line),
 				                 "metrics: expected ADDR:PORT");
 			cfg->has_metrics = rc == 0;
@@ -1758,7 +1531,7 @@ static int config_rpz_key(struct config_ctx *c, struct fy_node *k, struct fy_nod
 			rc = config_fail(c, kline, "rpz.zone: not a domain name below the root");
 	} else if (config_key_is(ks, klen, "primary")) {
 		rc = config_scalar(c, v, kline, "rpz.primary", "ADDR:PORT", buf, sizeof(buf));
-		if (!rc && config_parse_addrport(buf, 53, &z->primary) != 0)
+		if (!rc && netaddr_parse_addrport(buf, 53, &z->primary) != 0)
 			rc = config_fail(c, kline, "rpz.primary: expected ADDR[:PORT]");
 	} else if (config_key_is(ks, klen, "tsig")) {
 		rc = config_rpz_tsig(c, v, kline, z);

@@ -89,17 +89,31 @@ static void usage(FILE *f)
 	    f);
 }
 
+/* The address bytes of an AF_INET or AF_INET6 sockaddr (*len 4 or 16); NULL for others. */
+static const uint8_t *sockaddr_bytes(const struct sockaddr *sa, size_t *len)
+{
+	if (sa->sa_family == AF_INET) {
+		*len = 4;
+		return (const uint8_t *)&((const struct sockaddr_in *)sa)->sin_addr;
+	}
+	if (sa->sa_family == AF_INET6) {
+		*len = 16;
+		return (const uint8_t *)&((const struct sockaddr_in6 *)sa)->sin6_addr;
+	}
+	return NULL;
+}
+
 /* Client ranges of the flag-mode agent: loopback, and the networks the listen addresses are
  * on (an unspecified listen address means every local network of that family). */
 static int flag_mode_clients(struct config_agent *a, const struct config *cfg)
 {
-	struct cidr c;
+	static const uint8_t zero[16];
 	size_t max = 2 + 64;
 	a->clients = calloc(max, sizeof(*a->clients));
 	if (!a->clients)
 		return MOAT_ENOMEM;
-	config_parse_cidr("127.0.0.0/8", &a->clients[a->nclients++]);
-	config_parse_cidr("::1", &a->clients[a->nclients++]);
+	netaddr_parse_cidr("127.0.0.0/8", &a->clients[a->nclients++]);
+	netaddr_parse_cidr("::1", &a->clients[a->nclients++]);
 	struct ifaddrs *ifs = NULL, *i;
 	if (getifaddrs(&ifs) < 0)
 		return 0;
@@ -107,48 +121,19 @@ static int flag_mode_clients(struct config_agent *a, const struct config *cfg)
 		if (!i->ifa_addr || !i->ifa_netmask)
 			continue;
 		int fam = i->ifa_addr->sa_family;
-		if (fam != AF_INET && fam != AF_INET6)
+		size_t n;
+		const uint8_t *ia = sockaddr_bytes(i->ifa_addr, &n);
+		const uint8_t *ma = sockaddr_bytes(i->ifa_netmask, &n);
+		if (!ia || !ma)
 			continue;
-		for (size_t k = 0; k < cfg->nlisten; k++) {
+		for (size_t k = 0; k < cfg->nlisten && a->nclients < max; k++) {
 			const struct sockaddr *l = (const struct sockaddr *)&cfg->listen[k];
-			if (l->sa_family != fam)
+			size_t ln;
+			const uint8_t *la = sockaddr_bytes(l, &ln);
+			if (l->sa_family != fam || !la ||
+			    (memcmp(la, zero, n) != 0 && memcmp(la, ia, n) != 0))
 				continue;
-			const uint8_t *la, *ia, *ma;
-			size_t n;
-			if (fam == AF_INET) {
-				la = (const uint8_t *)&((const struct sockaddr_in *)l)->sin_addr;
-				ia = (const uint8_t *)&((const struct sockaddr_in *)i->ifa_addr)
-				         ->sin_addr;
-				ma = (const uint8_t *)&((const struct sockaddr_in *)i->ifa_netmask)
-				         ->sin_addr;
-				n = 4;
-			} else {
-				la = (const uint8_t *)&((const struct sockaddr_in6 *)l)->sin6_addr;
-				ia = (const uint8_t *)&((const struct sockaddr_in6 *)i->ifa_addr)
-				         ->sin6_addr;
-				ma = (const uint8_t *)&((const struct sockaddr_in6 *)i->ifa_netmask)
-				         ->sin6_addr;
-				n = 16;
-			}
-			static const uint8_t zero[16];
-			if (memcmp(la, zero, n) != 0 && memcmp(la, ia, n) != 0)
-				continue;
-			memset(&c, 0, sizeof(c));
-			int bits = 0;
-			for (size_t b = 0; b < n; b++)
-				bits += __builtin_popcount(ma[b]);
-			if (n == 4) {
-				c.addr[10] = c.addr[11] = 0xff;
-				for (size_t b = 0; b < 4; b++)
-					c.addr[12 + b] = ia[b] & ma[b];
-				c.bits = (uint8_t)(96 + bits);
-			} else {
-				for (size_t b = 0; b < 16; b++)
-					c.addr[b] = ia[b] & ma[b];
-				c.bits = (uint8_t)bits;
-			}
-			if (a->nclients < max)
-				a->clients[a->nclients++] = c;
+			netaddr_cidr_from_mask(ia, ma, n, &a->clients[a->nclients++]);
 		}
 	}
 	freeifaddrs(ifs);
@@ -183,7 +168,7 @@ struct options {
 static int add_addr(struct sockaddr_storage **v, size_t *n, const char *s, uint16_t port)
 {
 	struct sockaddr_storage ss;
-	if (config_parse_addrport(s, port, &ss) < 0)
+	if (netaddr_parse_addrport(s, port, &ss) < 0)
 		return MOAT_EINVAL;
 	struct sockaddr_storage *nv = realloc(*v, (*n + 1) * sizeof(**v));
 	if (!nv)
@@ -312,7 +297,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 			}
 			break;
 		case O_SOURCE:
-			if (config_parse_addrport(optarg, 0, &source) < 0) {
+			if (netaddr_parse_addrport(optarg, 0, &source) < 0) {
 				fprintf(stderr,
 				        "moatd: --upstream-source %s: expected an address\n",
 				        optarg);
@@ -493,7 +478,7 @@ static int build_config(int argc, char **argv, struct config *cfg, struct option
 		cfg->state_dir = strdup(o->state_dir);
 	}
 	if (o->metrics) {
-		if (config_parse_addrport(o->metrics, 0, &cfg->metrics_addr) < 0) {
+		if (netaddr_parse_addrport(o->metrics, 0, &cfg->metrics_addr) < 0) {
 			fprintf(stderr, "moatd: --metrics %s: expected ADDR:PORT\n", o->metrics);
 			return MOAT_EINVAL;
 		}

@@ -78,18 +78,14 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "moat/netaddr.h"
+
 #define CONFIG_NAME_MAX 64
 
 enum deny_form {
 	DENY_NXDOMAIN = 0,
 	DENY_REFUSED,
 	DENY_SINKHOLE,
-};
-
-/* An address range. IPv4 is stored IPv4-mapped (::ffff:a.b.c.d) with bits counted over 128. */
-struct cidr {
-	uint8_t addr[16];
-	uint8_t bits;
 };
 
 /* A forward zone: names at or below zone go to its own upstreams (after the policy allowed
@@ -246,18 +242,6 @@ void config_where_text(const struct config *cfg, int line, const char *flag, cha
 
 /* Release everything cfg owns; cfg is left as after config_init without defaults. */
 void config_free(struct config *cfg);
-
-/* "1.2.3.4:53", "[2001:db8::1]:5353", "::1" (bare IPv6), "1.2.3.4" (default_port). */
-int config_parse_addrport(const char *s, uint16_t default_port, struct sockaddr_storage *out);
-
-/* "10.0.0.0/8", "2001:db8::/32", "192.0.2.1" (host). Host bits must be zero. */
-int config_parse_cidr(const char *s, struct cidr *out);
-
-/* A range as text: "10.0.0.0/24", "2001:db8::/64" (IPv4 without its mapped prefix). */
-void config_cidr_text(const struct cidr *c, char *out, size_t cap);
-
-/* True if the address (AF_INET or AF_INET6 sockaddr) lies in the range. */
-bool config_cidr_contains(const struct cidr *c, const struct sockaddr *sa);
 
 /* An agent name: 1 to CONFIG_NAME_MAX - 1 of A-Z a-z 0-9 _ . - */
 bool config_name_ok(const char *s, size_t len);

@@ -236,7 +236,7 @@ void escape_cfg_init(struct escape_cfg *c)
 	inet_pton(AF_INET6, "fd00:ec2::254", &c->meta_addr6.sin6_addr);
 	for (size_t i = 0; i < sizeof(escape_default_others) / sizeof(escape_default_others[0]);
 	     i++)
-		config_parse_addrport(escape_default_others[i], 53, &c->others[c->nothers++]);
+		netaddr_parse_addrport(escape_default_others[i], 53, &c->others[c->nothers++]);
 	c->others_default = true;
 	for (size_t i = 0; i < sizeof(escape_default_rebind) / sizeof(escape_default_rebind[0]);
 	     i++)
@@ -267,7 +267,7 @@ int escape_cfg_set(struct escape_cfg *c, const char *key, const char *value, cha
 	uint32_t v;
 
 	if (strcmp(key, "resolver") == 0) {
-		if (config_parse_addrport(value, 53, &c->resolver) != 0)
+		if (netaddr_parse_addrport(value, 53, &c->resolver) != 0)
 			goto badaddr;
 		c->has_resolver = true;
 	} else if (strcmp(key, "allowed") == 0) {
@@ -281,7 +281,7 @@ int escape_cfg_set(struct escape_cfg *c, const char *key, const char *value, cha
 	} else if (strcmp(key, "metadata-names") == 0) {
 		return escape_set_meta(c, value, err, errlen);
 	} else if (strcmp(key, "metadata-addr") == 0) {
-		if (config_parse_addrport(value, 80, &ss) != 0 || ss.ss_family != AF_INET) {
+		if (netaddr_parse_addrport(value, 80, &ss) != 0 || ss.ss_family != AF_INET) {
 			escape_err(err, errlen, "%s: '%s' is not IPv4ADDR[:PORT]", key, value);
 			return MOAT_EINVAL;
 		}
@@ -300,7 +300,7 @@ int escape_cfg_set(struct escape_cfg *c, const char *key, const char *value, cha
 			escape_err(err, errlen, "%s: more than %d resolvers", key, ESCAPE_MAXLIST);
 			return MOAT_EINVAL;
 		}
-		if (config_parse_addrport(value, 53, &c->others[c->nothers]) != 0)
+		if (netaddr_parse_addrport(value, 53, &c->others[c->nothers]) != 0)
 			goto badaddr;
 		c->nothers++;
 	} else if (strcmp(key, "unresolved") == 0) {
