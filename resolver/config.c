@@ -24,20 +24,6 @@
 #include "moat/pathfd.h"
 #include "moat/zonesdir.h"
 
-/* Limits on numeric keys. Values outside them are almost certainly typos (a timeout in seconds
- * written into a millisecond key), so they are rejected rather than clamped. */
-#define CONFIG_TIMEOUT_MIN 1u
-#define CONFIG_TIMEOUT_MAX 60000u
-#define CONFIG_ATTEMPTS_MIN 1u
-#define CONFIG_ATTEMPTS_MAX 16u
-#define CONFIG_IDLE_MIN 100u
-#define CONFIG_IDLE_MAX 3600000u
-#define CONFIG_CLIENTS_MIN 1u
-#define CONFIG_CLIENTS_MAX 1000000u
-#define CONFIG_WORKERS_MAX 64u
-#define CONFIG_STALE_MAX 604800u /* a week; RFC 8767 suggests 1 to 3 days */
-#define CONFIG_TTL_MAX 86400u
-
 /* A config file is a few kilobytes; anything far larger is not one. */
 #define CONFIG_FILE_MAX (1024 * 1024)
 
@@ -117,7 +103,7 @@ static bool config_key_is(const char *k, size_t klen, const char *want)
 
 /* --- defaults, free, validate -------------------------------------------------------------- */
 
-static void config_agent_init(struct config_agent *a)
+void config_agent_init(struct config_agent *a)
 {
 	memset(a, 0, sizeof(*a));
 	a->deny = DENY_NXDOMAIN;
@@ -181,20 +167,8 @@ static void config_agents_free(struct config *cfg)
 void config_init(struct config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
-	cfg->upstream_timeout_ms = 1000;
-	cfg->upstream_attempts = 3;
-	cfg->tcp_idle_ms = 10000;
-	cfg->tcp_max_clients = 1024;
-	cfg->tcp_max_queued = 64 * 1024;
-	cfg->tcp_max_inflight = 64;
-	cfg->inflight_max = 2048;
-	cfg->inflight_per_client = 256;
-	cfg->workers = 1;
-	cfg->fw_timeout_ms = 1000;
+	config_limits_default(cfg);
 	cfg->seccomp = true;
-	cfg->cache_bytes = (size_t)32 << 20;
-	cfg->cache_min_ttl = 0;
-	cfg->cache_max_ttl = 86400;
 	/* Failing to record the shipped deny lists must not silently start a resolver without
 	 * them, and config_init has no way to report it: out of memory this early is fatal. The
 	 * placeholders are pointed at the shipped-lists directory right away. */
@@ -232,6 +206,20 @@ void config_free(struct config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 }
 
+int config_deny_parse(const char *s, size_t len, enum deny_form *out)
+{
+	static const char *const names[] = {"nxdomain", "refused", "sinkhole"};
+	static const enum deny_form forms[] = {DENY_NXDOMAIN, DENY_REFUSED, DENY_SINKHOLE};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (config_key_is(s, len, names[i])) {
+			*out = forms[i];
+			return 0;
+		}
+	}
+	return MOAT_EINVAL;
+}
+
 bool config_name_ok(const char *s, size_t len)
 {
 	size_t i;
@@ -265,30 +253,9 @@ int config_validate(const struct config *cfg, char *err, size_t errlen)
 		            "no agents configured: without one every client is refused");
 		return MOAT_EINVAL;
 	}
-	/* Flags can set these too, so the file's ranges are checked again here. */
-	if (cfg->upstream_timeout_ms < CONFIG_TIMEOUT_MIN ||
-	    cfg->upstream_timeout_ms > CONFIG_TIMEOUT_MAX) {
-		config_errf(err, errlen, "upstream_timeout_ms must be %u..%u", CONFIG_TIMEOUT_MIN,
-		            CONFIG_TIMEOUT_MAX);
+	/* Flags set these too: whichever way a value came, it is checked against one table. */
+	if (config_limits_check(cfg, err, errlen) != 0)
 		return MOAT_EINVAL;
-	}
-	if (cfg->upstream_attempts < CONFIG_ATTEMPTS_MIN ||
-	    cfg->upstream_attempts > CONFIG_ATTEMPTS_MAX) {
-		config_errf(err, errlen, "upstream_attempts must be %u..%u", CONFIG_ATTEMPTS_MIN,
-		            CONFIG_ATTEMPTS_MAX);
-		return MOAT_EINVAL;
-	}
-	if (cfg->tcp_idle_ms < CONFIG_IDLE_MIN || cfg->tcp_idle_ms > CONFIG_IDLE_MAX) {
-		config_errf(err, errlen, "tcp_idle_ms must be %u..%u", CONFIG_IDLE_MIN,
-		            CONFIG_IDLE_MAX);
-		return MOAT_EINVAL;
-	}
-	if (cfg->tcp_max_clients < CONFIG_CLIENTS_MIN ||
-	    cfg->tcp_max_clients > CONFIG_CLIENTS_MAX) {
-		config_errf(err, errlen, "tcp_max_clients must be %u..%u", CONFIG_CLIENTS_MIN,
-		            CONFIG_CLIENTS_MAX);
-		return MOAT_EINVAL;
-	}
 	for (i = 0; i < cfg->nagents; i++) {
 		const struct config_agent *a = &cfg->agents[i];
 		size_t len = strnlen(a->name, CONFIG_NAME_MAX);
@@ -458,6 +425,15 @@ static int config_u32(struct config_ctx *c, struct fy_node *v, int line, const c
 		                   (unsigned long long)n, min, max);
 	*out = (uint32_t)n;
 	return 0;
+}
+
+/* A number within the range of the numeric setting named limit (config_limits.c). */
+static int config_u32_as(struct config_ctx *c, struct fy_node *v, int line, const char *key,
+                         const char *limit, uint32_t *out)
+{
+	const struct config_limit *l = config_limit_key(limit, strlen(limit));
+
+	return config_u32(c, v, line, key, l->min, l->max, out);
 }
 
 static int config_bool(struct config_ctx *c, struct fy_node *v, int line, const char *key,
@@ -943,11 +919,11 @@ static int config_forward_one(struct config_ctx *c, struct fy_node *m, int line,
 			                      &f->nupstreams, &lines);
 			free(lines);
 		} else if (config_key_is(ks, klen, "timeout_ms")) {
-			rc = config_u32(c, v, kline, "timeout_ms", CONFIG_TIMEOUT_MIN,
-			                CONFIG_TIMEOUT_MAX, &f->timeout_ms);
+			rc = config_u32_as(c, v, kline, "timeout_ms", "upstream_timeout_ms",
+			                   &f->timeout_ms);
 		} else if (config_key_is(ks, klen, "attempts")) {
-			rc = config_u32(c, v, kline, "attempts", CONFIG_ATTEMPTS_MIN,
-			                CONFIG_ATTEMPTS_MAX, &f->attempts);
+			rc = config_u32_as(c, v, kline, "attempts", "upstream_attempts",
+			                   &f->attempts);
 		} else if (config_key_is(ks, klen, "allow_private")) {
 			rc = config_bool(c, v, kline, "allow_private", &f->allow_private);
 		} else {
@@ -1096,13 +1072,7 @@ static int config_agent(struct config_ctx *c, struct config_agent *a, size_t ind
 			                 &len);
 			if (rc != 0)
 				return rc;
-			if (config_key_is(s, len, "nxdomain"))
-				a->deny = DENY_NXDOMAIN;
-			else if (config_key_is(s, len, "refused"))
-				a->deny = DENY_REFUSED;
-			else if (config_key_is(s, len, "sinkhole"))
-				a->deny = DENY_SINKHOLE;
-			else
+			if (config_deny_parse(s, len, &a->deny) != 0)
 				return config_fail(c, config_node_line(v, kline),
 				                   "deny: expected nxdomain, refused or sinkhole");
 		} else if (config_key_is(ks, klen, "sinkhole")) {
@@ -1193,10 +1163,154 @@ static bool config_policy_file_key(struct config_ctx *c, struct fy_node *v, int 
 	return false;
 }
 
+/* The addresses: where moatd listens, its upstreams, its source address, the metrics
+ * endpoint. True if ks is one of them; *rc is then its result. */
+static bool config_root_net(struct config_ctx *c, struct fy_node *v, int line, const char *ks,
+                            size_t klen, int *rc)
+{
+	struct config *cfg = c->cfg;
+
+	if (config_key_is(ks, klen, "listen")) {
+		*rc = config_addrports(c, v, line, "listen", &cfg->listen, &cfg->nlisten,
+		                       &cfg->where.listen_lines);
+		cfg->where.listen_for = cfg->listen;
+	} else if (config_key_is(ks, klen, "upstreams")) {
+		*rc = config_addrports(c, v, line, "upstreams", &cfg->upstreams, &cfg->nupstreams,
+		                       &cfg->where.upstream_lines);
+		cfg->where.upstream_for = cfg->upstreams;
+	} else if (config_key_is(ks, klen, "upstream_source")) {
+		char buf[INET6_ADDRSTRLEN];
+
+		/* An address only: the source port stays kernel-chosen and random, which
+		 * is part of what makes forged upstream answers hard to land. */
+		*rc = config_scalar(c, v, line, "upstream_source", "an address", buf, sizeof(buf));
+		if (*rc == 0 && netaddr_parse_addr(buf, 0, &cfg->upstream_source) != 0) {
+			char q[CONFIG_QUOTE_MAX + 8];
+
+			config_quote(q, sizeof(q), buf, strlen(buf));
+			*rc = config_fail(c, config_node_line(v, line),
+			                  "upstream_source: bad address '%s' (an IP address, "
+			                  "no port)",
+			                  q);
+		}
+		if (*rc == 0)
+			cfg->has_upstream_source = true;
+	} else if (config_key_is(ks, klen, "metrics")) {
+		char a[INET6_ADDRSTRLEN + 16];
+		*rc = config_scalar(c, v, line, "metrics", "ADDR:PORT", a, sizeof(a));
+		if (*rc == 0 && netaddr_parse_addrport(a, 0, &cfg->metrics_addr) < 0)
+			*rc = config_fail(c, config_node_line(v, line),
+			                  "metrics: expected ADDR:PORT");
+		cfg->has_metrics = *rc == 0;
+	} else {
+		return false;
+	}
+	return true;
+}
+
+/* How the daemon runs: user, filter, rate limit action, firewall, log, control, dnstap,
+ * state. True if ks is one of them; *rc is then its result. */
+static bool config_root_ops(struct config_ctx *c, struct fy_node *v, int line, const char *ks,
+                            size_t klen, int *rc)
+{
+	struct config *cfg = c->cfg;
+
+	if (config_key_is(ks, klen, "user")) {
+		char u[64];
+		*rc = config_scalar(c, v, line, "user", "a user name", u, sizeof(u));
+		cfg->where.user = config_node_line(v, line);
+		if (*rc == 0) {
+			free(cfg->user);
+			if (!(cfg->user = strdup(u)))
+				*rc = config_fail(c, line, "out of memory");
+		}
+	} else if (config_key_is(ks, klen, "seccomp")) {
+		*rc = config_bool(c, v, line, "seccomp", &cfg->seccomp);
+	} else if (config_key_is(ks, klen, "ratelimit_action")) {
+		char act[16];
+		*rc = config_scalar(c, v, line, "ratelimit_action", "refuse or drop", act,
+		                    sizeof(act));
+		if (*rc == 0 && strcmp(act, "drop") == 0)
+			cfg->rl_drop = true;
+		else if (*rc == 0 && strcmp(act, "refuse") == 0)
+			cfg->rl_drop = false;
+		else if (*rc == 0)
+			*rc = config_fail(c, config_node_line(v, line),
+			                  "ratelimit_action: expected refuse or drop");
+	} else if (config_key_is(ks, klen, "firewall_socket")) {
+		free(cfg->fw_socket);
+		cfg->fw_socket = NULL;
+		*rc = config_path(c, v, line, "firewall_socket", false, &cfg->fw_socket);
+	} else if (config_key_is(ks, klen, "firewall_fail_open")) {
+		*rc = config_bool(c, v, line, "firewall_fail_open", &cfg->fw_fail_open);
+	} else if (config_key_is(ks, klen, "log")) {
+		*rc = config_log(c, v, line);
+		cfg->where.log = config_node_line(v, line);
+	} else if (config_key_is(ks, klen, "control")) {
+		free(cfg->control_path);
+		cfg->control_path = NULL;
+		*rc = config_path(c, v, line, "control", false, &cfg->control_path);
+	} else if (config_key_is(ks, klen, "control_group")) {
+		char g[CONFIG_NAME_MAX];
+		*rc = config_scalar(c, v, line, "control_group", "a group name", g, sizeof(g));
+		free(cfg->control_group);
+		cfg->control_group = *rc == 0 ? strdup(g) : NULL;
+	} else if (config_key_is(ks, klen, "dnstap")) {
+		*rc = config_dnstap(c, v, line);
+	} else if (config_key_is(ks, klen, "state_dir")) {
+		*rc = config_state_dir(c, v, line);
+	} else {
+		return false;
+	}
+	return true;
+}
+
+/* What the policy is made of: lists, agents, forward zones, local answers, RPZ zones. True if ks is
+ * one of them; *rc is then its result. */
+static bool config_root_policy(struct config_ctx *c, struct fy_node *v, int line, const char *ks,
+                               size_t klen, int *rc)
+{
+	struct config *cfg = c->cfg;
+
+	if (config_key_is(ks, klen, "highrisk")) {
+		*rc = config_paths(c, v, line, "highrisk", &cfg->highrisk_files, &cfg->nhighrisk,
+		                   true, NULL);
+	} else if (config_key_is(ks, klen, "blocked_ranges")) {
+		*rc = config_paths(c, v, line, "blocked_ranges", &cfg->range_files, &cfg->nranges,
+		                   true, NULL);
+	} else if (config_key_is(ks, klen, "zones_dir")) {
+		char *dir = NULL;
+		*rc = config_path(c, v, line, "zones_dir", true, &dir);
+		if (*rc == 0 && zonesdir_apply(cfg, dir) != 0)
+			*rc = config_fail(c, line, "out of memory");
+		free(dir);
+	} else if (config_key_is(ks, klen, "agents")) {
+		*rc = config_agents(c, v, line);
+	} else if (config_key_is(ks, klen, "forward")) {
+		*rc = config_forwards(c, v, line, &cfg->forwards, &cfg->nforwards);
+	} else if (config_key_is(ks, klen, "local_data")) {
+		*rc = config_lines_list(c, v, line, "local_data", false, &cfg->local_data,
+		                        &cfg->local_lines, &cfg->nlocal);
+	} else if (config_key_is(ks, klen, "rpz")) {
+		*rc = config_rpz_list(c, v, line);
+	} else if (config_key_is(ks, klen, "highrisk_rpz")) {
+		*rc = config_rpz_names(c, v, line, "highrisk_rpz", &cfg->highrisk_rpz,
+		                       &cfg->highrisk_rpz_lines, &cfg->nhighrisk_rpz);
+	} else if (config_key_is(ks, klen, "hosts")) {
+		*rc = config_lines_list(c, v, line, "hosts", true, &cfg->hosts_files,
+		                        &cfg->hosts_lines, &cfg->nhosts);
+	} else {
+		return false;
+	}
+	return true;
+}
+
 static int config_root(struct config_ctx *c, struct fy_node *root)
 {
 	struct config *cfg = c->cfg;
+	const struct config_limit *lim;
 	struct fy_node_pair *pair;
+	uint32_t n;
 	void *it = NULL;
 	int rc;
 
@@ -1221,163 +1335,16 @@ static int config_root(struct config_ctx *c, struct fy_node *root)
 		rc = config_key(c, k, 1, &ks, &klen);
 		if (rc != 0)
 			return rc;
-		if (config_key_is(ks, klen, "listen")) {
-			rc = config_addrports(c, v, line, "listen", &cfg->listen, &cfg->nlisten,
-			                      &cfg->where.listen_lines);
-			cfg->where.listen_for = cfg->listen;
-		} else if (config_key_is(ks, klen, "upstreams")) {
-			rc = config_addrports(c, v, line, "upstreams", &cfg->upstreams,
-			                      &cfg->nupstreams, &cfg->where.upstream_lines);
-			cfg->where.upstream_for = cfg->upstreams;
-		} else if (config_key_is(ks, klen, "upstream_source")) {
-			char buf[INET6_ADDRSTRLEN];
-
-			/* An address only: the source port stays kernel-chosen and random, which
-			 * is part of what makes forged upstream answers hard to land. */
-			rc = config_scalar(c, v, line, "upstream_source", "an address", buf,
-			                   sizeof(buf));
-			if (rc == 0 && netaddr_parse_addr(buf, 0, &cfg->upstream_source) != 0) {
-				char q[CONFIG_QUOTE_MAX + 8];
-
-				config_quote(q, sizeof(q), buf, strlen(buf));
-				rc =
-				    config_fail(c, config_node_line(v, line),
-				                "upstream_source: bad address '%s' (an IP address, "
-				                "no port)",
-				                q);
-			}
+		if ((lim = config_limit_key(ks, klen)) != NULL) {
+			rc = config_u32_as(c, v, line, lim->key, lim->key, &n);
 			if (rc == 0)
-				cfg->has_upstream_source = true;
-		} else if (config_key_is(ks, klen, "upstream_timeout_ms")) {
-			rc = config_u32(c, v, line, "upstream_timeout_ms", CONFIG_TIMEOUT_MIN,
-			                CONFIG_TIMEOUT_MAX, &cfg->upstream_timeout_ms);
-		} else if (config_key_is(ks, klen, "upstream_attempts")) {
-			rc = config_u32(c, v, line, "upstream_attempts", CONFIG_ATTEMPTS_MIN,
-			                CONFIG_ATTEMPTS_MAX, &cfg->upstream_attempts);
-		} else if (config_key_is(ks, klen, "tcp_idle_ms")) {
-			rc = config_u32(c, v, line, "tcp_idle_ms", CONFIG_IDLE_MIN, CONFIG_IDLE_MAX,
-			                &cfg->tcp_idle_ms);
-		} else if (config_key_is(ks, klen, "tcp_max_clients")) {
-			rc = config_u32(c, v, line, "tcp_max_clients", CONFIG_CLIENTS_MIN,
-			                CONFIG_CLIENTS_MAX, &cfg->tcp_max_clients);
-		} else if (config_key_is(ks, klen, "tcp_max_queued")) {
-			rc = config_u32(c, v, line, "tcp_max_queued", 1024, 16u << 20,
-			                &cfg->tcp_max_queued);
-		} else if (config_key_is(ks, klen, "tcp_max_inflight")) {
-			rc = config_u32(c, v, line, "tcp_max_inflight", 1, 65535,
-			                &cfg->tcp_max_inflight);
-		} else if (config_key_is(ks, klen, "inflight_max")) {
-			rc = config_u32(c, v, line, "inflight_max", 1, 1000000, &cfg->inflight_max);
-		} else if (config_key_is(ks, klen, "inflight_per_client")) {
-			rc = config_u32(c, v, line, "inflight_per_client", 1, 1000000,
-			                &cfg->inflight_per_client);
-		} else if (config_key_is(ks, klen, "user")) {
-			char u[64];
-			rc = config_scalar(c, v, line, "user", "a user name", u, sizeof(u));
-			cfg->where.user = config_node_line(v, line);
-			if (rc == 0) {
-				free(cfg->user);
-				if (!(cfg->user = strdup(u)))
-					rc = config_fail(c, line, "out of memory");
-			}
-		} else if (config_key_is(ks, klen, "serve_stale")) {
-			rc = config_u32(c, v, line, "serve_stale", 0, CONFIG_STALE_MAX,
-			                &cfg->serve_stale);
-		} else if (config_key_is(ks, klen, "workers")) {
-			rc =
-			    config_u32(c, v, line, "workers", 1, CONFIG_WORKERS_MAX, &cfg->workers);
-		} else if (config_key_is(ks, klen, "seccomp")) {
-			rc = config_bool(c, v, line, "seccomp", &cfg->seccomp);
-		} else if (config_key_is(ks, klen, "ratelimit_qps")) {
-			rc = config_u32(c, v, line, "ratelimit_qps", 0, 10000000, &cfg->rl_qps);
-		} else if (config_key_is(ks, klen, "ratelimit_burst")) {
-			rc = config_u32(c, v, line, "ratelimit_burst", 0, 10000000, &cfg->rl_burst);
-		} else if (config_key_is(ks, klen, "ratelimit_action")) {
-			char act[16];
-			rc = config_scalar(c, v, line, "ratelimit_action", "refuse or drop", act,
-			                   sizeof(act));
-			if (rc == 0 && strcmp(act, "drop") == 0)
-				cfg->rl_drop = true;
-			else if (rc == 0 && strcmp(act, "refuse") == 0)
-				cfg->rl_drop = false;
-			else if (rc == 0)
-				rc = config_fail(c, config_node_line(v, line),
-				                 "ratelimit_action: expected refuse or drop");
-		} else if (config_key_is(ks, klen, "cache_size_mb")) {
-			uint32_t mb;
-			rc = config_u32(c, v, line, "cache_size_mb", 0, 65536, &mb);
-			if (rc == 0)
-				cfg->cache_bytes = (size_t)mb << 20;
-		} else if (config_key_is(ks, klen, "cache_min_ttl")) {
-			rc =
-			    config_u32(c, v, line, "cache_min_ttl", 0, 604800, &cfg->cache_min_ttl);
-			cfg->where.cache_min_ttl = config_node_line(v, line);
-		} else if (config_key_is(ks, klen, "cache_max_ttl")) {
-			rc =
-			    config_u32(c, v, line, "cache_max_ttl", 0, 604800, &cfg->cache_max_ttl);
-		} else if (config_key_is(ks, klen, "firewall_socket")) {
-			free(cfg->fw_socket);
-			cfg->fw_socket = NULL;
-			rc = config_path(c, v, line, "firewall_socket", false, &cfg->fw_socket);
-		} else if (config_key_is(ks, klen, "firewall_timeout_ms")) {
-			rc = config_u32(c, v, line, "firewall_timeout_ms", 10, 60000,
-			                &cfg->fw_timeout_ms);
-		} else if (config_key_is(ks, klen, "firewall_fail_open")) {
-			rc = config_bool(c, v, line, "firewall_fail_open", &cfg->fw_fail_open);
-		} else if (config_key_is(ks, klen, "log")) {
-			rc = config_log(c, v, line);
-			cfg->where.log = config_node_line(v, line);
-		} else if (config_key_is(ks, klen, "control")) {
-			free(cfg->control_path);
-			cfg->control_path = NULL;
-			rc = config_path(c, v, line, "control", false, &cfg->control_path);
-		} else if (config_key_is(ks, klen, "control_group")) {
-			char g[CONFIG_NAME_MAX];
-			rc = config_scalar(c, v, line, "control_group", "a group name", g,
-			                   sizeof(g));
-			free(cfg->control_group);
-			cfg->control_group = rc == 0 ? strdup(g) : NULL;
-		} else if (config_key_is(ks, klen, "metrics")) {
-			char a[INET6_ADDRSTRLEN + 16];
-			rc = config_scalar(c, v, line, "metrics", "ADDR:PORT", a, sizeof(a));
-			if (rc == 0 && netaddr_parse_addrport(a, 0, &cfg->metrics_addr) < 0)
-				rc = config_fail(c, config_node_line(v, line),
-				                 "metrics: expected ADDR:PORT");
-			cfg->has_metrics = rc == 0;
-		} else if (config_key_is(ks, klen, "dnstap")) {
-			rc = config_dnstap(c, v, line);
-		} else if (config_key_is(ks, klen, "state_dir")) {
-			rc = config_state_dir(c, v, line);
-		} else if (config_key_is(ks, klen, "highrisk")) {
-			rc = config_paths(c, v, line, "highrisk", &cfg->highrisk_files,
-			                  &cfg->nhighrisk, true, NULL);
-		} else if (config_key_is(ks, klen, "blocked_ranges")) {
-			rc = config_paths(c, v, line, "blocked_ranges", &cfg->range_files,
-			                  &cfg->nranges, true, NULL);
-		} else if (config_key_is(ks, klen, "zones_dir")) {
-			char *dir = NULL;
-			rc = config_path(c, v, line, "zones_dir", true, &dir);
-			if (rc == 0 && zonesdir_apply(cfg, dir) != 0)
-				rc = config_fail(c, line, "out of memory");
-			free(dir);
-		} else if (config_key_is(ks, klen, "agents")) {
-			rc = config_agents(c, v, line);
-		} else if (config_key_is(ks, klen, "forward")) {
-			rc = config_forwards(c, v, line, &cfg->forwards, &cfg->nforwards);
-		} else if (config_policy_file_key(c, v, line, ks, klen, &rc)) {
-			/* policy_pubkey, policy_verify */
-		} else if (config_key_is(ks, klen, "local_data")) {
-			rc = config_lines_list(c, v, line, "local_data", false, &cfg->local_data,
-			                       &cfg->local_lines, &cfg->nlocal);
-		} else if (config_key_is(ks, klen, "rpz")) {
-			rc = config_rpz_list(c, v, line);
-		} else if (config_key_is(ks, klen, "highrisk_rpz")) {
-			rc = config_rpz_names(c, v, line, "highrisk_rpz", &cfg->highrisk_rpz,
-			                      &cfg->highrisk_rpz_lines, &cfg->nhighrisk_rpz);
-		} else if (config_key_is(ks, klen, "hosts")) {
-			rc = config_lines_list(c, v, line, "hosts", true, &cfg->hosts_files,
-			                       &cfg->hosts_lines, &cfg->nhosts);
-		} else {
+				config_limit_set(cfg, lim, n);
+			if (lim->off == offsetof(struct config, cache_min_ttl))
+				cfg->where.cache_min_ttl = config_node_line(v, line);
+		} else if (!config_root_net(c, v, line, ks, klen, &rc) &&
+		           !config_root_ops(c, v, line, ks, klen, &rc) &&
+		           !config_root_policy(c, v, line, ks, klen, &rc) &&
+		           !config_policy_file_key(c, v, line, ks, klen, &rc)) {
 			return config_unknown(c, line, ks, klen);
 		}
 		if (rc != 0)

@@ -81,6 +81,8 @@
 #include "moat/netaddr.h"
 
 #define CONFIG_NAME_MAX 64
+#define CONFIG_WORKERS_MAX 64u
+#define CONFIG_TTL_MAX 86400u /* of a sinkhole answer */
 
 enum deny_form {
 	DENY_NXDOMAIN = 0,
@@ -213,6 +215,34 @@ struct config {
 	size_t nhighrisk_rpz;
 	char *state_dir; /* owned; NULL: no runtime agents (agentstore.c) */
 };
+
+/* A numeric setting (config_limits.c): its YAML key, its flag without "--" (NULL: none), the
+ * unit its flag's message names, its range and default, and where it lives in struct config. */
+struct config_limit {
+	const char *key, *flag, *unit;
+	uint32_t min, max, def;
+	size_t off; /* offsetof a uint32_t in struct config, or CONFIG_LIMIT_MB */
+};
+#define CONFIG_LIMIT_MB ((size_t)-1) /* cache_size_mb: cache_bytes, in MB */
+
+/* The setting of a YAML key (len bytes) or of a flag; NULL if it is not a numeric one. */
+const struct config_limit *config_limit_key(const char *key, size_t len);
+const struct config_limit *config_limit_flag(const char *flag);
+
+/* Store v (already within the range) as the setting's value. */
+void config_limit_set(struct config *cfg, const struct config_limit *l, uint32_t v);
+
+/* Every numeric setting to its default (config_init). */
+void config_limits_default(struct config *cfg);
+
+/* Every numeric setting within its range: 0, or MOAT_EINVAL and "KEY must be MIN..MAX". */
+int config_limits_check(const struct config *cfg, char *err, size_t errlen);
+
+/* A deny form by name (nxdomain, refused, sinkhole; len bytes): 0 or MOAT_EINVAL. */
+int config_deny_parse(const char *s, size_t len, enum deny_form *out);
+
+/* A new agent's defaults (deny nxdomain, sinkhole 0.0.0.0 and ::, TTL 60). */
+void config_agent_init(struct config_agent *a);
 
 /* Fill cfg with defaults (no listeners, no upstreams, no agents, shipped zone files from
  * zonesdir_default()). Call before config_load_file or before filling it from flags. */
