@@ -4,10 +4,6 @@
  * (a bad file leaves the running policy in place); SIGUSR1 reopens the query log (logrotate);
  * SIGUSR2 is ignored (reserved); SIGTERM and SIGINT stop cleanly: listeners
  * close, in-flight queries are dropped, the log is flushed. */
-#include <arpa/inet.h>
-#include <getopt.h>
-#include <ifaddrs.h>
-#include <netinet/in.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -259,16 +255,13 @@ static int start_ops(uv_loop_t *loop, char *err, size_t errlen)
 	return 0;
 }
 
-int main(int argc, char **argv)
+/* Build the configuration and load its policy (exit status 2: bad flags or config; 1: bad
+ * policy). With --check the report is the whole run: *done is set with its status. */
+static int load_start(int argc, char **argv, struct policy **policy, int *done)
 {
 	char err[512];
-	uint64_t t0 = uv_hrtime();
-	struct policy *policy = NULL;
 
-	if (sodium_init() < 0) {
-		fprintf(stderr, "moatd: libsodium failed to start\n");
-		return 1;
-	}
+	*done = -1;
 	if (config_flags_build(argc, argv, &cfg, &opts) < 0) {
 		config_flags_free(&opts); /* nothing left behind, even on a usage error */
 		config_free(&cfg);
@@ -277,31 +270,39 @@ int main(int argc, char **argv)
 	config_flags_free(&opts);
 	if (!opts.check)
 		cfg.lint_max_patterns = LINT_AT_START_MAX;
-	if (policy_load(&cfg, &policy, err, sizeof(err)) < 0) {
+	if (policy_load(&cfg, policy, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moatd: %s\n", err);
 		return 1;
 	}
 	if (opts.check) {
-		int st = check_report(&cfg, policy, opts.strict, stdout, stderr);
-		policy_unref(policy);
+		*done = check_report(&cfg, *policy, opts.strict, stdout, stderr);
+		policy_unref(*policy);
 		config_free(&cfg);
-		return st;
+		return 0;
 	}
-	lint_report(policy);
-	if (agents_restore(&policy, err, sizeof(err)) < 0) {
+	lint_report(*policy);
+	if (agents_restore(policy, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moatd: %s\n", err);
 		return 1;
 	}
+	return 0;
+}
 
-	FILE *log = qlog = log_open(cfg.log_file);
-	if (!log) {
+/* What the workers share: the query log, the rate limiter, the descriptor budget, the
+ * in-flight caps, the metrics' start and dnstap. 0, or 1 with the reason printed. */
+static int start_shared(const struct policy *policy, int *log_dirfd)
+{
+	char err[512];
+
+	qlog = log_open(cfg.log_file);
+	if (!qlog) {
 		fprintf(stderr, "moatd: cannot open log %s: %m\n", cfg.log_file);
 		return 1;
 	}
-	int log_dirfd = logreopen_init(cfg.log_file);
-	if (log_dirfd < -1) {
+	*log_dirfd = logreopen_init(cfg.log_file);
+	if (*log_dirfd < -1) {
 		fprintf(stderr, "moatd: warning: the query log cannot be reopened on SIGUSR1\n");
-		log_dirfd = -1;
+		*log_dirfd = -1;
 	}
 	keep_policy_dirs(&cfg, opts.config_path);
 	if (cfg.rl_qps && !(limiter = ratelimit_new(cfg.rl_qps, cfg.rl_burst, 65536))) {
@@ -327,12 +328,20 @@ int main(int argc, char **argv)
 		fprintf(stderr, "moatd: %s\n", err);
 		return 1;
 	}
+	return 0;
+}
+
+/* The workers (listeners bound) and the RPZ transfer thread. 0, or 1 with the reason printed. */
+static int start_workers(struct policy *policy)
+{
+	char err[512];
+
 	if (!(workers = calloc(nworkers, sizeof(*workers)))) {
 		fprintf(stderr, "moatd: out of memory\n");
 		return 1;
 	}
 	for (unsigned i = 0; i < nworkers; i++)
-		if (worker_init(&workers[i], i, nworkers, &cfg, policy, log, limiter, err,
+		if (worker_init(&workers[i], i, nworkers, &cfg, policy, qlog, limiter, err,
 		                sizeof(err)) < 0) {
 			fprintf(stderr, "moatd: %s\n", err);
 			return 1;
@@ -348,8 +357,14 @@ int main(int argc, char **argv)
 	for (unsigned i = 0; i < nworkers; i++)
 		workers[i].feed = feed;
 	control_agents_feed(feed);
-	policy_unref(policy); /* the workers hold theirs */
-	uv_loop_t *loop = workers[0].loop;
+	return 0;
+}
+
+/* The signals, the rate-limit report and the control and metrics sockets, on worker 0's loop. */
+static int start_main_loop(uv_loop_t *loop)
+{
+	char err[512];
+
 	uv_timer_init(loop, &stats_timer);
 	uv_timer_start(&stats_timer, on_stats, 10000, 10000);
 	uv_unref((uv_handle_t *)&stats_timer);
@@ -366,6 +381,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "moatd: %s\n", err);
 		return 1;
 	}
+	return 0;
+}
+
+/* Start serving: the worker threads, the drop of privileges, then READY. */
+static int go_live(int log_dirfd, uint64_t t0)
+{
+	char err[512];
 
 	/* The other workers' threads wait at a barrier until the whole process has dropped its
 	 * privileges and every thread carries the system-call filter. */
@@ -390,12 +412,12 @@ int main(int argc, char **argv)
 	        MOAT_VERSION, workers[0].policy->nagents, cfg.nlisten, cfg.nupstreams, nworkers,
 	        (double)(uv_hrtime() - t0) / 1e6);
 	sdnotify_send("READY=1\nSTATUS=serving");
-	uv_run(loop, UV_RUN_DEFAULT);
-	worker_join(workers, nworkers);
-	metrics_http_stop();
-	dnstap_out_stop();
-	rpz_feed_stop(feed);
+	return 0;
+}
 
+/* The totals of every worker, printed at the end. */
+static void print_totals(void)
+{
 	struct server_stats t = {0};
 	for (unsigned i = 0; i < nworkers; i++) {
 		const struct server_stats *s = &workers[i].stats;
@@ -425,6 +447,32 @@ int main(int argc, char **argv)
 		for (unsigned i = 0; i < nworkers; i++)
 			fprintf(stderr, "moatd: worker %u: %llu queries\n", i,
 			        (unsigned long long)workers[i].stats.queries);
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t t0 = uv_hrtime();
+	struct policy *policy = NULL;
+	int log_dirfd, done, rc;
+
+	if (sodium_init() < 0) {
+		fprintf(stderr, "moatd: libsodium failed to start\n");
+		return 1;
+	}
+	if ((rc = load_start(argc, argv, &policy, &done)) != 0 || done >= 0)
+		return rc != 0 ? rc : done;
+	if (start_shared(policy, &log_dirfd) != 0 || start_workers(policy) != 0)
+		return 1;
+	policy_unref(policy); /* the workers hold theirs */
+	uv_loop_t *loop = workers[0].loop;
+	if (start_main_loop(loop) != 0 || go_live(log_dirfd, t0) != 0)
+		return 1;
+	uv_run(loop, UV_RUN_DEFAULT);
+	worker_join(workers, nworkers);
+	metrics_http_stop();
+	dnstap_out_stop();
+	rpz_feed_stop(feed);
+	print_totals();
 	for (unsigned i = 0; i < nworkers; i++)
 		worker_deinit(&workers[i]);
 	sdnotify_close();
@@ -432,7 +480,7 @@ int main(int argc, char **argv)
 	ratelimit_free(limiter);
 	inflight_free(inflight);
 	agentstore_close(store);
-	log_close(log);
+	log_close(qlog);
 	logreopen_release();
 	pathfd_release();
 	config_free(&cfg);
