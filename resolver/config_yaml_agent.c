@@ -254,6 +254,36 @@ int config_lines_list(struct config_ctx *c, struct fy_node *v, int line, const c
 	return 0;
 }
 
+/* name: valid, and unique among the agents before this one (index). */
+static int config_agent_name(struct config_ctx *c, struct config_agent *a, size_t index,
+                             struct fy_node *v, int kline)
+{
+	char buf[CONFIG_NAME_MAX + 1];
+	size_t i;
+
+	int rc = config_scalar(c, v, kline, "name", "an agent name", buf, sizeof(buf));
+	if (rc != 0)
+		return rc;
+	if (!config_name_ok(buf, strlen(buf))) {
+		char q[CONFIG_QUOTE_MAX + 8];
+
+		config_quote(q, sizeof(q), buf, strlen(buf));
+		return config_fail(c, config_node_line(v, kline),
+		                   "name: bad agent name '%s' (1 to %d of "
+		                   "A-Z a-z 0-9 _ . -)",
+		                   q, CONFIG_NAME_MAX - 1);
+	}
+	/* Agent names key logs and decisions; two agents with one name would make
+	 * both ambiguous. */
+	for (i = 0; i < index; i++) {
+		if (strcmp(c->cfg->agents[i].name, buf) == 0)
+			return config_fail(c, config_node_line(v, kline),
+			                   "duplicate agent name '%s'", buf);
+	}
+	memcpy(a->name, buf, strlen(buf) + 1);
+	return 0;
+}
+
 static int config_agent(struct config_ctx *c, struct config_agent *a, size_t index,
                         struct fy_node *m, int line)
 {
@@ -282,29 +312,8 @@ static int config_agent(struct config_ctx *c, struct config_agent *a, size_t ind
 		if (rc != 0)
 			return rc;
 		if (config_key_is(ks, klen, "name")) {
-			char buf[CONFIG_NAME_MAX + 1];
-			size_t i;
-
-			rc = config_scalar(c, v, kline, "name", "an agent name", buf, sizeof(buf));
-			if (rc != 0)
+			if ((rc = config_agent_name(c, a, index, v, kline)) != 0)
 				return rc;
-			if (!config_name_ok(buf, strlen(buf))) {
-				char q[CONFIG_QUOTE_MAX + 8];
-
-				config_quote(q, sizeof(q), buf, strlen(buf));
-				return config_fail(c, config_node_line(v, kline),
-				                   "name: bad agent name '%s' (1 to %d of "
-				                   "A-Z a-z 0-9 _ . -)",
-				                   q, CONFIG_NAME_MAX - 1);
-			}
-			/* Agent names key logs and decisions; two agents with one name would make
-			 * both ambiguous. */
-			for (i = 0; i < index; i++) {
-				if (strcmp(c->cfg->agents[i].name, buf) == 0)
-					return config_fail(c, config_node_line(v, kline),
-					                   "duplicate agent name '%s'", buf);
-			}
-			memcpy(a->name, buf, strlen(buf) + 1);
 			named = true;
 		} else if (config_key_is(ks, klen, "clients")) {
 			rc = config_clients(c, a, v, kline);

@@ -150,8 +150,8 @@ static bool config_root_net(struct config_ctx *c, struct fy_node *v, int line, c
 	} else if (config_key_is(ks, klen, "upstream_source")) {
 		char buf[INET6_ADDRSTRLEN];
 
-		/* An address only: the source port stays kernel-chosen and random, which
-		 * is part of what makes forged upstream answers hard to land. */
+		/* An address only: upstream.c binds each socket to a random source port of
+		 * its own, part of what makes forged upstream answers hard to land. */
 		*rc = config_scalar(c, v, line, "upstream_source", "an address", buf, sizeof(buf));
 		if (*rc == 0 && netaddr_parse_addr(buf, 0, &cfg->upstream_source) != 0) {
 			char q[CONFIG_QUOTE_MAX + 8];
