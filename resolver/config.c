@@ -16,17 +16,6 @@
 
 /* --- small helpers ------------------------------------------------------------------------- */
 
-void config_errf(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 /* Copy untrusted text into an error message: errors end up in terminals and logs, so control
  * bytes and overly long values are not passed through. */
 void config_quote(char *out, size_t outlen, const char *s, size_t len)
@@ -222,15 +211,15 @@ int config_validate(const struct config *cfg, char *err, size_t errlen)
 	size_t i, j;
 
 	if (cfg->nlisten == 0) {
-		config_errf(err, errlen, "no listen address configured");
+		moat_errf(err, errlen, "no listen address configured");
 		return MOAT_EINVAL;
 	}
 	if (cfg->nupstreams == 0) {
-		config_errf(err, errlen, "no upstream resolver configured");
+		moat_errf(err, errlen, "no upstream resolver configured");
 		return MOAT_EINVAL;
 	}
 	if (cfg->nagents == 0) {
-		config_errf(err, errlen,
+		moat_errf(err, errlen,
 		            "no agents configured: without one every client is refused");
 		return MOAT_EINVAL;
 	}
@@ -242,16 +231,16 @@ int config_validate(const struct config *cfg, char *err, size_t errlen)
 		size_t len = strnlen(a->name, CONFIG_NAME_MAX);
 
 		if (!config_name_ok(a->name, len)) {
-			config_errf(err, errlen, "agent %zu has no valid name", i + 1);
+			moat_errf(err, errlen, "agent %zu has no valid name", i + 1);
 			return MOAT_EINVAL;
 		}
 		if (a->nclients == 0) {
-			config_errf(err, errlen, "agent '%s' has no client ranges", a->name);
+			moat_errf(err, errlen, "agent '%s' has no client ranges", a->name);
 			return MOAT_EINVAL;
 		}
 		for (j = 0; j < i; j++) {
 			if (strcmp(cfg->agents[j].name, a->name) == 0) {
-				config_errf(err, errlen, "duplicate agent name '%s'", a->name);
+				moat_errf(err, errlen, "duplicate agent name '%s'", a->name);
 				return MOAT_EINVAL;
 			}
 		}

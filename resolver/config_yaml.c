@@ -32,7 +32,7 @@ int config_fail(struct config_ctx *c, int line, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	config_errf(c->err, c->errlen, "%s:%d: %s", c->label, line, msg);
+	moat_errf(c->err, c->errlen, "%s:%d: %s", c->label, line, msg);
 	return MOAT_EINVAL;
 }
 
@@ -218,7 +218,7 @@ int config_path(struct config_ctx *c, struct fy_node *v, int line, const char *k
 		p = strdup(buf);
 	}
 	if (p == NULL) {
-		config_errf(c->err, c->errlen, "%s: out of memory", c->label);
+		moat_errf(c->err, c->errlen, "%s: out of memory", c->label);
 		return MOAT_ENOMEM;
 	}
 	*out = p;
@@ -261,7 +261,7 @@ int config_paths(struct config_ctx *c, struct fy_node *v, int line, const char *
 		grown = realloc(nv, (n + 1) * sizeof(*nv));
 		if (grown == NULL) {
 			free(p);
-			config_errf(c->err, c->errlen, "%s: out of memory", c->label);
+			moat_errf(c->err, c->errlen, "%s: out of memory", c->label);
 			rc = MOAT_ENOMEM;
 			goto fail;
 		}
@@ -275,7 +275,7 @@ int config_paths(struct config_ctx *c, struct fy_node *v, int line, const char *
 		for (size_t i = 0; i < n; i++) {
 			rc = config_strv_push(outv, outn, nv[i]);
 			if (rc != 0) {
-				config_errf(c->err, c->errlen, "%s: out of memory", c->label);
+				moat_errf(c->err, c->errlen, "%s: out of memory", c->label);
 				goto fail;
 			}
 		}
@@ -315,7 +315,7 @@ int config_addrports(struct config_ctx *c, struct fy_node *v, int line, const ch
 	if (nv == NULL || lines == NULL) {
 		free(nv);
 		free(lines);
-		config_errf(c->err, c->errlen, "%s: out of memory", c->label);
+		moat_errf(c->err, c->errlen, "%s: out of memory", c->label);
 		return MOAT_ENOMEM;
 	}
 	while ((item = fy_node_sequence_iterate(v, &it)) != NULL && n < count) {
@@ -527,7 +527,7 @@ static int config_parse_text(struct config *cfg, const char *text, size_t len, c
 	dcfg.level = FYET_ERROR;
 	diag = fy_diag_create(&dcfg);
 	if (diag == NULL) {
-		config_errf(err, errlen, "%s: out of memory", c.label);
+		moat_errf(err, errlen, "%s: out of memory", c.label);
 		return MOAT_ENOMEM;
 	}
 	memset(&pcfg, 0, sizeof(pcfg));
@@ -538,13 +538,13 @@ static int config_parse_text(struct config *cfg, const char *text, size_t len, c
 	fyp = fy_parser_create(&pcfg);
 	if (fyp == NULL) {
 		fy_diag_destroy(diag);
-		config_errf(err, errlen, "%s: out of memory", c.label);
+		moat_errf(err, errlen, "%s: out of memory", c.label);
 		return MOAT_ENOMEM;
 	}
 	if (fy_parser_set_string(fyp, text, len) != 0) {
 		fy_parser_destroy(fyp);
 		fy_diag_destroy(diag);
-		config_errf(err, errlen, "%s: out of memory", c.label);
+		moat_errf(err, errlen, "%s: out of memory", c.label);
 		return MOAT_ENOMEM;
 	}
 
@@ -580,7 +580,7 @@ int config_load_string(struct config *cfg, const char *text, size_t len, const c
                        char *err, size_t errlen)
 {
 	if (cfg == NULL || (text == NULL && len > 0)) {
-		config_errf(err, errlen, "%s: no config", label != NULL ? label : "<config>");
+		moat_errf(err, errlen, "%s: no config", label != NULL ? label : "<config>");
 		return MOAT_EINVAL;
 	}
 	return config_parse_text(cfg, text != NULL ? text : "", len, label, NULL, err, errlen);
@@ -617,31 +617,31 @@ int config_load_file(struct config *cfg, const char *path, char *err, size_t err
 	int rc;
 
 	if (cfg == NULL || path == NULL) {
-		config_errf(err, errlen, "no config file given");
+		moat_errf(err, errlen, "no config file given");
 		return MOAT_EINVAL;
 	}
 	/* Read it ourselves: a clear I/O error, and a size cap before libfyaml sees anything. */
 	f = pathfd_fopen(path); /* also after the privilege drop */
 	if (f == NULL) {
-		config_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		moat_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
 		return MOAT_EIO;
 	}
 	buf = malloc(CONFIG_FILE_MAX + 1);
 	if (buf == NULL) {
 		fclose(f);
-		config_errf(err, errlen, "%s: out of memory", path);
+		moat_errf(err, errlen, "%s: out of memory", path);
 		return MOAT_ENOMEM;
 	}
 	len = fread(buf, 1, CONFIG_FILE_MAX + 1, f);
 	if (ferror(f)) {
-		config_errf(err, errlen, "%s: read failed: %s", path, strerror(errno));
+		moat_errf(err, errlen, "%s: read failed: %s", path, strerror(errno));
 		fclose(f);
 		free(buf);
 		return MOAT_EIO;
 	}
 	fclose(f);
 	if (len > CONFIG_FILE_MAX) {
-		config_errf(err, errlen, "%s: larger than %d bytes; not a config file", path,
+		moat_errf(err, errlen, "%s: larger than %d bytes; not a config file", path,
 		            CONFIG_FILE_MAX);
 		free(buf);
 		return MOAT_EINVAL;
@@ -649,7 +649,7 @@ int config_load_file(struct config *cfg, const char *path, char *err, size_t err
 	basedir = config_basedir(path);
 	if (basedir == NULL) {
 		free(buf);
-		config_errf(err, errlen, "%s: out of memory", path);
+		moat_errf(err, errlen, "%s: out of memory", path);
 		return MOAT_ENOMEM;
 	}
 	rc = config_parse_text(cfg, buf, len, path, basedir, err, errlen);

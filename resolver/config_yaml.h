@@ -17,8 +17,6 @@ struct fy_node; /* libfyaml's; only the config_yaml*.c files include libfyaml.h 
 #define CONFIG_QUOTE_MAX 64
 
 /* --- config.c: the model's helpers --- */
-void config_errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 void config_quote(char *out, size_t outlen, const char *s, size_t len);
 void config_strv_free(char ***v, size_t *n);
 bool config_key_is(const char *k, size_t klen, const char *want);

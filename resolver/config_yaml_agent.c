@@ -84,7 +84,7 @@ static int config_clients(struct config_ctx *c, struct config_agent *a, struct f
 	count = (size_t)fy_node_sequence_item_count(v);
 	nv = calloc(count > 0 ? count : 1, sizeof(*nv));
 	if (nv == NULL) {
-		config_errf(c->err, c->errlen, "%s: out of memory", c->label);
+		moat_errf(c->err, c->errlen, "%s: out of memory", c->label);
 		return MOAT_ENOMEM;
 	}
 	free(a->client_lines);
@@ -376,7 +376,7 @@ int config_agents(struct config_ctx *c, struct fy_node *v, int line)
 		return 0;
 	cfg->agents = calloc(count, sizeof(*cfg->agents));
 	if (cfg->agents == NULL) {
-		config_errf(c->err, c->errlen, "%s: out of memory", c->label);
+		moat_errf(c->err, c->errlen, "%s: out of memory", c->label);
 		return MOAT_ENOMEM;
 	}
 	while ((item = fy_node_sequence_iterate(v, &it)) != NULL && cfg->nagents < count) {

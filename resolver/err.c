@@ -1,5 +1,9 @@
-/* err.c owns the text of moat's error codes. */
+/* err.c owns the text of moat's error codes and the formatting of error messages into a
+ * caller's buffer. */
 #include "moat/err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
 
 const char *moat_strerror(int err)
 {
@@ -24,4 +28,15 @@ const char *moat_strerror(int err)
 		return "answer does not match the query";
 	}
 	return "unknown error";
+}
+
+void moat_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err == NULL || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
 }

@@ -30,19 +30,7 @@ static const char *const escape_default_others[] = {"1.1.1.1", "8.8.8.8", "9.9.9
  * that points inside (`rebind NAME`): that is what tests the resolver's answer check. */
 static const char *const escape_default_rebind[] = {"169.254.169.254.nip.io", "127.0.0.1.sslip.io"};
 
-static void escape_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void escape_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
+#define escape_err moat_errf /* moat/err.h */
 
 static int escape_set_name(char *dst, const char *value, const char *key, char *err, size_t errlen)
 {
