@@ -299,14 +299,13 @@ fail:
 int config_addrports(struct config_ctx *c, struct fy_node *v, int line, const char *key,
                      struct sockaddr_storage **outv, size_t *outn, int **outlines)
 {
+	size_t n = 0, count = 0;
+	int rc = config_seq(c, v, line, key);
 	struct sockaddr_storage *nv;
-	int *lines;
-	size_t n = 0, count;
 	struct fy_node *item;
 	void *it = NULL;
-	int rc;
+	int *lines;
 
-	rc = config_seq(c, v, line, key);
 	if (rc != 0)
 		return rc;
 	count = (size_t)fy_node_sequence_item_count(v);
@@ -642,7 +641,7 @@ int config_load_file(struct config *cfg, const char *path, char *err, size_t err
 	fclose(f);
 	if (len > CONFIG_FILE_MAX) {
 		moat_errf(err, errlen, "%s: larger than %d bytes; not a config file", path,
-		            CONFIG_FILE_MAX);
+		          CONFIG_FILE_MAX);
 		free(buf);
 		return MOAT_EINVAL;
 	}
