@@ -1,5 +1,5 @@
 /* addrguard.c owns the address guard: the blocked-range trie, the ranges file loader and the
- * decoding of IPv4 addresses embedded in IPv6 ones.
+ * decoding of IPv4 addresses embedded in IPv6 ones (range text is read by netaddr.c).
  *
  * The trie is a plain binary trie over 128-bit keys (IPv4 keyed as ::ffff:a.b.c.d). Nodes live in
  * one growable array and refer to each other by index, so building is a few reallocs, the whole
@@ -10,6 +10,7 @@
  * and allocate nothing. */
 #include "moat/addrguard.h"
 #include "moat/err.h"
+#include "moat/netaddr.h"
 #include "moat/pathfd.h"
 
 #include <arpa/inet.h>
@@ -132,14 +133,6 @@ static enum addr_class ag_lookup(const struct addrguard *g, const uint8_t key[16
 	return (enum addr_class)worst;
 }
 
-static void ag_key_v4(const uint8_t v4[4], uint8_t key[16])
-{
-	memset(key, 0, 10);
-	key[10] = 0xff;
-	key[11] = 0xff;
-	memcpy(key + 12, v4, 4);
-}
-
 /* The same as ag_lookup of the mapped key, from the end of the shared 96-bit path. */
 static enum addr_class ag_lookup_v4(const struct addrguard *g, const uint8_t v4[4])
 {
@@ -153,65 +146,17 @@ static enum addr_class ag_lookup_v4(const struct addrguard *g, const uint8_t v4[
 	return (enum addr_class)worst;
 }
 
-/* Parse a decimal prefix length of at most max; -1 if it is not one. */
-static int ag_parse_bits(const char *s, int max)
-{
-	int v = 0;
-	if (!*s)
-		return -1;
-	for (; *s; s++) {
-		if (*s < '0' || *s > '9')
-			return -1;
-		v = v * 10 + (*s - '0');
-		if (v > max)
-			return -1;
-	}
-	return v;
-}
-
-/* Host bits set beyond the prefix usually mean a typo ("169.254.169.254/16"); refuse them, as
- * config_parse_cidr does, rather than guess which range was meant. */
-static bool ag_host_bits_zero(const uint8_t key[16], unsigned bits)
-{
-	for (unsigned i = bits; i < 128; i++)
-		if (ag_bit(key, i))
-			return false;
-	return true;
-}
-
 int addrguard_add(struct addrguard *g, const char *cidr, enum addr_class cls)
 {
-	char buf[INET6_ADDRSTRLEN + 8];
-	uint8_t key[16];
-	int bits;
+	struct cidr c;
 
 	if (!g || !cidr || cls < ADDR_OK || cls > ADDR_ALWAYS)
 		return MOAT_EINVAL;
-	size_t n = strlen(cidr);
-	if (n == 0 || n >= sizeof(buf))
+	/* Host bits set beyond the prefix usually mean a typo ("169.254.169.254/16"): the parser
+	 * refuses them rather than guess which range was meant. */
+	if (netaddr_parse_cidr(cidr, &c) != 0)
 		return MOAT_EINVAL;
-	memcpy(buf, cidr, n + 1);
-	char *slash = strchr(buf, '/');
-	if (slash)
-		*slash = '\0';
-
-	uint8_t v4[4];
-	if (inet_pton(AF_INET, buf, v4) == 1) {
-		bits = slash ? ag_parse_bits(slash + 1, 32) : 32;
-		if (bits < 0)
-			return MOAT_EINVAL;
-		ag_key_v4(v4, key);
-		bits += 96;
-	} else if (inet_pton(AF_INET6, buf, key) == 1) {
-		bits = slash ? ag_parse_bits(slash + 1, 128) : 128;
-		if (bits < 0)
-			return MOAT_EINVAL;
-	} else {
-		return MOAT_EINVAL;
-	}
-	if (!ag_host_bits_zero(key, (unsigned)bits))
-		return MOAT_EINVAL;
-	return ag_insert(g, key, (unsigned)bits, cls);
+	return ag_insert(g, c.addr, c.bits, cls);
 }
 
 static bool ag_is_zero(const uint8_t *p, size_t n)

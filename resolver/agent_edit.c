@@ -129,7 +129,7 @@ static int check_new(const struct policy *p, const char *name, const struct cidr
 		return refuse(err, errlen,
 		              "agent '%s' exists already%s (moatctl agent del it first)", name, "");
 	for (size_t i = 0; i < n; i++) {
-		config_cidr_text(&c[i], r, sizeof(r));
+		netaddr_cidr_text(&c[i], r, sizeof(r));
 		for (size_t k = 0; k < i; k++)
 			if (c[k].bits == c[i].bits && !memcmp(c[k].addr, c[i].addr, 16))
 				return refuse(err, errlen, "client range %s is listed twice%s", r,

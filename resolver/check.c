@@ -14,7 +14,7 @@ static bool cidr_inside(const struct cidr *a, const struct cidr *b)
 {
 	struct sockaddr_in6 s = {.sin6_family = AF_INET6};
 	memcpy(&s.sin6_addr, a->addr, 16);
-	return a->bits >= b->bits && config_cidr_contains(b, (const struct sockaddr *)&s);
+	return a->bits >= b->bits && netaddr_cidr_contains(b, (const struct sockaddr *)&s);
 }
 
 static void report_overlaps(const struct policy *p, FILE *out)
@@ -31,8 +31,8 @@ static void report_overlaps(const struct policy *p, FILE *out)
 					                  *cb = &b->clients[y];
 					if (ca->bits == cb->bits || !cidr_inside(ca, cb))
 						continue;
-					config_cidr_text(ca, ta, sizeof(ta));
-					config_cidr_text(cb, tb, sizeof(tb));
+					netaddr_cidr_text(ca, ta, sizeof(ta));
+					netaddr_cidr_text(cb, tb, sizeof(tb));
 					fprintf(
 					    out,
 					    "moatd: overlap: %s (agent %s) lies inside %s (agent "

@@ -151,7 +151,7 @@ static int check_agents(const struct config *cfg, char *err, size_t errlen)
 					config_where_text(cfg,
 					                  b->client_lines ? b->client_lines[l] : 0,
 					                  "clients", first, sizeof(first));
-					config_cidr_text(x, r, sizeof(r));
+					netaddr_cidr_text(x, r, sizeof(r));
 					snprintf(
 					    err, errlen,
 					    "%s: clients: %s of agent '%s' is also the range of "

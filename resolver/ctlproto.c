@@ -77,7 +77,7 @@ static int parse_option(const char *w, struct ctl_request *r, char *err, size_t 
 {
 	if (!strncmp(w, "client=", 7)) {
 		/* An address: a port would not change the answer, so none is accepted. */
-		if (config_parse_addrport(w + 7, 0, &r->client) < 0 ||
+		if (netaddr_parse_addrport(w + 7, 0, &r->client) < 0 ||
 		    ((struct sockaddr_in *)&r->client)->sin_port != 0)
 			return fail(err, errlen, "bad client address (an IP address, no port)",
 			            w + 7);

@@ -24,7 +24,7 @@ static int add_option(const char *w, struct ctl_request *r, bool *has_n, char *e
 	if (!strncmp(w, "client=", 7)) {
 		if (r->nclients == AGENT_CLIENTS_MAX)
 			return afail(err, errlen, "too many client ranges (at most 64)", NULL);
-		if (config_parse_cidr(w + 7, &r->clients[r->nclients]) < 0)
+		if (netaddr_parse_cidr(w + 7, &r->clients[r->nclients]) < 0)
 			return afail(err, errlen, "bad client range (ADDR or ADDR/BITS)", w + 7);
 		r->nclients++;
 		return 0;
@@ -86,7 +86,7 @@ int ctlproto_format_agent(const struct ctl_request *r, char *out, size_t cap)
 	size_t n = (size_t)k;
 	for (size_t i = 0; i <= r->nclients; i++) {
 		if (i < r->nclients) {
-			config_cidr_text(&r->clients[i], range, sizeof(range));
+			netaddr_cidr_text(&r->clients[i], range, sizeof(range));
 			k = snprintf(out + n, cap - n, " client=%s", range);
 		} else {
 			k = snprintf(out + n, cap - n, " deny=%s patterns=%u\n",

@@ -1,4 +1,5 @@
-/* err.c owns the text of moat's error codes. */
+/* err.c owns the text of moat's error codes and the formatting of error messages into a
+ * caller's buffer. */
 #include "moat/err.h"
 #include "moat/enumtext.h"
 
@@ -15,7 +16,21 @@ static const char *const err_text[] = {
     [-MOAT_EMISMATCH] = "answer does not match the query",
 };
 
+#include <stdarg.h>
+#include <stdio.h>
+
 const char *moat_strerror(int err)
 {
 	return ENUM_TEXT(err_text, -(long)err, "unknown error");
+}
+
+void moat_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err == NULL || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
 }

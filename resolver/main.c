@@ -4,10 +4,6 @@
  * (a bad file leaves the running policy in place); SIGUSR1 reopens the query log (logrotate);
  * SIGUSR2 is ignored (reserved); SIGTERM and SIGINT stop cleanly: listeners
  * close, in-flight queries are dropped, the log is flushed. */
-#include <arpa/inet.h>
-#include <getopt.h>
-#include <ifaddrs.h>
-#include <netinet/in.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +27,7 @@
 #include "moat/sdnotify.h"
 #include "moat/version.h"
 #include "moat/zonesdir.h"
+#include "config_flags.h"
 #include "control.h"
 #include "control_agents.h"
 #include "dnstap_out.h"
@@ -43,511 +40,12 @@
 #include "rpz_feed.h"
 #include "worker.h"
 
-static void usage(FILE *f)
-{
-	fputs(
-	    "usage: moatd --listen ADDR:PORT --upstream ADDR:PORT [--upstream-source ADDR]\n"
-	    "             --allow FILE [--allow FILE...] [--deny nxdomain|refused|sinkhole]\n"
-	    "             [--strict-chain] [--allow-private] [--log FILE] [--firewall PATH]\n"
-	    "             [--zones-dir DIR] [--check [--strict]]\n"
-	    "       moatd -c CONFIG [--check [--strict]]\n"
-	    "\n"
-	    "  --listen ADDR:PORT     answer on UDP and TCP there (repeatable; IPv4 or [IPv6])\n"
-	    "  --upstream ADDR:PORT   forward allowed names there (repeatable)\n"
-	    "  --upstream-source ADDR source address of upstream queries\n"
-	    "  --upstream-timeout MS  per-attempt timeout (default 1000)\n"
-	    "  --cache-size MB        answer cache size (default 32; 0: no cache)\n"
-	    "  --serve-stale SECONDS  answer from expired cache entries up to this long past\n"
-	    "                         expiry when no upstream answers (RFC 8767; default 0: off)\n"
-	    "  --ratelimit QPS        queries per second per client (0: off, the default)\n"
-	    "  --workers N            threads sharing the port (SO_REUSEPORT); default 1\n"
-	    "  --tcp-max-queued BYTES answers queued per TCP connection before moatd stops\n"
-	    "                         reading it (default 65536)\n"
-	    "  --inflight-max N       questions waiting for an upstream, in all (default 2048)\n"
-	    "  --inflight-per-client N  of them per client (default 256); over a cap: SERVFAIL\n"
-	    "  --user NAME            drop to this user once the sockets are bound (default:\n"
-	    "                         moat if it exists, else nobody; root stays root)\n"
-	    "  --no-seccomp           skip the system-call filter (for debugging)\n"
-	    "  --allow FILE           allowlist: one name or *.name per line (repeatable)\n"
-	    "  --deny FORM            nxdomain (default), refused or sinkhole\n"
-	    "  --strict-chain         every CNAME/DNAME target must be allowed too\n"
-	    "  --allow-private        private and shared answers are not refused\n"
-	    "  --log FILE             query log (JSON lines); default stdout\n"
-	    "  --firewall PATH        grant answers' addresses through moat-fw at PATH first\n"
-	    "  -c CONFIG              YAML config with agents (see zones/moatd.example.yaml)\n"
-	    "  --check                validate config and policy, print the result, exit\n"
-	    "  --strict               with --check: lint warnings are errors (exit 1)\n"
-	    "  --control PATH         control socket for moatctl (mode 0660)\n"
-	    "  --metrics ADDR:PORT    Prometheus metrics endpoint (off by default)\n"
-	    "  --state-dir DIR        keep agents added with moatctl agent add there (LMDB)\n"
-	    "  --zones-dir DIR        where the shipped lists are (highrisk.txt,\n"
-	    "                         blocked-ranges.txt); default: the install's share/moat\n"
-	    "  --version              print the version and exit\n"
-	    "Without -c, one agent named 'default' serves loopback clients and the networks of\n"
-	    "the listen addresses.\n",
-	    f);
-}
-
-/* Client ranges of the flag-mode agent: loopback, and the networks the listen addresses are
- * on (an unspecified listen address means every local network of that family). */
-static int flag_mode_clients(struct config_agent *a, const struct config *cfg)
-{
-	struct cidr c;
-	size_t max = 2 + 64;
-	a->clients = calloc(max, sizeof(*a->clients));
-	if (!a->clients)
-		return MOAT_ENOMEM;
-	config_parse_cidr("127.0.0.0/8", &a->clients[a->nclients++]);
-	config_parse_cidr("::1", &a->clients[a->nclients++]);
-	struct ifaddrs *ifs = NULL, *i;
-	if (getifaddrs(&ifs) < 0)
-		return 0;
-	for (i = ifs; i; i = i->ifa_next) {
-		if (!i->ifa_addr || !i->ifa_netmask)
-			continue;
-		int fam = i->ifa_addr->sa_family;
-		if (fam != AF_INET && fam != AF_INET6)
-			continue;
-		for (size_t k = 0; k < cfg->nlisten; k++) {
-			const struct sockaddr *l = (const struct sockaddr *)&cfg->listen[k];
-			if (l->sa_family != fam)
-				continue;
-			const uint8_t *la, *ia, *ma;
-			size_t n;
-			if (fam == AF_INET) {
-				la = (const uint8_t *)&((const struct sockaddr_in *)l)->sin_addr;
-				ia = (const uint8_t *)&((const struct sockaddr_in *)i->ifa_addr)
-				         ->sin_addr;
-				ma = (const uint8_t *)&((const struct sockaddr_in *)i->ifa_netmask)
-				         ->sin_addr;
-				n = 4;
-			} else {
-				la = (const uint8_t *)&((const struct sockaddr_in6 *)l)->sin6_addr;
-				ia = (const uint8_t *)&((const struct sockaddr_in6 *)i->ifa_addr)
-				         ->sin6_addr;
-				ma = (const uint8_t *)&((const struct sockaddr_in6 *)i->ifa_netmask)
-				         ->sin6_addr;
-				n = 16;
-			}
-			static const uint8_t zero[16];
-			if (memcmp(la, zero, n) != 0 && memcmp(la, ia, n) != 0)
-				continue;
-			memset(&c, 0, sizeof(c));
-			int bits = 0;
-			for (size_t b = 0; b < n; b++)
-				bits += __builtin_popcount(ma[b]);
-			if (n == 4) {
-				c.addr[10] = c.addr[11] = 0xff;
-				for (size_t b = 0; b < 4; b++)
-					c.addr[12 + b] = ia[b] & ma[b];
-				c.bits = (uint8_t)(96 + bits);
-			} else {
-				for (size_t b = 0; b < 16; b++)
-					c.addr[b] = ia[b] & ma[b];
-				c.bits = (uint8_t)bits;
-			}
-			if (a->nclients < max)
-				a->clients[a->nclients++] = c;
-		}
-	}
-	freeifaddrs(ifs);
-	return 0;
-}
-
-struct options {
-	const char *config_path;
-	bool check, strict;
-	bool strict_chain, allow_private;
-	const char *deny;
-	const char *log;
-	const char *firewall;
-	long cache_mb;  /* -1: not given */
-	long ratelimit; /* -1: not given */
-	const char *user;
-	const char *zones_dir;
-	bool no_seccomp;
-	char **allow; /* owned until handed to the flag-mode agent */
-	size_t nallow;
-	struct sockaddr_storage *listen, *up; /* owned until handed to the config */
-	size_t nlisten, nup;
-	long timeout_ms;
-	long workers;                                   /* -1: not given */
-	long serve_stale;                               /* -1: not given */
-	long tcp_queued, inflight_max, inflight_client; /* -1: not given */
-	const char *control;
-	const char *metrics;
-	const char *state_dir;
-};
-
-static int add_addr(struct sockaddr_storage **v, size_t *n, const char *s, uint16_t port)
-{
-	struct sockaddr_storage ss;
-	if (config_parse_addrport(s, port, &ss) < 0)
-		return MOAT_EINVAL;
-	struct sockaddr_storage *nv = realloc(*v, (*n + 1) * sizeof(**v));
-	if (!nv)
-		return MOAT_ENOMEM;
-	nv[(*n)++] = ss;
-	*v = nv;
-	return 0;
-}
-
-static void options_free(struct options *o)
-{
-	free(o->listen);
-	free(o->up);
-	for (size_t i = 0; i < o->nallow; i++)
-		free(o->allow[i]);
-	free(o->allow);
-	o->listen = o->up = NULL;
-	o->allow = NULL;
-	o->nallow = 0;
-}
-
-/* A whole decimal number in [lo, hi] for a flag, or a message and MOAT_EINVAL. */
-static int opt_number(const char *arg, long lo, long hi, const char *flag, const char *range,
-                      long *out)
-{
-	char *end;
-	long v = strtol(arg, &end, 10);
-	if (*end || !*arg || v < lo || v > hi) {
-		fprintf(stderr, "moatd: %s: %s\n", flag, range);
-		return MOAT_EINVAL;
-	}
-	*out = v;
-	return 0;
-}
-
-/* Build the configuration from -c and the flags. Returns 0 or exits with a message. */
-static int build_config(int argc, char **argv, struct config *cfg, struct options *o)
-{
-	enum {
-		O_LISTEN = 256,
-		O_UPSTREAM,
-		O_SOURCE,
-		O_ALLOW,
-		O_DENY,
-		O_CHECK,
-		O_STRICT_CHECK,
-		O_STRICT,
-		O_PRIVATE,
-		O_LOG,
-		O_TIMEOUT,
-		O_VERSION,
-		O_FIREWALL,
-		O_CACHE,
-		O_RATELIMIT,
-		O_USER,
-		O_NOSECCOMP,
-		O_WORKERS,
-		O_STALE,
-		O_TCPQ,
-		O_INFL,
-		O_INFLC,
-		O_CONTROL,
-		O_METRICS,
-		O_ZONES,
-		O_STATE,
-	};
-	static const struct option longopts[] = {
-	    {"listen", required_argument, 0, O_LISTEN},
-	    {"upstream", required_argument, 0, O_UPSTREAM},
-	    {"upstream-source", required_argument, 0, O_SOURCE},
-	    {"upstream-timeout", required_argument, 0, O_TIMEOUT},
-	    {"allow", required_argument, 0, O_ALLOW},
-	    {"deny", required_argument, 0, O_DENY},
-	    {"check", no_argument, 0, O_CHECK},
-	    {"strict", no_argument, 0, O_STRICT_CHECK},
-	    {"strict-chain", no_argument, 0, O_STRICT},
-	    {"allow-private", no_argument, 0, O_PRIVATE},
-	    {"log", required_argument, 0, O_LOG},
-	    {"firewall", required_argument, 0, O_FIREWALL},
-	    {"cache-size", required_argument, 0, O_CACHE},
-	    {"ratelimit", required_argument, 0, O_RATELIMIT},
-	    {"user", required_argument, 0, O_USER},
-	    {"no-seccomp", no_argument, 0, O_NOSECCOMP},
-	    {"workers", required_argument, 0, O_WORKERS},
-	    {"serve-stale", required_argument, 0, O_STALE},
-	    {"tcp-max-queued", required_argument, 0, O_TCPQ},
-	    {"inflight-max", required_argument, 0, O_INFL},
-	    {"inflight-per-client", required_argument, 0, O_INFLC},
-	    {"control", required_argument, 0, O_CONTROL},
-	    {"metrics", required_argument, 0, O_METRICS},
-	    {"zones-dir", required_argument, 0, O_ZONES},
-	    {"state-dir", required_argument, 0, O_STATE},
-	    {"config", required_argument, 0, 'c'},
-	    {"help", no_argument, 0, 'h'},
-	    {"version", no_argument, 0, O_VERSION},
-	    {0, 0, 0, 0},
-	};
-	struct sockaddr_storage source;
-	bool has_source = false;
-	char err[512];
-	int ch;
-
-	memset(o, 0, sizeof(*o));
-	o->timeout_ms = -1;
-	o->cache_mb = -1;
-	o->ratelimit = -1;
-	o->workers = -1;
-	o->serve_stale = -1;
-	o->tcp_queued = o->inflight_max = o->inflight_client = -1;
-	while ((ch = getopt_long(argc, argv, "c:h", longopts, NULL)) != -1) {
-		switch (ch) {
-		case 'c':
-			o->config_path = optarg;
-			break;
-		case O_LISTEN:
-			if (add_addr(&o->listen, &o->nlisten, optarg, 53) < 0) {
-				fprintf(stderr, "moatd: --listen %s: expected ADDR:PORT\n", optarg);
-				return MOAT_EINVAL;
-			}
-			break;
-		case O_UPSTREAM:
-			if (add_addr(&o->up, &o->nup, optarg, 53) < 0) {
-				fprintf(stderr, "moatd: --upstream %s: expected ADDR:PORT\n",
-				        optarg);
-				return MOAT_EINVAL;
-			}
-			break;
-		case O_SOURCE:
-			if (config_parse_addrport(optarg, 0, &source) < 0) {
-				fprintf(stderr,
-				        "moatd: --upstream-source %s: expected an address\n",
-				        optarg);
-				return MOAT_EINVAL;
-			}
-			has_source = true;
-			break;
-		case O_TIMEOUT:
-			if (opt_number(optarg, 10, 60000, "--upstream-timeout", "10 to 60000 ms",
-			               &o->timeout_ms) < 0)
-				return MOAT_EINVAL;
-			break;
-		case O_ALLOW:
-			if (config_strv_push(&o->allow, &o->nallow, optarg) < 0)
-				return MOAT_ENOMEM;
-			break;
-		case O_DENY:
-			o->deny = optarg;
-			break;
-		case O_CHECK:
-			o->check = true;
-			break;
-		case O_STRICT_CHECK:
-			o->strict = true;
-			break;
-		case O_STRICT:
-			o->strict_chain = true;
-			break;
-		case O_PRIVATE:
-			o->allow_private = true;
-			break;
-		case O_LOG:
-			o->log = optarg;
-			break;
-		case O_FIREWALL:
-			o->firewall = optarg;
-			break;
-		case O_USER:
-			o->user = optarg;
-			break;
-		case O_NOSECCOMP:
-			o->no_seccomp = true;
-			break;
-		case O_ZONES:
-			o->zones_dir = optarg;
-			break;
-		case O_RATELIMIT:
-			if (opt_number(optarg, 0, 10000000, "--ratelimit",
-			               "0 to 10000000 (queries/s)", &o->ratelimit) < 0)
-				return MOAT_EINVAL;
-			break;
-		case O_WORKERS:
-			if (opt_number(optarg, 1, 64, "--workers", "1 to 64", &o->workers) < 0)
-				return MOAT_EINVAL;
-			break;
-		case O_STALE:
-			if (opt_number(optarg, 0, 604800, "--serve-stale", "0 to 604800 (seconds)",
-			               &o->serve_stale) < 0)
-				return MOAT_EINVAL;
-			break;
-		case O_TCPQ:
-			if (opt_number(optarg, 1024, 16 << 20, "--tcp-max-queued",
-			               "1024 to 16777216 (bytes)", &o->tcp_queued) < 0)
-				return MOAT_EINVAL;
-			break;
-		case O_INFL:
-			if (opt_number(optarg, 1, 1000000, "--inflight-max", "1 to 1000000",
-			               &o->inflight_max) < 0)
-				return MOAT_EINVAL;
-			break;
-		case O_INFLC:
-			if (opt_number(optarg, 1, 1000000, "--inflight-per-client", "1 to 1000000",
-			               &o->inflight_client) < 0)
-				return MOAT_EINVAL;
-			break;
-		case O_CONTROL:
-			o->control = optarg;
-			break;
-		case O_METRICS:
-			o->metrics = optarg;
-			break;
-		case O_STATE:
-			o->state_dir = optarg;
-			break;
-		case O_CACHE:
-			if (opt_number(optarg, 0, 65536, "--cache-size", "0 to 65536 (MB)",
-			               &o->cache_mb) < 0)
-				return MOAT_EINVAL;
-			break;
-		case 'h':
-			usage(stdout);
-			exit(0);
-		case O_VERSION:
-			printf("moatd %s\n", MOAT_VERSION_FULL);
-			exit(0);
-		default:
-			usage(stderr);
-			return MOAT_EINVAL;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "moatd: unexpected argument '%s'\n", argv[optind]);
-		return MOAT_EINVAL;
-	}
-	if (o->strict && !o->check) {
-		fprintf(stderr, "moatd: --strict goes with --check\n");
-		return MOAT_EINVAL;
-	}
-
-	config_init(cfg);
-	if (o->config_path) {
-		if (config_load_file(cfg, o->config_path, err, sizeof(err)) < 0) {
-			fprintf(stderr, "moatd: %s\n", err);
-			return MOAT_EINVAL;
-		}
-		if (o->nallow || o->deny) {
-			fprintf(stderr,
-			        "moatd: --allow and --deny are for flag mode; with -c, agents "
-			        "come from the config\n");
-			return MOAT_EINVAL;
-		}
-	}
-	/* Flags given beside a config replace its lists. */
-	if (o->nlisten) {
-		free(cfg->listen);
-		cfg->listen = o->listen;
-		cfg->nlisten = o->nlisten;
-		o->listen = NULL;
-	}
-	if (o->nup) {
-		free(cfg->upstreams);
-		cfg->upstreams = o->up;
-		cfg->nupstreams = o->nup;
-		o->up = NULL;
-	}
-	if (has_source) {
-		cfg->upstream_source = source;
-		cfg->has_upstream_source = true;
-	}
-	if (o->timeout_ms > 0)
-		cfg->upstream_timeout_ms = (uint32_t)o->timeout_ms;
-	if (o->log) {
-		free(cfg->log_file);
-		cfg->log_file = strdup(o->log);
-	}
-	if (o->user) {
-		free(cfg->user);
-		cfg->user = strdup(o->user);
-	}
-	if (o->no_seccomp)
-		cfg->seccomp = false;
-	if (o->zones_dir && zonesdir_apply(cfg, o->zones_dir) < 0)
-		return MOAT_ENOMEM;
-	if (o->ratelimit >= 0)
-		cfg->rl_qps = (uint32_t)o->ratelimit;
-	if (o->workers > 0)
-		cfg->workers = (uint32_t)o->workers;
-	if (o->serve_stale >= 0)
-		cfg->serve_stale = (uint32_t)o->serve_stale;
-	if (o->cache_mb >= 0)
-		cfg->cache_bytes = (size_t)o->cache_mb << 20;
-	if (o->tcp_queued > 0)
-		cfg->tcp_max_queued = (uint32_t)o->tcp_queued;
-	if (o->inflight_max > 0)
-		cfg->inflight_max = (uint32_t)o->inflight_max;
-	if (o->inflight_client > 0)
-		cfg->inflight_per_client = (uint32_t)o->inflight_client;
-	if (o->firewall) {
-		free(cfg->fw_socket);
-		cfg->fw_socket = strdup(o->firewall);
-	}
-	if (o->control) {
-		free(cfg->control_path);
-		cfg->control_path = strdup(o->control);
-	}
-	if (o->state_dir) {
-		free(cfg->state_dir);
-		cfg->state_dir = strdup(o->state_dir);
-	}
-	if (o->metrics) {
-		if (config_parse_addrport(o->metrics, 0, &cfg->metrics_addr) < 0) {
-			fprintf(stderr, "moatd: --metrics %s: expected ADDR:PORT\n", o->metrics);
-			return MOAT_EINVAL;
-		}
-		cfg->has_metrics = true;
-	}
-	if (!o->config_path) {
-		struct config_agent *a = calloc(1, sizeof(*a));
-		if (!a)
-			return MOAT_ENOMEM;
-		cfg->agents = a;
-		cfg->nagents = 1;
-		snprintf(a->name, sizeof(a->name), "default");
-		a->deny = DENY_NXDOMAIN;
-		a->sink_ttl = 60;
-		if (o->deny) {
-			if (!strcmp(o->deny, "nxdomain"))
-				a->deny = DENY_NXDOMAIN;
-			else if (!strcmp(o->deny, "refused"))
-				a->deny = DENY_REFUSED;
-			else if (!strcmp(o->deny, "sinkhole"))
-				a->deny = DENY_SINKHOLE;
-			else {
-				fprintf(stderr,
-				        "moatd: --deny %s: expected nxdomain, refused or "
-				        "sinkhole\n",
-				        o->deny);
-				return MOAT_EINVAL;
-			}
-		}
-		a->allow_files = o->allow;
-		a->nallow = o->nallow;
-		o->allow = NULL;
-		o->nallow = 0;
-		if (flag_mode_clients(a, cfg) < 0)
-			return MOAT_ENOMEM;
-	}
-	for (size_t i = 0; i < cfg->nagents; i++) {
-		if (o->strict_chain)
-			cfg->agents[i].strict_chain = true;
-		if (o->allow_private)
-			cfg->agents[i].allow_private = true;
-	}
-	if (config_validate(cfg, err, sizeof(err)) < 0) {
-		fprintf(stderr, "moatd: %s\n", err);
-		return MOAT_EINVAL;
-	}
-	return 0;
-}
-
 static struct worker *workers; /* cfg.workers of them; workers[0] runs on this thread */
 static unsigned nworkers;
 static struct ratelimit *limiter; /* shared by the workers; NULL: no rate limit */
 static struct inflight *inflight; /* caps on questions in flight, shared by the workers */
 static struct config cfg;
-static struct options opts;
+static struct config_flags opts;
 static uv_signal_t sig_term, sig_int, sig_hup;
 static FILE *qlog; /* the query log (SIGUSR1 reopens it) */
 static uv_timer_t stats_timer;
@@ -757,49 +255,54 @@ static int start_ops(uv_loop_t *loop, char *err, size_t errlen)
 	return 0;
 }
 
-int main(int argc, char **argv)
+/* Build the configuration and load its policy (exit status 2: bad flags or config; 1: bad
+ * policy). With --check the report is the whole run: *done is set with its status. */
+static int load_start(int argc, char **argv, struct policy **policy, int *done)
 {
 	char err[512];
-	uint64_t t0 = uv_hrtime();
-	struct policy *policy = NULL;
 
-	if (sodium_init() < 0) {
-		fprintf(stderr, "moatd: libsodium failed to start\n");
-		return 1;
-	}
-	if (build_config(argc, argv, &cfg, &opts) < 0) {
-		options_free(&opts); /* nothing left behind, even on a usage error */
+	*done = -1;
+	if (config_flags_build(argc, argv, &cfg, &opts) < 0) {
+		config_flags_free(&opts); /* nothing left behind, even on a usage error */
 		config_free(&cfg);
 		return 2;
 	}
-	options_free(&opts);
+	config_flags_free(&opts);
 	if (!opts.check)
 		cfg.lint_max_patterns = LINT_AT_START_MAX;
-	if (policy_load(&cfg, &policy, err, sizeof(err)) < 0) {
+	if (policy_load(&cfg, policy, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moatd: %s\n", err);
 		return 1;
 	}
 	if (opts.check) {
-		int st = check_report(&cfg, policy, opts.strict, stdout, stderr);
-		policy_unref(policy);
+		*done = check_report(&cfg, *policy, opts.strict, stdout, stderr);
+		policy_unref(*policy);
 		config_free(&cfg);
-		return st;
+		return 0;
 	}
-	lint_report(policy);
-	if (agents_restore(&policy, err, sizeof(err)) < 0) {
+	lint_report(*policy);
+	if (agents_restore(policy, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moatd: %s\n", err);
 		return 1;
 	}
+	return 0;
+}
 
-	FILE *log = qlog = log_open(cfg.log_file);
-	if (!log) {
+/* What the workers share: the query log, the rate limiter, the descriptor budget, the
+ * in-flight caps, the metrics' start and dnstap. 0, or 1 with the reason printed. */
+static int start_shared(const struct policy *policy, int *log_dirfd)
+{
+	char err[512];
+
+	qlog = log_open(cfg.log_file);
+	if (!qlog) {
 		fprintf(stderr, "moatd: cannot open log %s: %m\n", cfg.log_file);
 		return 1;
 	}
-	int log_dirfd = logreopen_init(cfg.log_file);
-	if (log_dirfd < -1) {
+	*log_dirfd = logreopen_init(cfg.log_file);
+	if (*log_dirfd < -1) {
 		fprintf(stderr, "moatd: warning: the query log cannot be reopened on SIGUSR1\n");
-		log_dirfd = -1;
+		*log_dirfd = -1;
 	}
 	keep_policy_dirs(&cfg, opts.config_path);
 	if (cfg.rl_qps && !(limiter = ratelimit_new(cfg.rl_qps, cfg.rl_burst, 65536))) {
@@ -825,12 +328,20 @@ int main(int argc, char **argv)
 		fprintf(stderr, "moatd: %s\n", err);
 		return 1;
 	}
+	return 0;
+}
+
+/* The workers (listeners bound) and the RPZ transfer thread. 0, or 1 with the reason printed. */
+static int start_workers(struct policy *policy)
+{
+	char err[512];
+
 	if (!(workers = calloc(nworkers, sizeof(*workers)))) {
 		fprintf(stderr, "moatd: out of memory\n");
 		return 1;
 	}
 	for (unsigned i = 0; i < nworkers; i++)
-		if (worker_init(&workers[i], i, nworkers, &cfg, policy, log, limiter, err,
+		if (worker_init(&workers[i], i, nworkers, &cfg, policy, qlog, limiter, err,
 		                sizeof(err)) < 0) {
 			fprintf(stderr, "moatd: %s\n", err);
 			return 1;
@@ -846,8 +357,14 @@ int main(int argc, char **argv)
 	for (unsigned i = 0; i < nworkers; i++)
 		workers[i].feed = feed;
 	control_agents_feed(feed);
-	policy_unref(policy); /* the workers hold theirs */
-	uv_loop_t *loop = workers[0].loop;
+	return 0;
+}
+
+/* The signals, the rate-limit report and the control and metrics sockets, on worker 0's loop. */
+static int start_main_loop(uv_loop_t *loop)
+{
+	char err[512];
+
 	uv_timer_init(loop, &stats_timer);
 	uv_timer_start(&stats_timer, on_stats, 10000, 10000);
 	uv_unref((uv_handle_t *)&stats_timer);
@@ -864,6 +381,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "moatd: %s\n", err);
 		return 1;
 	}
+	return 0;
+}
+
+/* Start serving: the worker threads, the drop of privileges, then READY. */
+static int go_live(int log_dirfd, uint64_t t0)
+{
+	char err[512];
 
 	/* The other workers' threads wait at a barrier until the whole process has dropped its
 	 * privileges and every thread carries the system-call filter. */
@@ -888,12 +412,12 @@ int main(int argc, char **argv)
 	        MOAT_VERSION, workers[0].policy->nagents, cfg.nlisten, cfg.nupstreams, nworkers,
 	        (double)(uv_hrtime() - t0) / 1e6);
 	sdnotify_send("READY=1\nSTATUS=serving");
-	uv_run(loop, UV_RUN_DEFAULT);
-	worker_join(workers, nworkers);
-	metrics_workers_stop();
-	dnstap_out_stop();
-	rpz_feed_stop(feed);
+	return 0;
+}
 
+/* The totals of every worker, printed at the end. */
+static void print_totals(void)
+{
 	struct worker_stats t = {0};
 	for (unsigned i = 0; i < nworkers; i++) {
 		const struct worker_stats *s = &workers[i].stats;
@@ -923,6 +447,32 @@ int main(int argc, char **argv)
 		for (unsigned i = 0; i < nworkers; i++)
 			fprintf(stderr, "moatd: worker %u: %llu queries\n", i,
 			        (unsigned long long)workers[i].stats.queries);
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t t0 = uv_hrtime();
+	struct policy *policy = NULL;
+	int log_dirfd, done, rc;
+
+	if (sodium_init() < 0) {
+		fprintf(stderr, "moatd: libsodium failed to start\n");
+		return 1;
+	}
+	if ((rc = load_start(argc, argv, &policy, &done)) != 0 || done >= 0)
+		return rc != 0 ? rc : done;
+	if (start_shared(policy, &log_dirfd) != 0 || start_workers(policy) != 0)
+		return 1;
+	policy_unref(policy); /* the workers hold theirs */
+	uv_loop_t *loop = workers[0].loop;
+	if (start_main_loop(loop) != 0 || go_live(log_dirfd, t0) != 0)
+		return 1;
+	uv_run(loop, UV_RUN_DEFAULT);
+	worker_join(workers, nworkers);
+	metrics_workers_stop();
+	dnstap_out_stop();
+	rpz_feed_stop(feed);
+	print_totals();
 	for (unsigned i = 0; i < nworkers; i++)
 		worker_deinit(&workers[i]);
 	sdnotify_close();
@@ -930,7 +480,7 @@ int main(int argc, char **argv)
 	ratelimit_free(limiter);
 	inflight_free(inflight);
 	agentstore_close(store);
-	log_close(log);
+	log_close(qlog);
 	logreopen_release();
 	pathfd_release();
 	config_free(&cfg);

@@ -68,7 +68,7 @@ const struct policy_agent *policy_agent_for(const struct policy *p, const struct
 	for (size_t i = 0; i < p->nagents; i++)
 		for (size_t k = 0; k < p->agents[i].nclients; k++) {
 			const struct cidr *c = &p->agents[i].clients[k];
-			if (c->bits > best_bits && config_cidr_contains(c, client)) {
+			if (c->bits > best_bits && netaddr_cidr_contains(c, client)) {
 				best = &p->agents[i];
 				best_bits = c->bits;
 			}

@@ -29,7 +29,7 @@ struct addrguard *addrguard_new(void);
 void addrguard_free(struct addrguard *g);
 
 /* Add one range in text ("169.254.0.0/16", "fd00:ec2::254", "10.0.0.0/8"; no prefix length
- * means a host route). Host bits beyond the prefix must be zero, as in config_parse_cidr.
+ * means a host route). Host bits beyond the prefix must be zero, as in netaddr_parse_cidr (it reads them).
  * Returns 0, MOAT_EINVAL or MOAT_ENOMEM. */
 int addrguard_add(struct addrguard *g, const char *cidr, enum addr_class cls);
 

@@ -78,18 +78,16 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "moat/netaddr.h"
+
 #define CONFIG_NAME_MAX 64
+#define CONFIG_WORKERS_MAX 64u
+#define CONFIG_TTL_MAX 86400u /* of a sinkhole answer */
 
 enum deny_form {
 	DENY_NXDOMAIN = 0,
 	DENY_REFUSED,
 	DENY_SINKHOLE,
-};
-
-/* An address range. IPv4 is stored IPv4-mapped (::ffff:a.b.c.d) with bits counted over 128. */
-struct cidr {
-	uint8_t addr[16];
-	uint8_t bits;
 };
 
 /* A forward zone: names at or below zone go to its own upstreams (after the policy allowed
@@ -218,6 +216,34 @@ struct config {
 	char *state_dir; /* owned; NULL: no runtime agents (agentstore.c) */
 };
 
+/* A numeric setting (config_limits.c): its YAML key, its flag without "--" (NULL: none), the
+ * unit its flag's message names, its range and default, and where it lives in struct config. */
+struct config_limit {
+	const char *key, *flag, *unit;
+	uint32_t min, max, def;
+	size_t off; /* offsetof a uint32_t in struct config, or CONFIG_LIMIT_MB */
+};
+#define CONFIG_LIMIT_MB ((size_t)-1) /* cache_size_mb: cache_bytes, in MB */
+
+/* The setting of a YAML key (len bytes) or of a flag; NULL if it is not a numeric one. */
+const struct config_limit *config_limit_key(const char *key, size_t len);
+const struct config_limit *config_limit_flag(const char *flag);
+
+/* Store v (already within the range) as the setting's value. */
+void config_limit_set(struct config *cfg, const struct config_limit *l, uint32_t v);
+
+/* Every numeric setting to its default (config_init). */
+void config_limits_default(struct config *cfg);
+
+/* Every numeric setting within its range: 0, or MOAT_EINVAL and "KEY must be MIN..MAX". */
+int config_limits_check(const struct config *cfg, char *err, size_t errlen);
+
+/* A deny form by name (nxdomain, refused, sinkhole; len bytes): 0 or MOAT_EINVAL. */
+int config_deny_parse(const char *s, size_t len, enum deny_form *out);
+
+/* A new agent's defaults (deny nxdomain, sinkhole 0.0.0.0 and ::, TTL 60). */
+void config_agent_init(struct config_agent *a);
+
 /* Fill cfg with defaults (no listeners, no upstreams, no agents, shipped zone files from
  * zonesdir_default()). Call before config_load_file or before filling it from flags. */
 void config_init(struct config *cfg);
@@ -246,18 +272,6 @@ void config_where_text(const struct config *cfg, int line, const char *flag, cha
 
 /* Release everything cfg owns; cfg is left as after config_init without defaults. */
 void config_free(struct config *cfg);
-
-/* "1.2.3.4:53", "[2001:db8::1]:5353", "::1" (bare IPv6), "1.2.3.4" (default_port). */
-int config_parse_addrport(const char *s, uint16_t default_port, struct sockaddr_storage *out);
-
-/* "10.0.0.0/8", "2001:db8::/32", "192.0.2.1" (host). Host bits must be zero. */
-int config_parse_cidr(const char *s, struct cidr *out);
-
-/* A range as text: "10.0.0.0/24", "2001:db8::/64" (IPv4 without its mapped prefix). */
-void config_cidr_text(const struct cidr *c, char *out, size_t cap);
-
-/* True if the address (AF_INET or AF_INET6 sockaddr) lies in the range. */
-bool config_cidr_contains(const struct cidr *c, const struct sockaddr *sa);
 
 /* An agent name: 1 to CONFIG_NAME_MAX - 1 of A-Z a-z 0-9 _ . - */
 bool config_name_ok(const char *s, size_t len);

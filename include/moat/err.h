@@ -18,4 +18,10 @@ enum moat_err {
 /* Static text for an error code; never NULL. */
 const char *moat_strerror(int err);
 
+#include <stddef.h>
+
+/* Format a message into a caller's error buffer (nothing when err is NULL or errlen 0). */
+void moat_errf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 #endif

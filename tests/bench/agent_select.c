@@ -56,8 +56,8 @@ static struct policy *base_policy(const char *allow)
 	cfg.nagents = 1;
 	snprintf(cfg.agents[0].name, sizeof(cfg.agents[0].name), "ops");
 	cfg.agents[0].clients = calloc(2, sizeof(struct cidr));
-	config_parse_cidr("127.0.0.0/8", &cfg.agents[0].clients[0]);
-	config_parse_cidr("::1", &cfg.agents[0].clients[1]);
+	netaddr_parse_cidr("127.0.0.0/8", &cfg.agents[0].clients[0]);
+	netaddr_parse_cidr("::1", &cfg.agents[0].clients[1]);
 	cfg.agents[0].nclients = 2;
 	config_strv_push(&cfg.agents[0].allow_files, &cfg.agents[0].nallow, allow);
 	if (policy_load(&cfg, &p, err, sizeof(err)) < 0) {
@@ -85,7 +85,7 @@ int main(int argc, char **argv)
 		memset(&s, 0, sizeof(s));
 		snprintf(s.name, sizeof(s.name), "a%u", i);
 		addr_of(i, a, sizeof(a));
-		config_parse_cidr(a, &s.clients[0]);
+		netaddr_parse_cidr(a, &s.clients[0]);
 		s.nclients = 1;
 		snprintf(pat, sizeof(pat), "a%u.fleet.test", i);
 		s.patterns = &pp;
@@ -107,7 +107,7 @@ int main(int argc, char **argv)
 			snprintf(a, sizeof(a), "127.0.0.1");
 		else
 			addr_of(k, a, sizeof(a));
-		config_parse_addrport(a, 0, &q[i]);
+		netaddr_parse_addrport(a, 0, &q[i]);
 	}
 	size_t sink = 0;
 	struct policy_clients *idx1 = one->byclient, *idxn = many->byclient;

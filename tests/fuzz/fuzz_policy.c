@@ -9,7 +9,7 @@
  *   1: a pattern file for policy_set_load_file (comments, blanks, whitespace, line numbers);
  *   2: a blocked-range file for addrguard_load_file;
  *   3: YAML for config_load_string (config_init and config_free around it, then config_validate
- *      on success), and config_parse_addrport / config_parse_cidr on the text.
+ *      on success), and netaddr_parse_addrport / netaddr_parse_cidr on the text.
  * Files are handed over through a memfd, read by path (/proc/self/fd/N) as moatd reads them.
  * Errors must come back as codes with a terminated message, never as a crash or a leak. */
 #include <string.h>
@@ -177,11 +177,11 @@ static void fuzz_config(const uint8_t *data, size_t size)
 	s[n] = 0;
 	struct sockaddr_storage ss;
 	struct cidr c;
-	rc = config_parse_addrport(s, 53, &ss);
+	rc = netaddr_parse_addrport(s, 53, &ss);
 	FZ_CHECK(rc <= 0, "parse_addrport returned %d", rc);
 	if (rc == 0)
 		FZ_CHECK(ss.ss_family == AF_INET || ss.ss_family == AF_INET6, "family");
-	rc = config_parse_cidr(s, &c);
+	rc = netaddr_parse_cidr(s, &c);
 	FZ_CHECK(rc <= 0, "parse_cidr returned %d", rc);
 	if (rc == 0)
 		FZ_CHECK(c.bits <= 128, "prefix length %u", c.bits);

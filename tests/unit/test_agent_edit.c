@@ -29,7 +29,7 @@ static void cfg_agent(const char *name, const char *cidr)
 	memset(a, 0, sizeof(*a));
 	snprintf(a->name, sizeof(a->name), "%s", name);
 	a->clients = calloc(1, sizeof(*a->clients));
-	cr_assert_eq(config_parse_cidr(cidr, &a->clients[0]), 0);
+	cr_assert_eq(netaddr_parse_cidr(cidr, &a->clients[0]), 0);
 	a->nclients = 1;
 	cr_assert_eq(config_strv_push(&a->allow_files, &a->nallow, allow_path), 0);
 }
@@ -61,7 +61,7 @@ static void spec_of(struct agent_spec *s, const char *name, const char *cidr, co
 {
 	memset(s, 0, sizeof(*s));
 	snprintf(s->name, sizeof(s->name), "%s", name);
-	cr_assert_eq(config_parse_cidr(cidr, &s->clients[0]), 0, "%s", cidr);
+	cr_assert_eq(netaddr_parse_cidr(cidr, &s->clients[0]), 0, "%s", cidr);
 	s->nclients = 1;
 	s->patterns = calloc(2, sizeof(char *));
 	if (pat) {
@@ -73,7 +73,7 @@ static void spec_of(struct agent_spec *s, const char *name, const char *cidr, co
 static const struct policy_agent *agent_at(const struct policy *p, const char *addr)
 {
 	struct sockaddr_storage ss;
-	cr_assert_eq(config_parse_addrport(addr, 0, &ss), 0, "%s", addr);
+	cr_assert_eq(netaddr_parse_addrport(addr, 0, &ss), 0, "%s", addr);
 	return policy_agent_for(p, (const struct sockaddr *)&ss);
 }
 
@@ -212,7 +212,7 @@ Test(edit, del_and_rebase)
 	policy_unref(nb);
 	/* a reload whose config now has a runtime agent's range is refused */
 	struct config_agent *ca = &cfg.agents[1];
-	cr_assert_eq(config_parse_cidr("2001:db8:1::1/128", &ca->clients[0]), 0);
+	cr_assert_eq(netaddr_parse_cidr("2001:db8:1::1/128", &ca->clients[0]), 0);
 	cr_assert_eq(policy_load(&cfg, &nb, e2, sizeof(e2)), 0, "%s", e2);
 	p4 = NULL;
 	cr_assert_eq(agent_edit_rebase(nb, p3, &p4, err, sizeof(err)), MOAT_EINVAL);

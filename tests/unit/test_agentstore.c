@@ -18,8 +18,8 @@ static void spec_make(struct agent_spec *s, const char *name, size_t npat)
 	memset(s, 0, sizeof(*s));
 	snprintf(s->name, sizeof(s->name), "%s", name);
 	s->deny = DENY_REFUSED;
-	cr_assert_eq(config_parse_cidr("198.51.100.7/32", &s->clients[0]), 0);
-	cr_assert_eq(config_parse_cidr("2001:db8::/64", &s->clients[1]), 0);
+	cr_assert_eq(netaddr_parse_cidr("198.51.100.7/32", &s->clients[0]), 0);
+	cr_assert_eq(netaddr_parse_cidr("2001:db8::/64", &s->clients[1]), 0);
 	s->nclients = 2;
 	s->patterns = calloc(npat ? npat : 1, sizeof(char *));
 	for (size_t i = 0; i < npat; i++) {

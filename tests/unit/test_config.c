@@ -83,8 +83,8 @@ static bool in_range(const char *range, const struct sockaddr_storage ss)
 {
 	struct cidr c;
 
-	cr_assert_eq(config_parse_cidr(range, &c), 0, "range %s", range);
-	return config_cidr_contains(&c, (const struct sockaddr *)&ss);
+	cr_assert_eq(netaddr_parse_cidr(range, &c), 0, "range %s", range);
+	return netaddr_cidr_contains(&c, (const struct sockaddr *)&ss);
 }
 
 /* --- defaults ------------------------------------------------------------------------------ */
@@ -686,33 +686,33 @@ Test(config, addrport_accepts)
 {
 	struct sockaddr_storage ss;
 
-	cr_assert_eq(config_parse_addrport("1.2.3.4:53", 99, &ss), 0);
+	cr_assert_eq(netaddr_parse_addrport("1.2.3.4:53", 99, &ss), 0);
 	cr_expect_eq(ss.ss_family, AF_INET);
 	cr_expect(addr_is(&ss, "1.2.3.4"));
 	cr_expect_eq(port_of(&ss), 53);
 
-	cr_assert_eq(config_parse_addrport("1.2.3.4", 5353, &ss), 0);
+	cr_assert_eq(netaddr_parse_addrport("1.2.3.4", 5353, &ss), 0);
 	cr_expect_eq(port_of(&ss), 5353);
 
-	cr_assert_eq(config_parse_addrport("[2001:db8::1]:5353", 53, &ss), 0);
+	cr_assert_eq(netaddr_parse_addrport("[2001:db8::1]:5353", 53, &ss), 0);
 	cr_expect_eq(ss.ss_family, AF_INET6);
 	cr_expect(addr_is(&ss, "2001:db8::1"));
 	cr_expect_eq(port_of(&ss), 5353);
 
-	cr_assert_eq(config_parse_addrport("::1", 53, &ss), 0);
+	cr_assert_eq(netaddr_parse_addrport("::1", 53, &ss), 0);
 	cr_expect_eq(ss.ss_family, AF_INET6);
 	cr_expect(addr_is(&ss, "::1"));
 	cr_expect_eq(port_of(&ss), 53);
 
-	cr_assert_eq(config_parse_addrport("[::1]", 5300, &ss), 0);
+	cr_assert_eq(netaddr_parse_addrport("[::1]", 5300, &ss), 0);
 	cr_expect_eq(port_of(&ss), 5300);
 
-	cr_assert_eq(config_parse_addrport("::ffff:192.0.2.1", 53, &ss), 0);
+	cr_assert_eq(netaddr_parse_addrport("::ffff:192.0.2.1", 53, &ss), 0);
 	cr_expect_eq(ss.ss_family, AF_INET6);
 
-	cr_assert_eq(config_parse_addrport("0.0.0.0:65535", 53, &ss), 0);
+	cr_assert_eq(netaddr_parse_addrport("0.0.0.0:65535", 53, &ss), 0);
 	cr_expect_eq(port_of(&ss), 65535);
-	cr_assert_eq(config_parse_addrport("[::]:1", 53, &ss), 0);
+	cr_assert_eq(netaddr_parse_addrport("[::]:1", 53, &ss), 0);
 	cr_expect_eq(port_of(&ss), 1);
 }
 
@@ -753,7 +753,7 @@ Test(config, addrport_rejects)
 	size_t i;
 
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		cr_expect_eq(config_parse_addrport(bad[i], 53, &ss), MOAT_EINVAL, "accepted '%s'",
+		cr_expect_eq(netaddr_parse_addrport(bad[i], 53, &ss), MOAT_EINVAL, "accepted '%s'",
 		             bad[i]);
 }
 
@@ -765,33 +765,33 @@ Test(config, cidr_parse)
 	struct cidr c;
 	uint8_t want[16];
 
-	cr_assert_eq(config_parse_cidr("10.0.0.0/8", &c), 0);
+	cr_assert_eq(netaddr_parse_cidr("10.0.0.0/8", &c), 0);
 	cr_expect_eq(c.bits, 104);
 	cr_expect_eq(memcmp(c.addr, mapped10, 16), 0);
 
-	cr_assert_eq(config_parse_cidr("2001:db8::/32", &c), 0);
+	cr_assert_eq(netaddr_parse_cidr("2001:db8::/32", &c), 0);
 	cr_expect_eq(c.bits, 32);
 	inet_pton(AF_INET6, "2001:db8::", want);
 	cr_expect_eq(memcmp(c.addr, want, 16), 0);
 
-	cr_assert_eq(config_parse_cidr("192.0.2.1", &c), 0);
+	cr_assert_eq(netaddr_parse_cidr("192.0.2.1", &c), 0);
 	cr_expect_eq(c.bits, 128);
 	inet_pton(AF_INET6, "::ffff:192.0.2.1", want);
 	cr_expect_eq(memcmp(c.addr, want, 16), 0);
 
-	cr_assert_eq(config_parse_cidr("2001:db8::1", &c), 0);
+	cr_assert_eq(netaddr_parse_cidr("2001:db8::1", &c), 0);
 	cr_expect_eq(c.bits, 128);
-	cr_assert_eq(config_parse_cidr("0.0.0.0/0", &c), 0);
+	cr_assert_eq(netaddr_parse_cidr("0.0.0.0/0", &c), 0);
 	cr_expect_eq(c.bits, 96);
-	cr_assert_eq(config_parse_cidr("::/0", &c), 0);
+	cr_assert_eq(netaddr_parse_cidr("::/0", &c), 0);
 	cr_expect_eq(c.bits, 0);
-	cr_assert_eq(config_parse_cidr("192.0.2.128/25", &c), 0);
+	cr_assert_eq(netaddr_parse_cidr("192.0.2.128/25", &c), 0);
 	cr_expect_eq(c.bits, 121);
-	cr_assert_eq(config_parse_cidr("10.16.0.0/12", &c), 0);
-	cr_assert_eq(config_parse_cidr("192.0.2.1/32", &c), 0);
+	cr_assert_eq(netaddr_parse_cidr("10.16.0.0/12", &c), 0);
+	cr_assert_eq(netaddr_parse_cidr("192.0.2.1/32", &c), 0);
 	cr_expect_eq(c.bits, 128);
 	/* The mapped spelling is the same range as the IPv4 one. */
-	cr_assert_eq(config_parse_cidr("::ffff:10.0.0.0/104", &c), 0);
+	cr_assert_eq(netaddr_parse_cidr("::ffff:10.0.0.0/104", &c), 0);
 	cr_expect_eq(c.bits, 104);
 	cr_expect_eq(memcmp(c.addr, mapped10, 16), 0);
 }
@@ -811,7 +811,7 @@ Test(config, cidr_rejects)
 	size_t i;
 
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		cr_expect_eq(config_parse_cidr(bad[i], &c), MOAT_EINVAL, "accepted '%s'", bad[i]);
+		cr_expect_eq(netaddr_parse_cidr(bad[i], &c), MOAT_EINVAL, "accepted '%s'", bad[i]);
 }
 
 Test(config, cidr_contains_v4)
@@ -861,9 +861,9 @@ Test(config, cidr_contains_other_family)
 
 	memset(&un, 0, sizeof(un));
 	un.sun_family = AF_UNIX;
-	cr_assert_eq(config_parse_cidr("::/0", &c), 0);
-	cr_expect_not(config_cidr_contains(&c, (const struct sockaddr *)&un));
-	cr_expect_not(config_cidr_contains(&c, NULL));
+	cr_assert_eq(netaddr_parse_cidr("::/0", &c), 0);
+	cr_expect_not(netaddr_cidr_contains(&c, (const struct sockaddr *)&un));
+	cr_expect_not(netaddr_cidr_contains(&c, NULL));
 }
 
 Test(config, daemon_keys)

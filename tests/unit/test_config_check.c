@@ -191,8 +191,8 @@ Test(config_check, flags_have_no_line)
 	config_init(&cfg);
 	cfg.listen = calloc(2, sizeof(*cfg.listen));
 	cfg.nlisten = 2;
-	cr_assert_eq(config_parse_addrport("127.0.0.1:5300", 53, &cfg.listen[0]), 0);
-	cr_assert_eq(config_parse_addrport("127.0.0.1:5300", 53, &cfg.listen[1]), 0);
+	cr_assert_eq(netaddr_parse_addrport("127.0.0.1:5300", 53, &cfg.listen[0]), 0);
+	cr_assert_eq(netaddr_parse_addrport("127.0.0.1:5300", 53, &cfg.listen[1]), 0);
 	cr_expect_eq(config_check_sanity(&cfg, err, sizeof(err)), MOAT_EINVAL);
 	cr_expect_str_eq(err,
 	                 "--listen: listen: 127.0.0.1:5300 is listed twice (first at --listen)");

@@ -413,7 +413,7 @@ static void add_agent(const char *name, const char *const *cidrs, size_t ncidrs,
 	a->clients = calloc(ncidrs ? ncidrs : 1, sizeof(*a->clients));
 	cr_assert_not_null(a->clients);
 	for (size_t i = 0; i < ncidrs; i++)
-		cr_assert_eq(config_parse_cidr(cidrs[i], &a->clients[i]), 0, "%s", cidrs[i]);
+		cr_assert_eq(netaddr_parse_cidr(cidrs[i], &a->clients[i]), 0, "%s", cidrs[i]);
 	a->nclients = ncidrs;
 	if (allow)
 		cr_assert_eq(config_strv_push(&a->allow_files, &a->nallow, allow), 0);

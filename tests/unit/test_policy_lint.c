@@ -40,7 +40,7 @@ static void agent(const char *name, const char *cidr, const char *allow_text)
 	memset(a, 0, sizeof(*a));
 	snprintf(a->name, sizeof(a->name), "%s", name);
 	a->clients = calloc(1, sizeof(*a->clients));
-	cr_assert_eq(config_parse_cidr(cidr, &a->clients[0]), 0);
+	cr_assert_eq(netaddr_parse_cidr(cidr, &a->clients[0]), 0);
 	a->nclients = 1;
 	if (allow_text) {
 		paths[npaths] = write_tmp(allow_text);
@@ -230,8 +230,8 @@ Test(lint, check_lists_overlaps_and_listen_networks)
 	agent("other", "192.0.2.0/24", NULL);
 	cfg.listen = calloc(2, sizeof(*cfg.listen));
 	cfg.nlisten = 2;
-	cr_assert_eq(config_parse_addrport("10.0.5.1:53", 53, &cfg.listen[0]), 0);
-	cr_assert_eq(config_parse_addrport("0.0.0.0:53", 53, &cfg.listen[1]), 0);
+	cr_assert_eq(netaddr_parse_addrport("10.0.5.1:53", 53, &cfg.listen[0]), 0);
+	cr_assert_eq(netaddr_parse_addrport("0.0.0.0:53", 53, &cfg.listen[1]), 0);
 	load();
 	int st;
 	char *errs, *out = run_check(false, &st, &errs);

@@ -343,7 +343,7 @@ Test(rpz, runtime_agents_and_zones_follow_each_other)
 	struct agent_spec s;
 	memset(&s, 0, sizeof(s));
 	snprintf(s.name, sizeof(s.name), "rt");
-	cr_assert_eq(config_parse_cidr("192.0.2.7/32", &s.clients[0]), 0);
+	cr_assert_eq(netaddr_parse_cidr("192.0.2.7/32", &s.clients[0]), 0);
 	s.nclients = 1;
 	s.patterns = calloc(1, sizeof(char *));
 	s.patterns[0] = strdup("evil.example");

@@ -221,7 +221,7 @@ void escape_cfg_init(struct escape_cfg *c)
 	inet_pton(AF_INET6, "fd00:ec2::254", &c->meta_addr6.sin6_addr);
 	for (size_t i = 0; i < sizeof(escape_default_others) / sizeof(escape_default_others[0]);
 	     i++)
-		config_parse_addrport(escape_default_others[i], 53, &c->others[c->nothers++]);
+		netaddr_parse_addrport(escape_default_others[i], 53, &c->others[c->nothers++]);
 	c->others_default = true;
 	for (size_t i = 0; i < sizeof(escape_default_rebind) / sizeof(escape_default_rebind[0]);
 	     i++)
@@ -255,11 +255,11 @@ static int escape_set_addrs(struct escape_cfg *c, const char *key, const char *v
 	struct sockaddr_storage ss;
 
 	if (strcmp(key, "resolver") == 0) {
-		if (config_parse_addrport(value, 53, &c->resolver) != 0)
+		if (netaddr_parse_addrport(value, 53, &c->resolver) != 0)
 			goto badaddr;
 		c->has_resolver = true;
 	} else if (strcmp(key, "metadata-addr") == 0) {
-		if (config_parse_addrport(value, 80, &ss) != 0 || ss.ss_family != AF_INET) {
+		if (netaddr_parse_addrport(value, 80, &ss) != 0 || ss.ss_family != AF_INET) {
 			snprintf(err, errlen, "%s: '%s' is not IPv4ADDR[:PORT]", key, value);
 			return MOAT_EINVAL;
 		}
@@ -278,7 +278,7 @@ static int escape_set_addrs(struct escape_cfg *c, const char *key, const char *v
 			snprintf(err, errlen, "%s: more than %d resolvers", key, ESCAPE_MAXLIST);
 			return MOAT_EINVAL;
 		}
-		if (config_parse_addrport(value, 53, &c->others[c->nothers]) != 0)
+		if (netaddr_parse_addrport(value, 53, &c->others[c->nothers]) != 0)
 			goto badaddr;
 		c->nothers++;
 	} else if (strcmp(key, "unresolved") == 0) {

@@ -1,7 +1,7 @@
 /* main.c owns moat-fw's command line: it parses and checks the flags into struct fwsrv_opts and
  * hands over to fwsrv_run. Exit status: 0 after SIGTERM/SIGINT, 1 when start-up failed, 2 for a
  * usage error. */
-#include "moat/config.h"
+#include "moat/netaddr.h"
 #include "moat/err.h"
 #include "moat/version.h"
 #include "nft.h"
@@ -76,7 +76,7 @@ static int fw_seconds(const char *s, uint32_t *out)
 static int fw_resolver(const char *s, struct fwnft_resolver *r)
 {
 	struct sockaddr_storage ss;
-	if (config_parse_addrport(s, 53, &ss) != 0)
+	if (netaddr_parse_addrport(s, 53, &ss) != 0)
 		return MOAT_EINVAL;
 	memset(r, 0, sizeof(*r));
 	if (ss.ss_family == AF_INET) {

@@ -6,7 +6,7 @@
 #include "metrics.h"
 
 #include "ledger.h"
-#include "moat/config.h"
+#include "moat/netaddr.h"
 #include "moat/err.h"
 #include "moat/metrics_http.h"
 #include "moat/metrics_text.h"
@@ -235,7 +235,7 @@ static char *fwm_scrape(void *ctx, size_t *len)
 int fwmetrics_bind(const char *addrport, char *err, size_t errlen)
 {
 	struct sockaddr_storage ss;
-	if (config_parse_addrport(addrport, 0, &ss) != 0 ||
+	if (netaddr_parse_addrport(addrport, 0, &ss) != 0 ||
 	    ((struct sockaddr_in *)&ss)->sin_port == 0) { /* the port sits alike in both */
 		snprintf(err, errlen, "--metrics wants ADDR:PORT");
 		return MOAT_EINVAL;

@@ -7,13 +7,15 @@
  * it so the exact rules can be unit-tested without CAP_NET_ADMIN.
  *
  * The deny sets come from the same ranges files (addrguard format version 1) as moatd's answer
- * guard, so there is one source of truth. They are parsed here rather than through an addrguard
+ * guard, so there is one source of truth. They are read here rather than through an addrguard
  * iterator because the trie stores IPv4 as IPv4-mapped IPv6 and loses the text's family, and the
- * kernel needs plain prefixes per family; the server also loads the same files into an addrguard,
- * so a file one parser accepts and the other rejects stops moat-fw at start-up. */
+ * kernel needs plain prefixes per family; both read a range with netaddr_parse_prefix (moat-fw
+ * also refusing prefix lengths with leading zeros), and the server loads the same files into an
+ * addrguard too, so a file the two readings disagree on stops moat-fw at start-up. */
 #include "nft.h"
 #include "moat/bytes.h"
 #include "moat/err.h"
+#include "moat/netaddr.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -81,39 +83,14 @@ static char *fwnft_token(char **p)
 
 int fwnft_range_parse(const char *text, struct fwnft_range *r)
 {
-	char buf[INET6_ADDRSTRLEN + 8];
-	size_t n = strlen(text);
-	unsigned max;
+	struct netaddr_prefix p;
 
-	if (n == 0 || n >= sizeof(buf))
-		return MOAT_EINVAL;
-	memcpy(buf, text, n + 1);
-	char *slash = strchr(buf, '/');
-	if (slash)
-		*slash++ = '\0';
 	memset(r, 0, sizeof(*r));
-	if (inet_pton(AF_INET, buf, r->addr) == 1) {
-		r->family = 4;
-		max = 32;
-	} else if (inet_pton(AF_INET6, buf, r->addr) == 1) {
-		r->family = 6;
-		max = 128;
-	} else {
+	if (netaddr_parse_prefix(text, NETADDR_CANONICAL, &p, NULL) != 0)
 		return MOAT_EINVAL;
-	}
-	unsigned bits = max;
-	if (slash) {
-		size_t nd = strlen(slash);
-		if (nd == 0 || nd > 3 || strspn(slash, "0123456789") != nd)
-			return MOAT_EINVAL;
-		bits = (unsigned)strtoul(slash, NULL, 10);
-		if (bits > max || (slash[0] == '0' && slash[1] != '\0'))
-			return MOAT_EINVAL;
-	}
-	r->bits = (uint8_t)bits;
-	for (unsigned i = bits; i < max; i++)
-		if (r->addr[i / 8] & (0x80 >> (i % 8)))
-			return MOAT_EINVAL;
+	r->family = p.family;
+	memcpy(r->addr, p.addr, sizeof(r->addr));
+	r->bits = p.bits;
 	return 0;
 }
 
