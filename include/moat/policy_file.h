@@ -30,15 +30,19 @@
 #include "moat/policy.h"
 
 #define POLICY_FILE_EXT ".mpol"
-#define POLICY_FILE_VERSION 1
+#define POLICY_FILE_VERSION 2
 
-/* What moatd checks when it maps a file. FULL: the header, the section table and the body
- * checksum (reads the whole file once: ~0.4 GB/s here). QUICK: header, section table and the
- * small sections; the body is trusted (lookups stay inside the mapping whatever it holds, so a
- * damaged body gives wrong answers for the damaged names, never a crash). With a policy public
- * key the signature covers every byte, so the file is read in full whatever the mode. */
+/* What moatd checks when it maps a file. LAZY (default): the header, the section table, the
+ * block table (a few ms) and the small sections' blocks at open; every other block when a lookup
+ * first uses it, before it uses it (a block that does not match fails that lookup closed).
+ * FULL: every block hashed at open (reads the whole file once: ~0.4 GB/s here), so a damaged
+ * file is refused before it is used. QUICK: header, section table and small sections; the body
+ * is trusted (lookups stay inside the mapping whatever it holds, so a damaged body gives wrong
+ * answers for the damaged names, never a crash). With a policy public key the signature
+ * covers every byte, so the file is read in full whatever the mode. */
 enum policy_file_verify {
-	POLICY_VERIFY_FULL = 0,
+	POLICY_VERIFY_LAZY = 0,
+	POLICY_VERIFY_FULL,
 	POLICY_VERIFY_QUICK,
 };
 
@@ -64,6 +68,7 @@ struct policy_file_info {
 	uint32_t version;
 	bool highrisk;
 	uint64_t file_len, names, patterns, slots, arena_len, nports, nfiles;
+	uint64_t blocks, bad_blocks; /* 4 KiB blocks; damaged ones met by lookups so far */
 };
 int policy_file_info(const struct policy_set *set, struct policy_file_info *info);
 
