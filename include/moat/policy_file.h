@@ -4,17 +4,28 @@
  * lookups touched). The mapped set is searched by the same code as one built in memory
  * (policy_set_match): the file holds the table in the in-memory layout (resolver/policy_set.h).
  *
- * File format, version 1 (owned by resolver/policy_file.c; host byte order, checked by a mark):
- *   0     header (struct pfile_header, 256 bytes), then zeros up to 4096
- *   4096  sections, each at the offset the header records:
+ * File format, version 2 (owned by resolver/policy_file.c; host byte order, checked by a mark):
+ *   0     header (struct pfile_header, 264 bytes), then zeros up to 4096 (checked: no hash
+ *         covers them)
+ *   4096  the block table: BLAKE2b-256 (libsodium crypto_generichash) of each 4 KiB block of
+ *         bytes data_off..end (the last one short), then zeros up to data_off
+ *   data_off (a multiple of 4096) the sections, each at the offset the header records:
  *         slots   cap x 16 bytes: {name_off+1, tag, exact rule, wild rule} (cap a power of two,
  *                 linear probing from tag & (cap-1), at most 3/4 full)
  *         filter  blocked Bloom filter, 64-byte blocks, 7 bits a name picked from the tag
  *         arena   the lower-cased wire names back to back, then 256 zero bytes
  *         ports   {rule, struct policy_ports} sorted by rule: the port rules
  *         files   the source file names, NUL-terminated, in rule file-index order
- *   The header carries the SipHash key of the tags, the counts, the section table, a BLAKE2b-256
- *   (libsodium crypto_generichash) of the body (bytes 4096..end) and one of the header itself.
+ *   The header carries the SipHash key of the tags, the counts, the section table, data_off and
+ *   the block count, a BLAKE2b-256 of bytes 4096..data_off (the block table) and one of the
+ *   header itself; so the header's checksum covers every byte by way of the table, and so does
+ *   a signature (moat/policy_sig.h, over the whole file).
+ * Version 1 files (one body checksum, no block table) are refused with "recompile it".
+ * A lookup hashes each block it needs on first use (policy_verify: lazy), remembering verified
+ * blocks in a bitmap shared by the workers; a block that does not match is counted
+ * (policy_file_info.bad_blocks), logged once, and fails the lookup closed: in an allowlist the
+ * name is not listed (denied), in a high-risk list it is listed (denied and alerted, the rule
+ * names the file "(damaged block)").
  *
  * Written to a temporary file in the same directory and renamed over the target, so a running
  * moatd (which maps the old inode) and a reload (which maps the new one) each see a whole file.
