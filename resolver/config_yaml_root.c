@@ -121,12 +121,13 @@ static bool config_policy_file_key(struct config_ctx *c, struct fy_node *v, int 
 	}
 	if (config_key_is(ks, klen, "policy_verify")) {
 		char mode[16];
-		*rc =
-		    config_scalar(c, v, line, "policy_verify", "full or quick", mode, sizeof(mode));
-		if (*rc == 0 && strcmp(mode, "full") && strcmp(mode, "quick"))
+		*rc = config_scalar(c, v, line, "policy_verify", "lazy, full or quick", mode,
+		                    sizeof(mode));
+		if (*rc == 0 && strcmp(mode, "lazy") && strcmp(mode, "full") && strcmp(mode, "quick"))
 			*rc = config_fail(c, config_node_line(v, line),
-			                  "policy_verify: expected full or quick");
+			                  "policy_verify: expected lazy, full or quick");
 		cfg->policy_verify_quick = *rc == 0 && strcmp(mode, "quick") == 0;
+		cfg->policy_verify_full = *rc == 0 && strcmp(mode, "full") == 0;
 		return true;
 	}
 	return false;

@@ -133,11 +133,16 @@ static struct pslot *set_find(const struct policy_set *s, const uint8_t *name, s
 	size_t i = tag & mask;
 	for (size_t n = 0; n <= mask; n++) {
 		struct pslot *sl = &s->slots[i];
+		if (s->blocks && !pfile_use(s, sl, sizeof(*sl)))
+			return pfile_damaged(s); /* compiled: each byte verified before use */
 		if (sl->name_off == SLOT_EMPTY)
 			return sl;
-		if (sl->tag == tag && sl->name_off <= s->arena_len &&
-		    wire_same(SLOT_NAME(s, sl), name, len))
-			return sl;
+		if (sl->tag == tag && sl->name_off <= s->arena_len) {
+			if (s->blocks && !pfile_use(s, SLOT_NAME(s, sl), len))
+				return pfile_damaged(s);
+			if (wire_same(SLOT_NAME(s, sl), name, len))
+				return sl;
+		}
 		i = (i + 1) & mask;
 	}
 	return NULL;
@@ -667,6 +672,10 @@ static const struct pslot *set_lookup(const struct policy_set *s, const uint8_t 
 		return NULL; /* an empty set (an agent whose lists are all compiled): no hashing */
 	size_t len = (size_t)name_wire_len(name, NAME_MAXWIRE);
 	uint32_t tag = set_tag(s, name, len);
+	if (s->blocks &&
+	    !pfile_use(s, s->filter + pfilter_block(tag, s->filter_blocks) * PFILTER_BLOCK,
+	               PFILTER_BLOCK))
+		return pfile_damaged(s);
 	if (s->filter && !pfilter_maybe(s->filter, s->filter_blocks, tag))
 		return NULL;
 	const struct pslot *sl = set_find(s, name, len, tag);

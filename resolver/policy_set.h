@@ -56,6 +56,8 @@ struct policy_set {
 	size_t map_len;
 	const uint8_t *filter;
 	size_t filter_blocks;
+	struct pfile_blocks *blocks; /* compiled form: which 4 KiB blocks are verified (in the
+	                              * files allocation, freed with it); NULL in memory */
 	struct policy_set *next; /* owned: more sets matched after this one (high-risk chain) */
 };
 
@@ -93,5 +95,14 @@ static inline void pfilter_add(uint8_t *f, size_t nblocks, uint32_t tag)
 	for (int k = 0; k < PFILTER_K; k++, m >>= 9)
 		b[(m & 511) >> 3] |= (uint8_t)(1u << (m & 7));
 }
+
+/* Compiled form (policy_file.c): true when every block of the mapping under [p, p+n) matches
+ * its hash in the file's block table, hashing those used for the first time. False: a block is
+ * damaged (counted, logged once); the lookup fails closed with pfile_damaged's slot. */
+bool pfile_use(const struct policy_set *s, const void *p, size_t n);
+
+/* The slot a lookup that met a damaged block answers with: no rule in an allowlist (not
+ * listed), both rules in a high-risk list (listed: denied and alerted). */
+struct pslot *pfile_damaged(const struct policy_set *s);
 
 #endif

@@ -66,8 +66,8 @@
  *   highrisk_rpz: [threats]                   # RPZ zones of high-risk names
  *   (an agent's allow: entry "rpz:NAME" takes the zone's rpz-passthru triggers)
  *   policy_pubkey: /etc/moat/policy.key.pub   # load only compiled and RPZ files signed with it
- *   policy_verify: full                       # full | quick: how much of a compiled file
- *                                             # is checked when it is mapped
+ *   policy_verify: lazy                       # lazy | full | quick: when a compiled
+ *                                             # file's blocks are checked (moat/policy_file.h)
  * An allow: or highrisk: entry ending in .mpol is a compiled policy (moat/policy_file.h).
  */
 #ifndef MOAT_CONFIG_H
@@ -200,7 +200,7 @@ struct config {
 	 * compiled files load; quick checks a compiled file's header and small sections only. */
 	bool has_policy_pubkey;
 	uint8_t policy_pubkey[32];
-	bool policy_verify_quick;
+	bool policy_verify_quick, policy_verify_full; /* neither: lazy */
 	/* operating the daemon (control.c, metrics_http.c, dnstap_out.c) */
 	char *control_path;  /* owned; NULL: no control socket */
 	char *control_group; /* owned; NULL: the group moatd starts with */

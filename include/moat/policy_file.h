@@ -4,17 +4,28 @@
  * lookups touched). The mapped set is searched by the same code as one built in memory
  * (policy_set_match): the file holds the table in the in-memory layout (resolver/policy_set.h).
  *
- * File format, version 1 (owned by resolver/policy_file.c; host byte order, checked by a mark):
- *   0     header (struct pfile_header, 256 bytes), then zeros up to 4096
- *   4096  sections, each at the offset the header records:
+ * File format, version 2 (owned by resolver/policy_file.c; host byte order, checked by a mark):
+ *   0     header (struct pfile_header, 264 bytes), then zeros up to 4096 (checked: no hash
+ *         covers them)
+ *   4096  the block table: BLAKE2b-256 (libsodium crypto_generichash) of each 4 KiB block of
+ *         bytes data_off..end (the last one short), then zeros up to data_off
+ *   data_off (a multiple of 4096) the sections, each at the offset the header records:
  *         slots   cap x 16 bytes: {name_off+1, tag, exact rule, wild rule} (cap a power of two,
  *                 linear probing from tag & (cap-1), at most 3/4 full)
  *         filter  blocked Bloom filter, 64-byte blocks, 7 bits a name picked from the tag
  *         arena   the lower-cased wire names back to back, then 256 zero bytes
  *         ports   {rule, struct policy_ports} sorted by rule: the port rules
  *         files   the source file names, NUL-terminated, in rule file-index order
- *   The header carries the SipHash key of the tags, the counts, the section table, a BLAKE2b-256
- *   (libsodium crypto_generichash) of the body (bytes 4096..end) and one of the header itself.
+ *   The header carries the SipHash key of the tags, the counts, the section table, data_off and
+ *   the block count, a BLAKE2b-256 of bytes 4096..data_off (the block table) and one of the
+ *   header itself; so the header's checksum covers every byte by way of the table, and so does
+ *   a signature (moat/policy_sig.h, over the whole file).
+ * Version 1 files (one body checksum, no block table) are refused with "recompile it".
+ * A lookup hashes each block it needs on first use (policy_verify: lazy), remembering verified
+ * blocks in a bitmap shared by the workers; a block that does not match is counted
+ * (policy_file_info.bad_blocks), logged once, and fails the lookup closed: in an allowlist the
+ * name is not listed (denied), in a high-risk list it is listed (denied and alerted, the rule
+ * names the file "(damaged block)").
  *
  * Written to a temporary file in the same directory and renamed over the target, so a running
  * moatd (which maps the old inode) and a reload (which maps the new one) each see a whole file.
@@ -30,15 +41,19 @@
 #include "moat/policy.h"
 
 #define POLICY_FILE_EXT ".mpol"
-#define POLICY_FILE_VERSION 1
+#define POLICY_FILE_VERSION 2
 
-/* What moatd checks when it maps a file. FULL: the header, the section table and the body
- * checksum (reads the whole file once: ~0.4 GB/s here). QUICK: header, section table and the
- * small sections; the body is trusted (lookups stay inside the mapping whatever it holds, so a
- * damaged body gives wrong answers for the damaged names, never a crash). With a policy public
- * key the signature covers every byte, so the file is read in full whatever the mode. */
+/* What moatd checks when it maps a file. LAZY (default): the header, the section table, the
+ * block table (a few ms) and the small sections' blocks at open; every other block when a lookup
+ * first uses it, before it uses it (a block that does not match fails that lookup closed).
+ * FULL: every block hashed at open (reads the whole file once: ~0.4 GB/s here), so a damaged
+ * file is refused before it is used. QUICK: header, section table and small sections; the body
+ * is trusted (lookups stay inside the mapping whatever it holds, so a damaged body gives wrong
+ * answers for the damaged names, never a crash). With a policy public key the signature
+ * covers every byte, so the file is read in full whatever the mode. */
 enum policy_file_verify {
-	POLICY_VERIFY_FULL = 0,
+	POLICY_VERIFY_LAZY = 0,
+	POLICY_VERIFY_FULL,
 	POLICY_VERIFY_QUICK,
 };
 
@@ -64,6 +79,7 @@ struct policy_file_info {
 	uint32_t version;
 	bool highrisk;
 	uint64_t file_len, names, patterns, slots, arena_len, nports, nfiles;
+	uint64_t blocks, bad_blocks; /* 4 KiB blocks; damaged ones met by lookups so far */
 };
 int policy_file_info(const struct policy_set *set, struct policy_file_info *info);
 

@@ -9,7 +9,8 @@
 #                                [--lookups N] [--deny N] [--out FILE]
 # For each size N (list n00000000.bench.test ... plus *.w.bench.test, generated in the work
 # directory under /tmp and deleted at the end) and each form -- text, compiled with
-# policy_verify: full, compiled with policy_verify: quick -- interleaved, R rounds:
+# policy_verify: lazy (the default: blocks hashed on first use), full (all hashed at open) and
+# quick (body trusted) -- interleaved, R rounds:
 #   start   exec to the first NOERROR answer for the last name of the list (a local_data record
 #           of it, answered only once the allowlist holds it), polled every ms
 #   memory  Rss and Pss (/proc/PID/smaps_rollup) at that answer, after --lookups denied names
@@ -65,9 +66,9 @@ gen() { # gen N FILE: the list of N names and the wildcard
 }
 
 conf() { # conf N FORM: the config of moatd with the N-name list in that form
-	local n=$1 form=$2 list=$WORK/allow-$1.txt verify=full
+	local n=$1 form=$2 list=$WORK/allow-$1.txt verify=$2
 	[[ $form != text ]] && list=$WORK/allow-$1.mpol
-	[[ $form == quick ]] && verify=quick
+	[[ $form == text ]] && verify=lazy
 	cat >"$WORK/moatd-$n-$form.yaml" <<-EOC
 	listen: ["127.0.0.1:$PORT"]
 	upstreams: ["192.0.2.53:53"]
@@ -131,13 +132,13 @@ for n in $SIZES; do
 	log "generating $n names"
 	gen "$n" "$WORK/allow-$n.txt"
 	compile_rec "$n" "$WORK/allow-$n.txt" "$WORK/allow-$n.mpol"
-	for f in text full quick; do conf "$n" "$f"; done
+	for f in text lazy full quick; do conf "$n" "$f"; done
 done
-forms=(text full quick)
+forms=(text lazy full quick)
 for ((round = 0; round < ROUNDS; round++)); do
 	for n in $SIZES; do
-		for ((k = 0; k < 3; k++)); do
-			f=${forms[(k + round) % 3]}
+		for ((k = 0; k < 4; k++)); do
+			f=${forms[(k + round) % 4]}
 			log "round $((round + 1)): $n names, $f"
 			one "$n" "$f"
 		done
@@ -174,6 +175,7 @@ reload_lost() { # reload_lost N FORM
 }
 nmax=$(tr ' ' '\n' <<<"$SIZES" | sort -n | tail -1)
 log "reload under load: $nmax names"
+reload_lost "$nmax" lazy
 reload_lost "$nmax" full
 reload_lost "$nmax" quick
 reload_lost "$nmax" text

@@ -62,20 +62,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint64_t len = size;
 		memcpy(f + 24, &len, 8);
 	}
+	uint64_t data_off;
+	memcpy(&data_off, f + 184, 8);
+	if ((fix & 8) && data_off > 4096 && data_off <= size) /* the block table's sum */
+		crypto_generichash(f + 200, 32, f + 4096, (size_t)(data_off - 4096), NULL, 0);
 	if (fix & 4)
-		crypto_generichash(f + 200, 32, f, 200, NULL, 0);
+		crypto_generichash(f + 232, 32, f, 232, NULL, 0);
 	int fd = memfd_create("fuzz_pfile", MFD_CLOEXEC);
 	FZ_CHECK(fd >= 0, "memfd_create");
 	FZ_CHECK(write(fd, f, size) == (ssize_t)size, "write");
 	free(f);
 	char path[64], err[512];
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	for (int mode = 0; mode < 2; mode++) {
+	enum policy_file_verify modes[] = {POLICY_VERIFY_LAZY, POLICY_VERIFY_FULL,
+	                                   POLICY_VERIFY_QUICK};
+	for (int mode = 0; mode < 3; mode++) {
 		struct policy_set *s = NULL;
 		err[0] = 0;
-		int rc = policy_file_open(path, mode == 1,
-		                          mode ? POLICY_VERIFY_QUICK : POLICY_VERIFY_FULL, NULL, &s,
-		                          err, sizeof(err));
+		int rc = policy_file_open(path, mode == 2, modes[mode], NULL, &s, err, sizeof(err));
 		FZ_CHECK(memchr(err, 0, sizeof(err)) != NULL, "error text not terminated");
 		if (rc) {
 			FZ_CHECK(s == NULL && err[0], "refused without a reason (rc %d)", rc);

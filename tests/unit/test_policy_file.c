@@ -18,6 +18,7 @@
 #include "moat/name.h"
 #include "moat/policy.h"
 #include "moat/policy_file.h"
+#include "moat/policy_sig.h"
 
 static char dir[] = "/tmp/moat-test-pfile-XXXXXX";
 static char err[1024];
@@ -131,11 +132,16 @@ Test(pfile, many_names_round_trip)
 		snprintf(name, sizeof(name), "n%d.bench.test", i);
 		cr_assert(policy_set_match(s, W(name), NULL), "%s", name);
 		snprintf(name, sizeof(name), "d%d.bench.test", i);
-		cr_assert_eq(policy_set_match(s, W(name), NULL), policy_set_match(t, W(name), NULL));
+		cr_assert_eq(policy_set_match(s, W(name), NULL),
+		             policy_set_match(t, W(name), NULL));
 	}
 	policy_set_free(s);
 	policy_set_free(t);
 }
+
+/* Where the data blocks start in a small file: the header page, then one page of block
+ * hashes. */
+#define DATA 8192
 
 static void patch(const char *path, long off, const void *bytes, size_t n)
 {
@@ -186,9 +192,9 @@ Test(pfile, body_byte_flipped_refused_by_checksum)
 	cr_assert(strstr(err, "body checksum"), "%s", err);
 	cr_assert_null(s);
 	path = compile("body2", LIST, false);
-	flip(path, 4096 + 5); /* in the slots */
+	flip(path, DATA + 5); /* in the slots */
 	cr_assert_eq(open_mode(path, POLICY_VERIFY_FULL, &s), MOAT_EFORMAT);
-	cr_assert(strstr(err, "body checksum"), "%s", err);
+	cr_assert(strstr(err, "body checksum mismatch: block 0"), "%s", err);
 }
 
 Test(pfile, header_byte_flipped_refused)
@@ -200,27 +206,29 @@ Test(pfile, header_byte_flipped_refused)
 	cr_assert(strstr(err, "header checksum"), "%s", err);
 }
 
-/* The header's own checksum sits at byte 200 and covers bytes 0..199. */
+/* The header's own checksum sits at byte 232 and covers bytes 0..231. */
 static void reseal_header(const char *path)
 {
-	uint8_t h[200], sum[32];
+	uint8_t h[232], sum[32];
 	int fd = open(path, O_RDWR);
 	cr_assert_eq(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
 	crypto_generichash(sum, sizeof(sum), h, sizeof(h), NULL, 0);
-	cr_assert_eq(pwrite(fd, sum, sizeof(sum), 200), (ssize_t)sizeof(sum));
+	cr_assert_eq(pwrite(fd, sum, sizeof(sum), 232), (ssize_t)sizeof(sum));
 	close(fd);
 }
 
+/* Version 1 files (no block table) are refused with what to do, not read. */
 Test(pfile, other_version_refused)
 {
 	const char *path = compile("ver", LIST, false);
 	struct policy_set *s = NULL;
-	uint32_t v = 2;
+	uint32_t v = 1;
 	patch(path, 8, &v, sizeof(v));
 	reseal_header(path);
 	cr_assert_eq(open_mode(path, POLICY_VERIFY_QUICK, &s), MOAT_EFORMAT);
-	cr_assert(strstr(err, "version 2"), "%s", err);
-	cr_assert(strstr(err, "reads version 1"), "%s", err);
+	cr_assert(strstr(err, "version 1"), "%s", err);
+	cr_assert(strstr(err, "reads version 2"), "%s", err);
+	cr_assert(strstr(err, "recompile"), "%s", err);
 }
 
 Test(pfile, section_outside_file_refused)
@@ -253,8 +261,8 @@ Test(pfile, quick_mode_survives_garbage_body)
 	uint8_t junk[4096];
 	for (size_t i = 0; i < sizeof(junk); i++)
 		junk[i] = (uint8_t)(i * 131 + 7) | 1; /* no empty slot, offsets everywhere */
-	patch(path, 4096, junk, 1024);            /* the 64 slots */
-	cr_assert_lt(4096 + 1024, size);
+	patch(path, DATA, junk, 1024);                /* the 64 slots */
+	cr_assert_lt(DATA + 1024, size);
 	struct policy_set *s = NULL;
 	cr_assert_eq(open_mode(path, POLICY_VERIFY_FULL, &s), MOAT_EFORMAT);
 	cr_assert_eq(open_mode(path, POLICY_VERIFY_QUICK, &s), 0, "%s", err);
@@ -331,4 +339,106 @@ Test(pfile, source_load_by_extension_and_pubkey_rule)
 	             "%s", err);
 	policy_set_free(s);
 	config_free(&cfg);
+}
+
+/* The default: blocks are hashed when a lookup first needs them. A round trip answers as the
+ * full check does, and the blocks it used are verified on the way. */
+Test(pfile, lazy_round_trip)
+{
+	const char *path = compile("lazy", LIST, false);
+	struct policy_set *s = NULL;
+	cr_assert_eq(open_mode(path, POLICY_VERIFY_LAZY, &s), 0, "%s", err);
+	struct policy_rule r;
+	cr_assert(policy_set_match(s, W("example.com"), &r));
+	cr_assert_eq(r.line, 1);
+	cr_assert(policy_set_match(s, W("x.y.example.org"), &r));
+	cr_assert_eq(r.ports->n, 2);
+	cr_assert_not(policy_set_match(s, W("www.example.com"), NULL));
+	struct policy_file_info in;
+	cr_assert_eq(policy_file_info(s, &in), 0);
+	cr_assert_eq(in.version, 2);
+	cr_assert_geq(in.blocks, 3);
+	cr_assert_eq(in.bad_blocks, 0);
+	policy_set_free(s);
+}
+
+/* A damaged slot block opens (nothing at open uses it) but fails the lookups that need it
+ * closed: an allowlist's names are not listed, a high-risk list's are listed. */
+Test(pfile, lazy_damaged_block_fails_closed_on_use)
+{
+	const char *path = compile("dmg", LIST, false);
+	flip(path, DATA + 5); /* the slots */
+	struct policy_set *s = NULL;
+	cr_assert_eq(open_mode(path, POLICY_VERIFY_LAZY, &s), 0, "%s", err);
+	cr_assert_not(policy_set_match(s, W("example.com"), NULL), "allowlist: not listed");
+	cr_assert_not(policy_set_match(s, W("a.example.org"), NULL));
+	struct policy_file_info in;
+	cr_assert_eq(policy_file_info(s, &in), 0);
+	cr_assert_geq(in.bad_blocks, 1, "the damaged block was counted");
+	policy_set_free(s);
+
+	path = compile("dmghr", "bad.example\n", true);
+	flip(path, DATA + 5);
+	cr_assert_eq(policy_file_open(path, true, POLICY_VERIFY_LAZY, NULL, &s, err, sizeof(err)),
+	             0, "%s", err);
+	struct policy_rule r;
+	cr_assert(policy_set_match(s, W("bad.example"), &r), "high-risk: listed");
+	cr_assert(strstr(r.file, "damaged block"), "the rule says why: %s", r.file);
+	policy_set_free(s);
+}
+
+/* The block table is checked whole at open, whatever the mode: a changed hash or a table
+ * that does not fit the file is refused. */
+Test(pfile, block_table_changed_or_resized_refused)
+{
+	const char *path = compile("tab", LIST, false);
+	struct policy_set *s = NULL;
+	flip(path, 4096 + 3);
+	cr_assert_eq(open_mode(path, POLICY_VERIFY_QUICK, &s), MOAT_EFORMAT);
+	cr_assert(strstr(err, "block table checksum mismatch"), "%s", err);
+	cr_assert_eq(open_mode(path, POLICY_VERIFY_LAZY, &s), MOAT_EFORMAT);
+	path = compile("tab2", LIST, false);
+	uint64_t nblocks;
+	int fd = open(path, O_RDONLY);
+	cr_assert_eq(pread(fd, &nblocks, 8, 192), 8); /* after data_off */
+	close(fd);
+	nblocks--;
+	patch(path, 192, &nblocks, 8);
+	reseal_header(path);
+	cr_assert_eq(open_mode(path, POLICY_VERIFY_LAZY, &s), MOAT_EFORMAT);
+	cr_assert(strstr(err, "bad block table"), "%s", err);
+	cr_assert_null(s);
+}
+
+/* FULL hashes every block at open: a damaged slot block is refused before any lookup. */
+Test(pfile, full_refuses_any_damaged_block)
+{
+	const char *path = compile("full", LIST, false);
+	flip(path, file_size(path) - 3);
+	struct policy_set *s = NULL;
+	cr_assert_eq(open_mode(path, POLICY_VERIFY_LAZY, &s), MOAT_EFORMAT,
+	             "the file names' block is checked at open in every mode but quick");
+	cr_assert(strstr(err, "body checksum mismatch"), "%s", err);
+}
+
+/* The signature covers the new layout: header, block table and blocks. */
+Test(pfile, signature_covers_blocks)
+{
+	char key[512], pubp[600];
+	uint8_t sk[64], pk[32];
+	snprintf(key, sizeof(key), "%s/k", dir);
+	snprintf(pubp, sizeof(pubp), "%s.pub", key);
+	cr_assert_eq(policy_sig_keygen(key, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(policy_sig_read_key(key, sk, 64, err, sizeof(err)), 0);
+	cr_assert_eq(policy_sig_read_key(pubp, pk, 32, err, sizeof(err)), 0);
+	const char *path = compile("sig", LIST, false);
+	cr_assert_eq(policy_sig_sign_file(path, sk, err, sizeof(err)), 0, "%s", err);
+	struct policy_set *s = NULL;
+	cr_assert_eq(policy_file_open(path, false, POLICY_VERIFY_LAZY, pk, &s, err, sizeof(err)), 0,
+	             "%s", err);
+	policy_set_free(s);
+	flip(path, DATA + 5); /* a block, not the header or table */
+	cr_assert_eq(policy_file_open(path, false, POLICY_VERIFY_QUICK, pk, &s, err, sizeof(err)),
+	             MOAT_EINVAL);
+	cr_assert(strstr(err, "bad signature"), "%s", err);
 }
