@@ -26,17 +26,9 @@ size_t policy_allow_count(const struct policy *p)
 	return n;
 }
 
-struct policy *policy_ref(struct policy *p)
+/* Workers share snapshots: the last one to let go frees it, on its own thread. */
+static void policy_destroy(struct policy *p)
 {
-	ref_take(&p->refs);
-	return p;
-}
-
-void policy_unref(struct policy *p)
-{
-	/* Workers share snapshots: the last one to let go frees it, on its own thread. */
-	if (!p || !ref_drop(&p->refs))
-		return;
 	policy_rpz_release(p); /* before the agents: it reads nagents */
 	for (size_t i = p->base ? p->nconfig : 0; i < p->nagents; i++) {
 		free(p->agents[i].clients);
@@ -57,6 +49,8 @@ void policy_unref(struct policy *p)
 	addrguard_free(p->guard);
 	free(p);
 }
+
+REF_PAIR(policy_ref, policy_unref, struct policy, policy_destroy)
 
 const struct policy_agent *policy_agent_for(const struct policy *p, const struct sockaddr *client)
 {
