@@ -191,14 +191,8 @@ enum policy_verdict policy_check_chain(const struct policy *p, const struct poli
 	return POLICY_ALLOW;
 }
 
-static const char *const verdict_text[] = {
-    [POLICY_ALLOW] = "allow",
-    [POLICY_DENY_NOT_ALLOWED] = "deny-not-allowed",
-    [POLICY_DENY_HIGHRISK] = "deny-high-risk",
-    [POLICY_DENY_IPLITERAL] = "deny-ip-literal",
-    [POLICY_DENY_EMBEDDED] = "deny-embedded-address",
-    [POLICY_DENY_CLASS] = "deny-class",
-};
+#define VERDICT_TEXT(v, token) [POLICY_##v] = token,
+static const char *const verdict_text[] = {POLICY_VERDICT_TOKENS(VERDICT_TEXT)};
 
 const char *policy_verdict_str(enum policy_verdict v)
 {
