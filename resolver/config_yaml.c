@@ -405,6 +405,26 @@ int config_key(struct config_ctx *c, struct fy_node *k, int line, const char **k
 	return 0;
 }
 
+int config_each_pair(struct config_ctx *c, struct fy_node *m, int line, config_pair_fn *fn,
+                     void *arg)
+{
+	struct fy_node_pair *pair;
+	void *it = NULL;
+	int rc = 0;
+
+	while (rc == 0 && (pair = fy_node_mapping_iterate(m, &it)) != NULL) {
+		struct fy_node *k = fy_node_pair_key(pair);
+		const char *ks = NULL;
+		size_t klen = 0;
+
+		rc = config_key(c, k, line, &ks, &klen);
+		if (rc == 0)
+			rc = fn(c, ks, klen, fy_node_pair_value(pair), config_node_line(k, line),
+			        arg);
+	}
+	return rc;
+}
+
 int config_unknown(struct config_ctx *c, int line, const char *ks, size_t klen)
 {
 	char q[CONFIG_QUOTE_MAX + 8];
