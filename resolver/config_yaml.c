@@ -1,9 +1,9 @@
 /* config_yaml.c owns reading moatd's YAML config file (version 1, described in moat/config.h)
  * with libfyaml: the file and its size cap, the document and libfyaml's errors, and the
  * helpers that read one node (a scalar, a number, a boolean, a path, a list of paths or of
- * addresses) with the file:line of every error, because an operator fixing a resolver that
- * refuses to start needs to know exactly which line to change. The keys are read in
- * config_yaml_root.c and config_yaml_agent.c. Paths are only recorded (resolved against the
+ * addresses; the walk over a mapping's keys) with the file:line of every error, because an operator
+ * fixing a resolver that refuses to start needs to know exactly which line to change. The keys are
+ * read in config_yaml_root.c and config_yaml_agent.c. Paths are only recorded (resolved against the
  * config file's directory) for policy_load. */
 #include "config_yaml.h"
 
