@@ -1,6 +1,6 @@
 /* refcount.h: the reference count of what worker threads share (policy snapshots, pattern sets,
- * RPZ data), so the memory-order choice is made once, and REF_PAIR, the *_ref/*_unref pair each
- * of them defines with it. Header-only. */
+ * RPZ data), so the memory-order choice is made once, and REF_PAIR, the ref and unref functions
+ * each of them defines with it. Header-only. */
 #ifndef MOAT_REFCOUNT_H
 #define MOAT_REFCOUNT_H
 
