@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,36 +214,39 @@ static int flags_number(struct config_flags *o, const char *flag, const char *ar
 	return 0;
 }
 
-/* The flags that take a text argument; false if ch is not one. */
-static bool flags_text(struct config_flags *o, int ch, const char *arg)
-{
-	const char **slot = ch == 'c'          ? &o->config_path
-	                    : ch == O_DENY     ? &o->deny
-	                    : ch == O_LOG      ? &o->log
-	                    : ch == O_FIREWALL ? &o->firewall
-	                    : ch == O_USER     ? &o->user
-	                    : ch == O_ZONES    ? &o->zones_dir
-	                    : ch == O_CONTROL  ? &o->control
-	                    : ch == O_METRICS  ? &o->metrics
-	                    : ch == O_STATE    ? &o->state_dir
-	                                       : NULL;
-	if (slot)
-		*slot = arg;
-	return slot != NULL;
-}
+/* The flags that only set a field: a text argument kept as given (the config reads it later), or a
+ * switch. */
+#define FIELD(f) offsetof(struct config_flags, f)
+static const struct {
+	int ch;
+	bool text;
+	size_t off;
+} flag_fields[] = {
+    /* clang-format off */
+	{'c', true, FIELD(config_path)}, {O_DENY, true, FIELD(deny)}, {O_LOG, true, FIELD(log)},
+	{O_FIREWALL, true, FIELD(firewall)}, {O_USER, true, FIELD(user)},
+	{O_ZONES, true, FIELD(zones_dir)}, {O_CONTROL, true, FIELD(control)},
+	{O_METRICS, true, FIELD(metrics)}, {O_STATE, true, FIELD(state_dir)},
+	{O_CHECK, false, FIELD(check)}, {O_STRICT_CHECK, false, FIELD(strict)},
+	{O_STRICT, false, FIELD(strict_chain)}, {O_PRIVATE, false, FIELD(allow_private)},
+	{O_NOSECCOMP, false, FIELD(no_seccomp)},
+    /* clang-format on */
+};
 
-/* The switches (no argument); false if ch is not one. */
-static bool flags_switch(struct config_flags *o, int ch)
+/* Set ch's field if it is one of flag_fields; false if it is not. */
+static bool flags_field(struct config_flags *o, int ch, const char *arg)
 {
-	bool *slot = ch == O_CHECK          ? &o->check
-	             : ch == O_STRICT_CHECK ? &o->strict
-	             : ch == O_STRICT       ? &o->strict_chain
-	             : ch == O_PRIVATE      ? &o->allow_private
-	             : ch == O_NOSECCOMP    ? &o->no_seccomp
-	                                    : NULL;
-	if (slot)
-		*slot = true;
-	return slot != NULL;
+	for (size_t i = 0; i < sizeof(flag_fields) / sizeof(flag_fields[0]); i++) {
+		if (flag_fields[i].ch != ch)
+			continue;
+		char *field = (char *)o + flag_fields[i].off;
+		if (flag_fields[i].text)
+			*(const char **)(void *)field = arg;
+		else
+			*(bool *)field = true;
+		return true;
+	}
+	return false;
 }
 
 /* One flag with an address or a value to check now; 1 if ch is not one of them. */
@@ -276,7 +280,7 @@ static int flags_read(int argc, char **argv, struct config_flags *o)
 
 	memset(o, 0, sizeof(*o));
 	while ((ch = getopt_long(argc, argv, "c:h", flags_long, &idx)) != -1) {
-		if (flags_text(o, ch, optarg) || flags_switch(o, ch))
+		if (flags_field(o, ch, optarg))
 			continue;
 		if ((rc = flags_checked(o, ch, idx)) <= 0) {
 			if (rc < 0)

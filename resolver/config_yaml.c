@@ -1,9 +1,9 @@
 /* config_yaml.c owns reading moatd's YAML config file (version 1, described in moat/config.h)
  * with libfyaml: the file and its size cap, the document and libfyaml's errors, and the
  * helpers that read one node (a scalar, a number, a boolean, a path, a list of paths or of
- * addresses) with the file:line of every error, because an operator fixing a resolver that
- * refuses to start needs to know exactly which line to change. The keys are read in
- * config_yaml_root.c and config_yaml_agent.c. Paths are only recorded (resolved against the
+ * addresses; the walk over a mapping's keys) with the file:line of every error, because an operator
+ * fixing a resolver that refuses to start needs to know exactly which line to change. The keys are
+ * read in config_yaml_root.c and config_yaml_agent.c. Paths are only recorded (resolved against the
  * config file's directory) for policy_load. */
 #include "config_yaml.h"
 
@@ -403,6 +403,26 @@ int config_key(struct config_ctx *c, struct fy_node *k, int line, const char **k
 		*klen = 0;
 	}
 	return 0;
+}
+
+int config_each_pair(struct config_ctx *c, struct fy_node *m, int line, config_pair_fn *fn,
+                     void *arg)
+{
+	struct fy_node_pair *pair;
+	void *it = NULL;
+	int rc = 0;
+
+	while (rc == 0 && (pair = fy_node_mapping_iterate(m, &it)) != NULL) {
+		struct fy_node *k = fy_node_pair_key(pair);
+		const char *ks = NULL;
+		size_t klen = 0;
+
+		rc = config_key(c, k, line, &ks, &klen);
+		if (rc == 0)
+			rc = fn(c, ks, klen, fy_node_pair_value(pair), config_node_line(k, line),
+			        arg);
+	}
+	return rc;
 }
 
 int config_unknown(struct config_ctx *c, int line, const char *ks, size_t klen)

@@ -57,6 +57,14 @@ int config_addrports(struct config_ctx *c, struct fy_node *v, int line, const ch
 int config_dup_keys(struct config_ctx *c, struct fy_node *m, int line);
 int config_key(struct config_ctx *c, struct fy_node *k, int line, const char **ks, size_t *klen);
 int config_unknown(struct config_ctx *c, int line, const char *ks, size_t klen);
+/* One pair of a mapping: its key's text (ks, klen; config_key checked it), its value v and the
+ * key's line. 0, or an error that stops the walk. */
+typedef int config_pair_fn(struct config_ctx *c, const char *ks, size_t klen, struct fy_node *v,
+                           int kline, void *arg);
+/* Call fn(..., arg) for each pair of mapping m in order (line: the fallback for nodes without a
+ * mark); the first error stops the walk and is returned. */
+int config_each_pair(struct config_ctx *c, struct fy_node *m, int line, config_pair_fn *fn,
+                     void *arg);
 
 /* --- config_yaml_root.c: the top-level mapping --- */
 int config_root(struct config_ctx *c, struct fy_node *root);

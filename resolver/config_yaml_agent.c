@@ -122,66 +122,68 @@ fail:
 
 /* --- forward zones and local answers ------------------------------------------------------ */
 
+/* What config_forward_key fills: the zone being read, and whether it had its name. */
+struct forward_walk {
+	struct config_forward *f;
+	bool zoned;
+};
+
+/* One key of a forward zone. */
+static int config_forward_key(struct config_ctx *c, const char *ks, size_t klen, struct fy_node *v,
+                              int kline, void *arg)
+{
+	struct forward_walk *w = arg;
+	struct config_forward *f = w->f;
+	int *lines = NULL;
+	int rc = 0;
+
+	if (config_key_is(ks, klen, "zone")) {
+		char buf[IDN_MAXTEXT], conv[IDN_MAXTEXT], why[160], q[CONFIG_QUOTE_MAX + 8];
+		const char *t = buf;
+		if ((rc = config_scalar(c, v, kline, "zone", "a domain name", buf, sizeof(buf))) !=
+		    0)
+			return rc;
+		int n = idn_from_user(buf, strlen(buf), conv, sizeof(conv), why, sizeof(why));
+		config_quote(q, sizeof(q), buf, strlen(buf));
+		if (n < 0)
+			return config_fail(c, config_node_line(v, kline), "zone: '%s': %s", q, why);
+		if (n > 0)
+			t = conv;
+		if (name_from_text(t, strlen(t), f->zone) <= 1)
+			return config_fail(c, config_node_line(v, kline),
+			                   "zone: '%s' is not a domain name below the root", q);
+		w->zoned = true;
+	} else if (config_key_is(ks, klen, "upstreams")) {
+		rc = config_addrports(c, v, kline, "forward.upstreams", &f->upstreams,
+		                      &f->nupstreams, &lines);
+		free(lines);
+	} else if (config_key_is(ks, klen, "timeout_ms")) {
+		rc =
+		    config_u32_as(c, v, kline, "timeout_ms", "upstream_timeout_ms", &f->timeout_ms);
+	} else if (config_key_is(ks, klen, "attempts")) {
+		rc = config_u32_as(c, v, kline, "attempts", "upstream_attempts", &f->attempts);
+	} else if (config_key_is(ks, klen, "allow_private")) {
+		rc = config_bool(c, v, kline, "allow_private", &f->allow_private);
+	} else {
+		return config_unknown(c, kline, ks, klen);
+	}
+	return rc;
+}
+
 static int config_forward_one(struct config_ctx *c, struct fy_node *m, int line,
                               struct config_forward *f)
 {
-	struct fy_node_pair *pair;
-	void *it = NULL;
 	int fline = config_node_line(m, line), rc;
-	bool zoned = false;
 
 	if (config_is_alias(m) || m == NULL || fy_node_get_type(m) != FYNT_MAPPING)
 		return config_fail(c, fline, "forward: expected {zone: NAME, upstreams: [...]}");
 	if (config_dup_keys(c, m, fline) != 0)
 		return MOAT_EINVAL;
 	f->line = fline;
-	while ((pair = fy_node_mapping_iterate(m, &it)) != NULL) {
-		struct fy_node *k = fy_node_pair_key(pair), *v = fy_node_pair_value(pair);
-		int kline = config_node_line(k, fline);
-		const char *ks = NULL;
-		size_t klen = 0;
-		int *lines = NULL;
-
-		if ((rc = config_key(c, k, fline, &ks, &klen)) != 0)
-			return rc;
-		if (config_key_is(ks, klen, "zone")) {
-			char buf[IDN_MAXTEXT], conv[IDN_MAXTEXT], why[160], q[CONFIG_QUOTE_MAX + 8];
-			const char *t = buf;
-			if ((rc = config_scalar(c, v, kline, "zone", "a domain name", buf,
-			                        sizeof(buf))) != 0)
-				return rc;
-			int n =
-			    idn_from_user(buf, strlen(buf), conv, sizeof(conv), why, sizeof(why));
-			config_quote(q, sizeof(q), buf, strlen(buf));
-			if (n < 0)
-				return config_fail(c, config_node_line(v, kline), "zone: '%s': %s",
-				                   q, why);
-			if (n > 0)
-				t = conv;
-			if (name_from_text(t, strlen(t), f->zone) <= 1)
-				return config_fail(c, config_node_line(v, kline),
-				                   "zone: '%s' is not a domain name below the root",
-				                   q);
-			zoned = true;
-		} else if (config_key_is(ks, klen, "upstreams")) {
-			rc = config_addrports(c, v, kline, "forward.upstreams", &f->upstreams,
-			                      &f->nupstreams, &lines);
-			free(lines);
-		} else if (config_key_is(ks, klen, "timeout_ms")) {
-			rc = config_u32_as(c, v, kline, "timeout_ms", "upstream_timeout_ms",
-			                   &f->timeout_ms);
-		} else if (config_key_is(ks, klen, "attempts")) {
-			rc = config_u32_as(c, v, kline, "attempts", "upstream_attempts",
-			                   &f->attempts);
-		} else if (config_key_is(ks, klen, "allow_private")) {
-			rc = config_bool(c, v, kline, "allow_private", &f->allow_private);
-		} else {
-			return config_unknown(c, kline, ks, klen);
-		}
-		if (rc != 0)
-			return rc;
-	}
-	if (!zoned)
+	struct forward_walk w = {f, false};
+	if ((rc = config_each_pair(c, m, fline, config_forward_key, &w)) != 0)
+		return rc;
+	if (!w.zoned)
 		return config_fail(c, fline, "forward: entry without a zone");
 	if (f->nupstreams == 0)
 		return config_fail(c, fline, "forward: zone without upstreams");
@@ -284,12 +286,63 @@ static int config_agent_name(struct config_ctx *c, struct config_agent *a, size_
 	return 0;
 }
 
+/* What config_agent_key fills: the agent being read (index: its place in the list), and whether
+ * it had its name. */
+struct agent_walk {
+	struct config_agent *a;
+	size_t index;
+	bool named;
+};
+
+/* One key of an agent. */
+static int config_agent_key(struct config_ctx *c, const char *ks, size_t klen, struct fy_node *v,
+                            int kline, void *arg)
+{
+	struct agent_walk *w = arg;
+	struct config_agent *a = w->a;
+	int rc = 0;
+
+	if (config_key_is(ks, klen, "name")) {
+		if ((rc = config_agent_name(c, a, w->index, v, kline)) != 0)
+			return rc;
+		w->named = true;
+	} else if (config_key_is(ks, klen, "clients")) {
+		rc = config_clients(c, a, v, kline);
+	} else if (config_key_is(ks, klen, "allow")) {
+		rc = config_paths(c, v, kline, "allow", &a->allow_files, &a->nallow, false,
+		                  &a->allow_lines);
+		if (rc == 0)
+			rc = config_allow_rpz(c, a, v, kline);
+	} else if (config_key_is(ks, klen, "deny")) {
+		const char *s = NULL;
+		size_t len = 0;
+
+		rc = config_text(c, v, kline, "deny", "nxdomain, refused or sinkhole", &s, &len);
+		if (rc != 0)
+			return rc;
+		if (config_deny_parse(s, len, &a->deny) != 0)
+			return config_fail(c, config_node_line(v, kline),
+			                   "deny: expected nxdomain, refused or sinkhole");
+	} else if (config_key_is(ks, klen, "sinkhole")) {
+		rc = config_sinkhole(c, a, v, kline);
+		a->sink_line = config_node_line(v, kline);
+	} else if (config_key_is(ks, klen, "sinkhole_ttl")) {
+		rc = config_u32(c, v, kline, "sinkhole_ttl", 0, CONFIG_TTL_MAX, &a->sink_ttl);
+	} else if (config_key_is(ks, klen, "strict_chain")) {
+		rc = config_bool(c, v, kline, "strict_chain", &a->strict_chain);
+	} else if (config_key_is(ks, klen, "allow_private")) {
+		rc = config_bool(c, v, kline, "allow_private", &a->allow_private);
+	} else if (config_key_is(ks, klen, "forward")) {
+		rc = config_forwards(c, v, kline, &a->forwards, &a->nforwards);
+	} else {
+		return config_unknown(c, kline, ks, klen);
+	}
+	return rc;
+}
+
 static int config_agent(struct config_ctx *c, struct config_agent *a, size_t index,
                         struct fy_node *m, int line)
 {
-	struct fy_node_pair *pair;
-	void *it = NULL;
-	bool named = false;
 	int aline = config_node_line(m, line);
 	int rc;
 
@@ -301,57 +354,10 @@ static int config_agent(struct config_ctx *c, struct config_agent *a, size_t ind
 	if (config_dup_keys(c, m, aline) != 0)
 		return MOAT_EINVAL;
 
-	while ((pair = fy_node_mapping_iterate(m, &it)) != NULL) {
-		struct fy_node *k = fy_node_pair_key(pair);
-		struct fy_node *v = fy_node_pair_value(pair);
-		int kline = config_node_line(k, aline);
-		const char *ks = NULL;
-		size_t klen = 0;
-
-		rc = config_key(c, k, aline, &ks, &klen);
-		if (rc != 0)
-			return rc;
-		if (config_key_is(ks, klen, "name")) {
-			if ((rc = config_agent_name(c, a, index, v, kline)) != 0)
-				return rc;
-			named = true;
-		} else if (config_key_is(ks, klen, "clients")) {
-			rc = config_clients(c, a, v, kline);
-		} else if (config_key_is(ks, klen, "allow")) {
-			rc = config_paths(c, v, kline, "allow", &a->allow_files, &a->nallow, false,
-			                  &a->allow_lines);
-			if (rc == 0)
-				rc = config_allow_rpz(c, a, v, kline);
-		} else if (config_key_is(ks, klen, "deny")) {
-			const char *s = NULL;
-			size_t len = 0;
-
-			rc = config_text(c, v, kline, "deny", "nxdomain, refused or sinkhole", &s,
-			                 &len);
-			if (rc != 0)
-				return rc;
-			if (config_deny_parse(s, len, &a->deny) != 0)
-				return config_fail(c, config_node_line(v, kline),
-				                   "deny: expected nxdomain, refused or sinkhole");
-		} else if (config_key_is(ks, klen, "sinkhole")) {
-			rc = config_sinkhole(c, a, v, kline);
-			a->sink_line = config_node_line(v, kline);
-		} else if (config_key_is(ks, klen, "sinkhole_ttl")) {
-			rc = config_u32(c, v, kline, "sinkhole_ttl", 0, CONFIG_TTL_MAX,
-			                &a->sink_ttl);
-		} else if (config_key_is(ks, klen, "strict_chain")) {
-			rc = config_bool(c, v, kline, "strict_chain", &a->strict_chain);
-		} else if (config_key_is(ks, klen, "allow_private")) {
-			rc = config_bool(c, v, kline, "allow_private", &a->allow_private);
-		} else if (config_key_is(ks, klen, "forward")) {
-			rc = config_forwards(c, v, kline, &a->forwards, &a->nforwards);
-		} else {
-			return config_unknown(c, kline, ks, klen);
-		}
-		if (rc != 0)
-			return rc;
-	}
-	if (!named)
+	struct agent_walk w = {a, index, false};
+	if ((rc = config_each_pair(c, m, aline, config_agent_key, &w)) != 0)
+		return rc;
+	if (!w.named)
 		return config_fail(c, aline, "agents: agent without a name");
 	/* Checked here as well as in config_validate so the error carries a line number. */
 	if (a->nclients == 0)
@@ -457,38 +463,38 @@ static int config_allow_rpz(struct config_ctx *c, struct config_agent *a, struct
 	return 0;
 }
 
+/* One key of an RPZ zone's tsig. */
+static int config_tsig_key(struct config_ctx *c, const char *ks, size_t klen, struct fy_node *v,
+                           int kline, void *arg)
+{
+	struct config_rpz *z = arg;
+	char buf[1024];
+	int rc;
+
+	if (config_key_is(ks, klen, "name"))
+		rc = config_scalar(c, v, kline, "tsig.name", "a key name", z->tsig_name,
+		                   sizeof(z->tsig_name));
+	else if (config_key_is(ks, klen, "algorithm"))
+		rc = config_scalar(c, v, kline, "tsig.algorithm", "hmac-sha256 or the like",
+		                   z->tsig_alg, sizeof(z->tsig_alg));
+	else if (config_key_is(ks, klen, "secret")) {
+		rc = config_scalar(c, v, kline, "tsig.secret", "a base64 secret", buf, sizeof(buf));
+		free(z->tsig_secret);
+		if (!rc && !(z->tsig_secret = strdup(buf)))
+			rc = config_fail(c, kline, "out of memory");
+		explicit_bzero(buf, sizeof(buf));
+	} else
+		return config_unknown(c, kline, ks, klen);
+	return rc;
+}
+
 static int config_rpz_tsig(struct config_ctx *c, struct fy_node *m, int line, struct config_rpz *z)
 {
-	struct fy_node_pair *pair;
-	void *it = NULL;
-	int rc = 0;
+	int rc;
 	if (m == NULL || fy_node_get_type(m) != FYNT_MAPPING || config_is_alias(m))
 		return config_fail(c, line, "tsig: expected {name, algorithm, secret}");
 	snprintf(z->tsig_alg, sizeof(z->tsig_alg), "hmac-sha256");
-	while (!rc && (pair = fy_node_mapping_iterate(m, &it)) != NULL) {
-		struct fy_node *k = fy_node_pair_key(pair), *v = fy_node_pair_value(pair);
-		int kline = config_node_line(k, line);
-		const char *ks = NULL;
-		size_t klen = 0;
-		char buf[1024];
-		if ((rc = config_key(c, k, line, &ks, &klen)) != 0)
-			return rc;
-		if (config_key_is(ks, klen, "name"))
-			rc = config_scalar(c, v, kline, "tsig.name", "a key name", z->tsig_name,
-			                   sizeof(z->tsig_name));
-		else if (config_key_is(ks, klen, "algorithm"))
-			rc = config_scalar(c, v, kline, "tsig.algorithm", "hmac-sha256 or the like",
-			                   z->tsig_alg, sizeof(z->tsig_alg));
-		else if (config_key_is(ks, klen, "secret")) {
-			rc = config_scalar(c, v, kline, "tsig.secret", "a base64 secret", buf,
-			                   sizeof(buf));
-			free(z->tsig_secret);
-			if (!rc && !(z->tsig_secret = strdup(buf)))
-				rc = config_fail(c, kline, "out of memory");
-			explicit_bzero(buf, sizeof(buf));
-		} else
-			return config_unknown(c, kline, ks, klen);
-	}
+	rc = config_each_pair(c, m, line, config_tsig_key, z);
 	if (!rc && (!z->tsig_name[0] || !z->tsig_secret))
 		rc = config_fail(c, line, "tsig: name and secret are required");
 	/* the HMACs ldns signs with; a typo must fail here, not at the first transfer */
@@ -511,15 +517,13 @@ static int config_rpz_tsig(struct config_ctx *c, struct fy_node *m, int line, st
 	return rc;
 }
 
-static int config_rpz_key(struct config_ctx *c, struct fy_node *k, struct fy_node *v, int zline,
-                          struct config_rpz *z)
+/* One key of an RPZ zone. */
+static int config_rpz_key(struct config_ctx *c, const char *ks, size_t klen, struct fy_node *v,
+                          int kline, void *arg)
 {
-	int kline = config_node_line(k, zline), rc;
-	const char *ks = NULL;
-	size_t klen = 0;
+	struct config_rpz *z = arg;
 	char buf[PATH_MAX];
-	if ((rc = config_key(c, k, zline, &ks, &klen)) != 0)
-		return rc;
+	int rc;
 	if (config_key_is(ks, klen, "name")) {
 		rc = config_scalar(c, v, kline, "rpz.name", "a zone name", buf, CONFIG_NAME_MAX);
 		if (!rc && !config_name_ok(buf, strlen(buf)))
@@ -562,18 +566,14 @@ int config_rpz_list(struct config_ctx *c, struct fy_node *v, int line)
 		return config_fail(c, line, "out of memory");
 	while ((m = fy_node_sequence_iterate(v, &it)) != NULL && cfg->nrpz < count) {
 		struct config_rpz *z = &cfg->rpz[cfg->nrpz++];
-		struct fy_node_pair *pair;
-		void *mit = NULL;
 		z->line = config_node_line(m, line);
 		if (config_is_alias(m) || fy_node_get_type(m) != FYNT_MAPPING)
 			return config_fail(c, z->line,
 			                   "rpz: expected {name, file} or {name, primary, zone}");
 		if (config_dup_keys(c, m, z->line) != 0)
 			return MOAT_EINVAL;
-		while ((pair = fy_node_mapping_iterate(m, &mit)) != NULL)
-			if ((rc = config_rpz_key(c, fy_node_pair_key(pair),
-			                         fy_node_pair_value(pair), z->line, z)))
-				return rc;
+		if ((rc = config_each_pair(c, m, z->line, config_rpz_key, z)) != 0)
+			return rc;
 		if (!z->name[0])
 			return config_fail(c, z->line, "rpz: zone without a name");
 		for (size_t i = 0; i + 1 < cfg->nrpz; i++)

@@ -19,11 +19,35 @@
 #include "moat/policy_sig.h"
 #include "moat/zonesdir.h"
 
+/* One key of log: only file. */
+static int config_log_key(struct config_ctx *c, const char *ks, size_t klen, struct fy_node *val,
+                          int kline, void *arg)
+{
+	char *p;
+	int rc;
+
+	(void)arg;
+	if (!config_key_is(ks, klen, "file"))
+		return config_unknown(c, kline, ks, klen);
+	free(c->cfg->log_file);
+	c->cfg->log_file = NULL;
+	if (config_is_null(val))
+		return 0;
+	/* The log file is kept as written: it is an output the service manager usually places, not
+	 * data that travels with the config. */
+	rc = config_path(c, val, kline, "log.file", false, &p);
+	if (rc != 0)
+		return rc;
+	if (strcmp(p, "-") == 0) {
+		free(p);
+		return 0;
+	}
+	c->cfg->log_file = p;
+	return 0;
+}
+
 static int config_log(struct config_ctx *c, struct fy_node *v, int line)
 {
-	struct fy_node_pair *pair;
-	void *it = NULL;
-
 	if (config_is_null(v))
 		return 0;
 	if (config_is_alias(v))
@@ -32,39 +56,7 @@ static int config_log(struct config_ctx *c, struct fy_node *v, int line)
 		return config_fail(c, config_node_line(v, line), "log: expected a mapping");
 	if (config_dup_keys(c, v, line) != 0)
 		return MOAT_EINVAL;
-	while ((pair = fy_node_mapping_iterate(v, &it)) != NULL) {
-		struct fy_node *k = fy_node_pair_key(pair);
-		struct fy_node *val = fy_node_pair_value(pair);
-		int kline = config_node_line(k, line);
-		const char *ks = NULL;
-		size_t klen = 0;
-		int rc;
-
-		rc = config_key(c, k, line, &ks, &klen);
-		if (rc != 0)
-			return rc;
-		if (config_key_is(ks, klen, "file")) {
-			char *p;
-
-			free(c->cfg->log_file);
-			c->cfg->log_file = NULL;
-			if (config_is_null(val))
-				continue;
-			/* The log file is kept as written: it is an output the service manager
-			 * usually places, not data that travels with the config. */
-			rc = config_path(c, val, kline, "log.file", false, &p);
-			if (rc != 0)
-				return rc;
-			if (strcmp(p, "-") == 0) {
-				free(p);
-				continue;
-			}
-			c->cfg->log_file = p;
-			continue;
-		}
-		return config_unknown(c, kline, ks, klen);
-	}
-	return 0;
+	return config_each_pair(c, v, line, config_log_key, NULL);
 }
 
 /* state_dir: where moatd keeps the agents added at runtime (agentstore.c), relative to the
@@ -275,14 +267,34 @@ static bool config_root_policy(struct config_ctx *c, struct fy_node *v, int line
 	return true;
 }
 
-int config_root(struct config_ctx *c, struct fy_node *root)
+/* One top-level key: a numeric setting of config_limits.c's table, or one of the groups above. */
+static int config_root_key(struct config_ctx *c, const char *ks, size_t klen, struct fy_node *v,
+                           int line, void *arg)
 {
 	struct config *cfg = c->cfg;
 	const struct config_limit *lim;
-	struct fy_node_pair *pair;
 	uint32_t n;
-	void *it = NULL;
 	int rc;
+
+	(void)arg;
+	if ((lim = config_limit_key(ks, klen)) != NULL) {
+		rc = config_u32_as(c, v, line, lim->key, lim->key, &n);
+		if (rc == 0)
+			config_limit_set(cfg, lim, n);
+		if (lim->off == offsetof(struct config, cache_min_ttl))
+			cfg->where.cache_min_ttl = config_node_line(v, line);
+	} else if (!config_root_net(c, v, line, ks, klen, &rc) &&
+	           !config_root_ops(c, v, line, ks, klen, &rc) &&
+	           !config_root_policy(c, v, line, ks, klen, &rc) &&
+	           !config_policy_file_key(c, v, line, ks, klen, &rc)) {
+		return config_unknown(c, line, ks, klen);
+	}
+	return rc;
+}
+
+int config_root(struct config_ctx *c, struct fy_node *root)
+{
+	struct config *cfg = c->cfg;
 
 	/* An empty file is a config of defaults; config_validate will say what is missing. */
 	if (config_is_null(root))
@@ -294,31 +306,5 @@ int config_root(struct config_ctx *c, struct fy_node *root)
 	free(cfg->where.file);
 	if ((cfg->where.file = strdup(c->label)) == NULL)
 		return config_fail(c, 1, "out of memory");
-
-	while ((pair = fy_node_mapping_iterate(root, &it)) != NULL) {
-		struct fy_node *k = fy_node_pair_key(pair);
-		struct fy_node *v = fy_node_pair_value(pair);
-		int line = config_node_line(k, 1);
-		const char *ks = NULL;
-		size_t klen = 0;
-
-		rc = config_key(c, k, 1, &ks, &klen);
-		if (rc != 0)
-			return rc;
-		if ((lim = config_limit_key(ks, klen)) != NULL) {
-			rc = config_u32_as(c, v, line, lim->key, lim->key, &n);
-			if (rc == 0)
-				config_limit_set(cfg, lim, n);
-			if (lim->off == offsetof(struct config, cache_min_ttl))
-				cfg->where.cache_min_ttl = config_node_line(v, line);
-		} else if (!config_root_net(c, v, line, ks, klen, &rc) &&
-		           !config_root_ops(c, v, line, ks, klen, &rc) &&
-		           !config_root_policy(c, v, line, ks, klen, &rc) &&
-		           !config_policy_file_key(c, v, line, ks, klen, &rc)) {
-			return config_unknown(c, line, ks, klen);
-		}
-		if (rc != 0)
-			return rc;
-	}
-	return 0;
+	return config_each_pair(c, root, 1, config_root_key, NULL);
 }

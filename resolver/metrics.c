@@ -9,6 +9,7 @@
 #include "moat/config.h"
 #include "moat/metrics.h"
 #include "moat/metrics_text.h"
+#include "moat/policy.h"
 #include "moat/wire.h"
 
 const uint64_t metrics_hist_bounds_us[METRICS_HIST_BOUNDS] = {
@@ -31,15 +32,13 @@ void metrics_observe(struct metrics_hist *h, uint64_t us)
 	metrics_add(&h->sum_us, us);
 }
 
+/* The policy's verdicts carry the log's own tokens (moat/policy.h); the rest are the answer
+ * paths'. */
+#define DECISION_NAME(v, token) [MD_##v] = token,
 static const char *const decision_names[MD_COUNT] = {
-    [MD_ALLOW] = "allow",
-    [MD_ALLOW_CACHED] = "allow-cached",
+    POLICY_VERDICT_TOKENS(DECISION_NAME) /* allow, deny-... */
+        [MD_ALLOW_CACHED] = "allow-cached",
     [MD_ALLOW_STALE] = "allow-stale",
-    [MD_DENY_NOT_ALLOWED] = "deny-not-allowed",
-    [MD_DENY_HIGHRISK] = "deny-high-risk",
-    [MD_DENY_IPLITERAL] = "deny-ip-literal",
-    [MD_DENY_EMBEDDED] = "deny-embedded-address",
-    [MD_DENY_CLASS] = "deny-class",
     [MD_REFUSE_CLIENT] = "refuse-client",
     [MD_FORMERR] = "formerr",
     [MD_NOTIMP] = "notimp",

@@ -197,24 +197,18 @@ static int unpack(const uint8_t *msg, size_t msglen, size_t *off, uint8_t *out, 
 	int jumps = 0;
 
 	for (;;) {
-		if (p >= msglen)
-			return MOAT_EFORMAT;
-		uint8_t n = msg[p];
-		if ((n & 0xC0) == 0xC0) {
-			if (p + 1 >= msglen)
-				return MOAT_EFORMAT;
-			size_t target = ((size_t)(n & 0x3F) << 8) | msg[p + 1];
+		size_t target;
+		int n = name_step(msg, p, msglen, &target);
+		if (n < 0)
+			return n;
+		if (n == NAME_POINTER) {
 			if (!end)
 				end = p + 2;
-			/* Backward pointers only: together with the jump bound this ends every
-			 * loop. */
-			if (target >= p || target < min_target || ++jumps > 64)
+			if (target < min_target || ++jumps > 64)
 				return MOAT_EFORMAT;
 			p = target;
 			continue;
 		}
-		if (n > 63)
-			return MOAT_EFORMAT;
 		/* A label needs room for the root after it; the root itself only for itself. */
 		if (p + 1 + n > msglen || w + 1 + n + (n ? 1 : 0) > NAME_MAXWIRE)
 			return MOAT_EFORMAT;

@@ -62,17 +62,9 @@ struct policy_set *policy_set_new(void)
 	return s;
 }
 
-struct policy_set *policy_set_ref(struct policy_set *s)
+/* The last hold went. The head's count covers the chain: the sets chained to it are its own. */
+static void set_destroy(struct policy_set *s)
 {
-	ref_take(&s->refs);
-	return s;
-}
-
-void policy_set_free(struct policy_set *s)
-{
-	/* The head's count covers the chain: the sets chained to it are its own. */
-	if (!s || !ref_drop(&s->refs))
-		return;
 	while (s) {
 		struct policy_set *next = s->next;
 		if (s->map) {
@@ -89,6 +81,8 @@ void policy_set_free(struct policy_set *s)
 		s = next;
 	}
 }
+
+REF_PAIR(policy_set_ref, policy_set_free, struct policy_set, set_destroy)
 
 size_t policy_set_count(const struct policy_set *s)
 {

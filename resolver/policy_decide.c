@@ -26,17 +26,9 @@ size_t policy_allow_count(const struct policy *p)
 	return n;
 }
 
-struct policy *policy_ref(struct policy *p)
+/* Workers share snapshots: the last one to let go frees it, on its own thread. */
+static void policy_destroy(struct policy *p)
 {
-	ref_take(&p->refs);
-	return p;
-}
-
-void policy_unref(struct policy *p)
-{
-	/* Workers share snapshots: the last one to let go frees it, on its own thread. */
-	if (!p || !ref_drop(&p->refs))
-		return;
 	policy_rpz_release(p); /* before the agents: it reads nagents */
 	for (size_t i = p->base ? p->nconfig : 0; i < p->nagents; i++) {
 		free(p->agents[i].clients);
@@ -57,6 +49,8 @@ void policy_unref(struct policy *p)
 	addrguard_free(p->guard);
 	free(p);
 }
+
+REF_PAIR(policy_ref, policy_unref, struct policy, policy_destroy)
 
 const struct policy_agent *policy_agent_for(const struct policy *p, const struct sockaddr *client)
 {
@@ -197,14 +191,8 @@ enum policy_verdict policy_check_chain(const struct policy *p, const struct poli
 	return POLICY_ALLOW;
 }
 
-static const char *const verdict_text[] = {
-    [POLICY_ALLOW] = "allow",
-    [POLICY_DENY_NOT_ALLOWED] = "deny-not-allowed",
-    [POLICY_DENY_HIGHRISK] = "deny-high-risk",
-    [POLICY_DENY_IPLITERAL] = "deny-ip-literal",
-    [POLICY_DENY_EMBEDDED] = "deny-embedded-address",
-    [POLICY_DENY_CLASS] = "deny-class",
-};
+#define VERDICT_TEXT(v, token) [POLICY_##v] = token,
+static const char *const verdict_text[] = {POLICY_VERDICT_TOKENS(VERDICT_TEXT)};
 
 const char *policy_verdict_str(enum policy_verdict v)
 {

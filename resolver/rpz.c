@@ -31,21 +31,16 @@ struct rpz_data *rpz_data_new(enum rpz_kind kind, const uint8_t *origin, const c
 	return d;
 }
 
-struct rpz_data *rpz_data_ref(struct rpz_data *d)
+/* The last hold went: the action sets, the label, the data. */
+static void rpz_destroy(struct rpz_data *d)
 {
-	ref_take(&d->refs);
-	return d;
-}
-
-void rpz_data_unref(struct rpz_data *d)
-{
-	if (!d || !ref_drop(&d->refs))
-		return;
 	for (int a = 0; a < RPZ_NACTIONS; a++)
 		policy_set_free(d->set[a]);
 	free(d->label);
 	free(d);
 }
+
+REF_PAIR(rpz_data_ref, rpz_data_unref, struct rpz_data, rpz_destroy)
 
 struct rpz_data *rpz_data_copy(const struct rpz_data *o)
 {

@@ -8,6 +8,7 @@
 #include "moat/svcb.h"
 #include "moat/bytes.h"
 #include "moat/err.h"
+#include "moat/name.h"
 
 #include <stdbool.h>
 
@@ -17,39 +18,28 @@
 /* Skip the target name at msg[*pos], never reading at or past end. The target must be
  * uncompressed (RFC 9460 section 2.2), but a compression pointer is skipped rather than followed
  * (it ends the name); it must at least point backwards into the message. Returns 0 or
- * MOAT_EFORMAT. (A local walker rather than name_wire_len because of that pointer case.) */
+ * MOAT_EFORMAT. (Its own walk over name.h's name_step, not name_unpack, because of that pointer
+ * case.) */
 static int svcb_skip_target(const uint8_t *msg, size_t *pos, size_t end)
 {
-	size_t p = *pos;
-	size_t wirelen = 0;
+	size_t p = *pos, wirelen = 0, target;
+	int c;
 
-	for (;;) {
-		if (p >= end)
-			return MOAT_EFORMAT;
-		uint8_t c = msg[p];
-		if ((c & 0xc0) == 0xc0) {
-			if (end - p < 2)
-				return MOAT_EFORMAT;
-			size_t target = (size_t)(c & 0x3f) << 8 | msg[p + 1];
-			if (target >= p)
-				return MOAT_EFORMAT;
-			p += 2;
-			break;
-		}
-		if (c & 0xc0)
-			return MOAT_EFORMAT; /* 0x40 and 0x80 label types are not in use */
+	while ((c = name_step(msg, p, end, &target)) != NAME_POINTER) {
+		if (c < 0)
+			return c;
 		wirelen += 1u + c;
 		if (wirelen > 255)
 			return MOAT_EFORMAT;
 		if (c == 0) {
-			p++;
-			break;
+			*pos = p + 1;
+			return 0;
 		}
 		if (end - p < 1u + c)
 			return MOAT_EFORMAT;
 		p += 1u + c;
 	}
-	*pos = p;
+	*pos = p + 2; /* the pointer ends the name */
 	return 0;
 }
 

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "moat/err.h"
+
 #define NAME_MAXWIRE 255  /* longest wire name, root label included */
 #define NAME_MAXTEXT 1024 /* longest presentation form, every byte escaped as \DDD */
 
@@ -50,5 +52,24 @@ int name_unpack(const uint8_t *msg, size_t msglen, size_t *off, uint8_t *out);
  * The message parsers use this one. */
 #define NAME_MSG_HDR 12
 int name_unpack_msg(const uint8_t *msg, size_t msglen, size_t *off, uint8_t *out);
+
+/* One step of both walks over a name in a message (name_unpack follows a pointer, svcb.c's
+ * target skip stops at one): msg[p]'s label length (0..63, 0 the root), or NAME_POINTER with
+ * *target set, or MOAT_EFORMAT: p at or past end, a pointer cut off at end or not pointing
+ * backwards (backward only: with a jump bound, that ends every loop), a 0x40/0x80 label type. */
+#define NAME_POINTER 64
+static inline int name_step(const uint8_t *msg, size_t p, size_t end, size_t *target)
+{
+	if (p >= end)
+		return MOAT_EFORMAT;
+	uint8_t n = msg[p];
+	if ((n & 0xC0) == 0xC0) {
+		if (end - p < 2)
+			return MOAT_EFORMAT;
+		*target = ((size_t)(n & 0x3F) << 8) | msg[p + 1];
+		return *target < p ? NAME_POINTER : MOAT_EFORMAT;
+	}
+	return n > 63 ? MOAT_EFORMAT : n;
+}
 
 #endif

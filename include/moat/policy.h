@@ -241,6 +241,16 @@ void policy_decide(const struct policy *p, const struct policy_agent *agent, con
 enum policy_verdict policy_check_chain(const struct policy *p, const struct policy_agent *agent,
                                        const uint8_t *lname, struct policy_decision *out);
 
+/* Each verdict's token, written once: X(suffix, token) for POLICY_<suffix>. policy_verdict_str
+ * and metrics.c's decision label (MD_<suffix>, which must equal the log's token) both expand it. */
+#define POLICY_VERDICT_TOKENS(X)                                                                   \
+	X(ALLOW, "allow")                                                                          \
+	X(DENY_NOT_ALLOWED, "deny-not-allowed")                                                    \
+	X(DENY_HIGHRISK, "deny-high-risk")                                                         \
+	X(DENY_IPLITERAL, "deny-ip-literal")                                                       \
+	X(DENY_EMBEDDED, "deny-embedded-address")                                                  \
+	X(DENY_CLASS, "deny-class")
+
 /* Short stable token for logs: "allow", "deny-not-allowed", ... */
 const char *policy_verdict_str(enum policy_verdict v);
 

@@ -179,11 +179,16 @@ struct fw_cli {
 	bool forward, remove;
 };
 
-/* One more item of a list option (--sandbox, --resolver, --inbound): ok says there was room and
- * it parsed into the next slot. NULL, or why. */
-static const char *fw_item(size_t *n, bool ok, const char *why)
+/* One more item of a list option (c: 'b' --sandbox, 'r' --resolver, 'i' --inbound; n its count):
+ * parsed into the next slot of its array if there is room. NULL, or why. */
+static const char *fw_item(struct fw_cli *cli, int c, const char *arg, size_t *n, const char *why)
 {
-	if (!ok)
+	size_t i = *n;
+	int rc = i >= FW_MAX_LIST ? MOAT_EINVAL
+	         : c == 'b'       ? fw_sandbox(arg, &cli->sandbox[i])
+	         : c == 'r'       ? fw_resolver(arg, &cli->resolver[i])
+	                          : fwnft_port_parse(arg, &cli->inbound[i]);
+	if (rc != 0)
 		return why;
 	++*n;
 	return NULL;
@@ -212,22 +217,20 @@ static const char *fw_option(struct fw_cli *cli, int c, const char *arg)
 		*flag = true;
 	if (text || flag)
 		return NULL;
+	/* The list options: their count and what each wants. */
+	const struct {
+		int c;
+		size_t *n;
+		const char *why;
+	} lists[] = {
+	    {'b', &o->nsandbox, "--sandbox wants CIDR[@IFACE][,allow-private], zero host bits"},
+	    {'r', &o->nresolver, "--resolver wants ADDR or ADDR:PORT"},
+	    {'i', &o->ninbound, "--inbound wants tcp/PORT or udp/PORT"},
+	};
+	for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
+		if (c == lists[i].c)
+			return fw_item(cli, c, arg, lists[i].n, lists[i].why);
 	switch (c) {
-	case 'b':
-		return fw_item(&o->nsandbox,
-		               o->nsandbox < FW_MAX_LIST &&
-		                   fw_sandbox(arg, &cli->sandbox[o->nsandbox]) == 0,
-		               "--sandbox wants CIDR[@IFACE][,allow-private], zero host bits");
-	case 'r':
-		return fw_item(&o->nresolver,
-		               o->nresolver < FW_MAX_LIST &&
-		                   fw_resolver(arg, &cli->resolver[o->nresolver]) == 0,
-		               "--resolver wants ADDR or ADDR:PORT");
-	case 'i':
-		return fw_item(&o->ninbound,
-		               o->ninbound < FW_MAX_LIST &&
-		                   fwnft_port_parse(arg, &cli->inbound[o->ninbound]) == 0,
-		               "--inbound wants tcp/PORT or udp/PORT");
 	case 'R':
 		if (o->nrange_files == FW_MAX_LIST)
 			return "too many --ranges";
