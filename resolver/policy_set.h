@@ -1,7 +1,8 @@
 /* policy_set.h: the layout of a pattern set, private to policy.c (which builds and searches it)
- * and policy_file.c (which writes it to a compiled file and maps it back). Both forms share this
- * struct, so one lookup serves a set built in memory and one mapped from a file: a mapped set's
- * slots, arena, ports and filter point into the read-only mapping. */
+ * and policy_file.c (which writes it to a compiled file and opens it back). Both forms share this
+ * struct and policy.c's lookup; a compiled set has no slots or arena in memory: its filter, port
+ * rules and file names point into the read-only mapping, and its slots and records are read
+ * from the file (pfile_find), so a lookup costs no resident memory. */
 #ifndef MOAT_POLICY_SET_H
 #define MOAT_POLICY_SET_H
 
@@ -39,9 +40,9 @@ struct policy_set {
 	int refs;                 /* atomic: snapshots share sets (a runtime agent edit) */
 	struct policy_lint *lint; /* borrowed; NULL: duplicates pass silently */
 	uint8_t key[crypto_shorthash_KEYBYTES];
-	uint8_t *arena; /* owned (mapped: in the mapping): the wire names, back to back */
+	uint8_t *arena; /* owned (compiled: NULL): the wire names, back to back */
 	size_t arena_len, arena_cap;
-	struct pslot *slots; /* owned (mapped: in the mapping); cap is a power of two */
+	struct pslot *slots; /* owned (compiled: NULL); cap is a power of two (compiled: any) */
 	size_t cap, used, npatterns;
 	char **files; /* owned: file names, index = pslot.*_file - 1 (mapped: the strings are in
 	               * the mapping, the array is owned) */
@@ -104,5 +105,19 @@ bool pfile_use(const struct policy_set *s, const void *p, size_t n);
 /* The slot a lookup that met a damaged block answers with: no rule in an allowlist (not
  * listed), both rules in a high-risk list (listed: denied and alerted). */
 struct pslot *pfile_damaged(const struct policy_set *s);
+
+/* Compiled form: the rules of name (lower-cased wire, len bytes, tag its set_tag), read from the
+ * file into out (only exact and wild mean anything; name_off is nonzero). Returns out, NULL
+ * when name is not in the file, or pfile_damaged's slot when a block it needed is damaged. */
+const struct pslot *pfile_find(const struct policy_set *s, const uint8_t *name, size_t len,
+                               uint32_t tag, struct pslot *out);
+
+/* Compiled form: fn for each name of the file with its rules (0: none), in slot order; names in
+ * damaged blocks are skipped. name points into a buffer valid during the call. */
+typedef void (*pfile_each_fn)(void *arg, const uint8_t *name, uint32_t exact, uint32_t wild);
+void pfile_each(const struct policy_set *s, pfile_each_fn fn, void *arg);
+
+/* Compiled form: unmap the file and close its descriptor (policy_set_free's part). */
+void pfile_release(struct policy_set *s);
 
 #endif

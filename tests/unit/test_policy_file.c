@@ -217,18 +217,21 @@ static void reseal_header(const char *path)
 	close(fd);
 }
 
-/* Version 1 files (no block table) are refused with what to do, not read. */
+/* Versions 1 (no block table) and 2 (16-byte slots) are refused with what to do, not read. */
 Test(pfile, other_version_refused)
 {
 	const char *path = compile("ver", LIST, false);
 	struct policy_set *s = NULL;
-	uint32_t v = 1;
-	patch(path, 8, &v, sizeof(v));
-	reseal_header(path);
-	cr_assert_eq(open_mode(path, POLICY_VERIFY_QUICK, &s), MOAT_EFORMAT);
-	cr_assert(strstr(err, "version 1"), "%s", err);
-	cr_assert(strstr(err, "reads version 2"), "%s", err);
-	cr_assert(strstr(err, "recompile"), "%s", err);
+	char want[64];
+	for (uint32_t v = 1; v <= 2; v++) {
+		patch(path, 8, &v, sizeof(v));
+		reseal_header(path);
+		cr_assert_eq(open_mode(path, POLICY_VERIFY_QUICK, &s), MOAT_EFORMAT);
+		snprintf(want, sizeof(want), "version %u;", v);
+		cr_assert(strstr(err, want), "%s", err);
+		cr_assert(strstr(err, "reads version 3"), "%s", err);
+		cr_assert(strstr(err, "recompile"), "%s", err);
+	}
 }
 
 Test(pfile, section_outside_file_refused)
@@ -356,7 +359,7 @@ Test(pfile, lazy_round_trip)
 	cr_assert_not(policy_set_match(s, W("www.example.com"), NULL));
 	struct policy_file_info in;
 	cr_assert_eq(policy_file_info(s, &in), 0);
-	cr_assert_eq(in.version, 2);
+	cr_assert_eq(in.version, POLICY_FILE_VERSION);
 	cr_assert_geq(in.blocks, 3);
 	cr_assert_eq(in.bad_blocks, 0);
 	policy_set_free(s);
@@ -441,4 +444,88 @@ Test(pfile, signature_covers_blocks)
 	cr_assert_eq(policy_file_open(path, false, POLICY_VERIFY_QUICK, pk, &s, err, sizeof(err)),
 	             MOAT_EINVAL);
 	cr_assert(strstr(err, "bad signature"), "%s", err);
+}
+
+static void count_each(void *ctx, const uint8_t *lname, const struct policy_rule *exact,
+                       const struct policy_rule *wild)
+{
+	(void)lname;
+	size_t *n = ctx;
+	n[0] += exact != NULL;
+	n[1] += wild != NULL;
+}
+
+/* Every name of a large file is found where its home slot put it (probe runs wrap at the end of
+ * a table of any size), every other name is not, and a walk sees each name once. */
+Test(pfile, every_name_found_lazily_and_walked)
+{
+	char src[512];
+	snprintf(src, sizeof(src), "%s/all.txt", dir);
+	FILE *f = fopen(src, "w");
+	for (int i = 0; i < 30000; i++)
+		fprintf(f, i % 3 ? "n%d.bench.test\n" : "*.n%d.bench.test\n", i);
+	fclose(f);
+	struct policy_set *t = policy_set_new();
+	cr_assert_eq(policy_set_load_file(t, src, err, sizeof(err)), 0);
+	cr_assert_eq(policy_file_write(t, false, P("all.mpol"), err, sizeof(err)), 0);
+	policy_set_free(t);
+	struct policy_set *s = NULL;
+	cr_assert_eq(open_mode(P("all.mpol"), POLICY_VERIFY_LAZY, &s), 0, "%s", err);
+	char name[64];
+	struct policy_rule r;
+	for (int i = 0; i < 30000; i++) {
+		snprintf(name, sizeof(name), i % 3 ? "n%d.bench.test" : "x.n%d.bench.test", i);
+		cr_assert(policy_set_match(s, W(name), &r), "%s", name);
+		cr_assert_eq(r.line, (unsigned)i + 1, "%s: line %u", name, r.line);
+		cr_assert_eq(r.wildcard, i % 3 == 0);
+		snprintf(name, sizeof(name), "n%d.bench.tes", i);
+		cr_assert_not(policy_set_match(s, W(name), NULL), "%s", name);
+	}
+	size_t n[2] = {0, 0};
+	policy_set_each(s, count_each, n);
+	cr_assert_eq(n[0], 20000);
+	cr_assert_eq(n[1], 10000);
+	struct policy_file_info in;
+	cr_assert_eq(policy_file_info(s, &in), 0);
+	cr_assert_eq(in.bad_blocks, 0);
+	cr_assert_lt(in.file_len, 30000 * 40, "about 35 bytes a name: %llu",
+	             (unsigned long long)in.file_len);
+	policy_set_free(s);
+}
+
+/* A name listed both ways keeps both rules; a rule removed before compiling (an RPZ zone's
+ * deletion) leaves nothing in the file. */
+Test(pfile, both_rules_kept_removed_rule_gone)
+{
+	const char *text = "example.com\n*.example.com\ngone.example.net\nkept.example.net\n";
+	char src[512];
+	snprintf(src, sizeof(src), "%s/both.txt", dir);
+	put(src, text);
+	struct policy_set *t = policy_set_new();
+	cr_assert_eq(policy_set_load_file(t, src, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(policy_set_remove_wire(t, W("gone.example.net"), false), 0);
+	cr_assert_eq(policy_file_write(t, false, P("both.mpol"), err, sizeof(err)), 0, "%s", err);
+	policy_set_free(t);
+	struct policy_set *s = NULL;
+	cr_assert_eq(open_mode(P("both.mpol"), POLICY_VERIFY_FULL, &s), 0, "%s", err);
+	struct policy_rule r;
+	cr_assert(policy_set_match(s, W("example.com"), &r));
+	cr_assert_eq(r.line, 1);
+	cr_assert_not(r.wildcard);
+	cr_assert(policy_set_match(s, W("www.example.com"), &r));
+	cr_assert_eq(r.line, 2);
+	cr_assert(r.wildcard);
+	cr_assert(policy_set_has_wire(s, W("example.com"), true));
+	cr_assert(policy_set_has_wire(s, W("example.com"), false));
+	cr_assert_not(policy_set_match(s, W("gone.example.net"), NULL));
+	cr_assert(policy_set_match(s, W("kept.example.net"), NULL));
+	struct policy_file_info in;
+	cr_assert_eq(policy_file_info(s, &in), 0);
+	cr_assert_eq(in.names, 2, "example.com and kept.example.net: %llu",
+	             (unsigned long long)in.names);
+	size_t n[2] = {0, 0};
+	policy_set_each(s, count_each, n);
+	cr_assert_eq(n[0], 2);
+	cr_assert_eq(n[1], 1);
+	policy_set_free(s);
 }
