@@ -283,10 +283,6 @@ static int pf_write_fd(int fd, const struct policy_set *s, bool highrisk)
 	ok = ok && pwrite(fd, w.hashes, tlen, PF_HEAD) == (ssize_t)tlen &&
 	     pwrite(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) && fsync(fd) == 0;
 	free(w.hashes);
-	/* Out of the page cache once on disk (see pf_open_fd: cached large folios are mapped
-	 * whole). A hint: without it the file works the same, at a larger RSS. */
-	if (ok)
-		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 	if (w.f)
 		ok = fclose(w.f) == 0 && ok; /* closes fd */
 	else
@@ -740,11 +736,6 @@ static int pf_open_fd(int fd, const char *path, bool highrisk, enum policy_file_
 		return MOAT_EIO;
 	}
 	rc = pf_set(fd, map, (size_t)st.st_size, h, highrisk, mode, out, path, err, errlen);
-	/* Out of the page cache what nobody maps (a hint): cached, the file sits in large
-	 * folios, and this kernel maps a cached large folio whole on a fault, so one lookup
-	 * would put 2 MiB in RSS. Read from disk on demand, a lookup maps the 4 KiB page it
-	 * touches (MADV_RANDOM: no read-ahead). Pages other processes map stay. */
-	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 	return rc;
 }
 

@@ -17,6 +17,9 @@
 #           (rss_deny) and after --lookups more random queries (rss: a third listed, a third
 #           under the wildcard, a third absent)
 #   deny    server CPU µs per query (utime+stime of moatd over --deny fresh denied names)
+#   cached  compiled forms: MiB of the file in the page cache after the lookups (fincore), the
+#           cache dropped before moatd starts: what the lookups read, shared by every process
+#           and reclaimable, not in any RSS (slots and records are read with pread)
 # then, once for the largest size: a reload (SIGHUP after an atomic replace by moatctl compile)
 # under a steady query stream, counting queries lost, for the compiled form and for text; and
 # for --big names: moatctl compile time and file size. Medians over rounds go to --out
@@ -101,8 +104,13 @@ start() { # start N FORM: moatd started, first answer timed; sets MPID, records 
 
 stop() { kill "$MPID"; wait "$MPID" || true; MPID=; }
 
+# The page cache of a file dropped (a hint the kernel honours for pages nobody maps).
+uncache() { python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' "$1"; }
+cached() { fincore -b -n -o RES "$1" | awk '{ printf "%.1f", $1 / 1048576 }'; }
+
 one() { # one N FORM: start, memory, lookups, memory, deny cost
 	local n=$1 form=$2 r p a b out
+	[[ $form != text ]] && uncache "$WORK/allow-$n.mpol"
 	start "$n" "$form"
 	read -r r p <<<"$(mem "$MPID")"
 	rec "$n" "$form" rss0 "$r"; rec "$n" "$form" pss0 "$p"
@@ -112,6 +120,7 @@ one() { # one N FORM: start, memory, lookups, memory, deny cost
 	LIST_N=$n taskset -c 1 $LOAD run $PORT "$LOOKUPS" mix >/dev/null
 	read -r r p <<<"$(mem "$MPID")"
 	rec "$n" "$form" rss "$r"; rec "$n" "$form" pss "$p"
+	[[ $form != text ]] && rec "$n" "$form" cached_mb "$(cached "$WORK/allow-$n.mpol")"
 	a=$(ticks "$MPID")
 	out=$(taskset -c 1 $LOAD run $PORT "$DENY" deny)
 	b=$(ticks "$MPID")
