@@ -29,19 +29,10 @@
 #define SLOT_EMPTY 0
 #define SLOT_NAME(s, sl) ((s)->arena + (sl)->name_off - 1)
 
-/* An empty slot table. Large tables sit on transparent huge pages: lookups land on random
- * slots, and with 4 KiB pages nearly every one would also miss the TLB. */
+/* An empty slot table (on huge pages when large: policy_set.h). */
 static struct pslot *slots_alloc(size_t n)
 {
-	size_t bytes = n * sizeof(struct pslot);
-	if (bytes < ((size_t)4 << 20))
-		return calloc(n, sizeof(struct pslot));
-	void *p = NULL;
-	if (posix_memalign(&p, (size_t)2 << 20, bytes) != 0)
-		return NULL;
-	madvise(p, bytes, MADV_HUGEPAGE); /* a hint: without it the table still works */
-	memset(p, 0, bytes);
-	return p;
+	return pset_huge_calloc(n * sizeof(struct pslot));
 }
 
 struct policy_set *policy_set_new(void)
@@ -262,6 +253,7 @@ static int arena_room(struct policy_set *s, size_t bytes, bool exact)
 			return MOAT_ENOMEM;
 		s->arena = na;
 		s->arena_cap = need;
+		pset_huge_hint(na, need); /* compiling reads the names at random */
 	}
 	while (need > s->arena_cap)
 		if (grow_one(&s->arena, &s->arena_cap, s->arena_cap, 1, 4096))
@@ -374,8 +366,8 @@ bool policy_set_has_wire(const struct policy_set *s, const uint8_t *lname, bool 
 		return false;
 	struct pslot buf;
 	uint32_t tag = set_tag(s, lname, (size_t)wl);
-	const struct pslot *sl =
-	    s->blocks ? pfile_find(s, lname, (size_t)wl, tag, &buf) : set_find(s, lname, (size_t)wl, tag);
+	const struct pslot *sl = s->blocks ? pfile_find(s, lname, (size_t)wl, tag, &buf)
+	                                   : set_find(s, lname, (size_t)wl, tag);
 	return sl && sl->name_off != SLOT_EMPTY && (wild ? sl->wild : sl->exact);
 }
 
@@ -657,8 +649,8 @@ void policy_set_each(const struct policy_set *s, policy_set_each_cb cb, void *ct
 {
 	for (; s; s = s->next) {
 		struct each_ctx e = {s, cb, ctx};
-		if (s->blocks) {
-			pfile_each(s, each_one, &e); /* compiled: read and verified block by block */
+		if (s->blocks) { /* compiled: read and verified block by block */
+			pfile_each(s, each_one, &e);
 			continue;
 		}
 		for (size_t i = 0; i < s->cap; i++)
@@ -682,7 +674,8 @@ static const struct pslot *set_lookup(const struct policy_set *s, const uint8_t 
 		return pfile_damaged(s);
 	if (s->filter && !pfilter_maybe(s->filter, s->filter_blocks, tag))
 		return NULL;
-	const struct pslot *sl = s->blocks ? pfile_find(s, name, len, tag, buf) : set_find(s, name, len, tag);
+	const struct pslot *sl =
+	    s->blocks ? pfile_find(s, name, len, tag, buf) : set_find(s, name, len, tag);
 	return !sl || sl->name_off == SLOT_EMPTY ? NULL : sl;
 }
 

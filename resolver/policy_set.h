@@ -8,6 +8,9 @@
 
 #include <sodium.h>
 #include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -59,8 +62,34 @@ struct policy_set {
 	size_t filter_blocks;
 	struct pfile_blocks *blocks; /* compiled form: which 4 KiB blocks are verified (in the
 	                              * files allocation, freed with it); NULL in memory */
-	struct policy_set *next; /* owned: more sets matched after this one (high-risk chain) */
+	struct policy_set *next;     /* owned: more sets matched after this one (high-risk chain) */
 };
+
+/* Large tables (slots, names, the compiled tables) sit on transparent huge pages: they are
+ * reached at random, and with 4 KiB pages nearly every access would also miss the TLB. */
+#define PSET_HUGE ((size_t)2 << 20)
+
+/* Ask for huge pages under the whole 2 MiB pages of [p, p+n) (a hint: without it all works). */
+static inline void pset_huge_hint(void *p, size_t n)
+{
+	uintptr_t a = ((uintptr_t)p + PSET_HUGE - 1) & ~(uintptr_t)(PSET_HUGE - 1);
+	uintptr_t e = ((uintptr_t)p + n) & ~(uintptr_t)(PSET_HUGE - 1);
+	if (n >= 2 * PSET_HUGE && e > a)
+		madvise((void *)a, e - a, MADV_HUGEPAGE);
+}
+
+/* n zeroed bytes, on huge pages when large. Ownership: the caller frees (free). */
+static inline void *pset_huge_calloc(size_t n)
+{
+	if (n < ((size_t)4 << 20))
+		return calloc(1, n ? n : 1);
+	void *p = NULL;
+	if (posix_memalign(&p, PSET_HUGE, n) != 0)
+		return NULL;
+	pset_huge_hint(p, n);
+	memset(p, 0, n);
+	return p;
+}
 
 /* The filter: 64-byte blocks, one per name picked from the tag, 7 bits set in it. About 10 bits
  * a name give ~1% false positives (a false positive only costs the slot probe). */
