@@ -83,6 +83,14 @@ static void head_digest(const uint8_t page[POLICY_SIG_HEAD], uint8_t d[64])
 	crypto_generichash_final(&st, d, 64);
 }
 
+static bool sodium_ready(const char *path, char *err, size_t errlen)
+{
+	if (sodium_init() >= 0)
+		return true;
+	snprintf(err, errlen, "%s: libsodium failed", path);
+	return false;
+}
+
 static bool page_is_compiled(const uint8_t page[POLICY_SIG_HEAD])
 {
 	return memcmp(page, POLICY_FILE_MAGIC, sizeof(POLICY_FILE_MAGIC)) == 0;
@@ -241,10 +249,8 @@ int policy_sig_verify_head(const uint8_t page[POLICY_SIG_HEAD], const char *path
                            const uint8_t pk[32], char *err, size_t errlen)
 {
 	uint8_t sig[64], d[64];
-	if (sodium_init() < 0) {
-		snprintf(err, errlen, "%s: libsodium failed", path);
+	if (!sodium_ready(path, err, errlen))
 		return MOAT_ENOMEM;
-	}
 	if (!page_is_compiled(page)) {
 		snprintf(err, errlen, "%s: not a compiled moat policy: no header signature applies",
 		         path);
@@ -308,10 +314,8 @@ static int sign_digest(int fd, const char *path, uint8_t d[64], enum sig_kind *k
 	uint8_t page[POLICY_SIG_HEAD];
 	int rc;
 	*kind = policy_file_is_compiled(path) ? SIG_HEAD : SIG_FILE;
-	if (sodium_init() < 0) {
-		snprintf(err, errlen, "%s: libsodium failed", path);
+	if (!sodium_ready(path, err, errlen))
 		return MOAT_ENOMEM;
-	}
 	if (*kind == SIG_FILE) {
 		if ((rc = file_digest(fd, d)))
 			snprintf(err, errlen, "%s: read error", path);

@@ -134,6 +134,8 @@ e2e_assert_contains "$out" "not a compiled moat policy" "moatctl sign refuses a 
 printf 'policy_verify: quick\n' >>"$C/moatd.yaml"
 cp "$C/allow.mpol" "$E2E_WORK/dmg.mpol"
 printf '\x40' | dd of="$E2E_WORK/dmg.mpol" bs=1 seek=$((8192 + 5)) conv=notrunc status=none
+out=$(ctl sign --key "$E2E_WORK/key" "$E2E_WORK/dmg.mpol" 2>&1) && e2e_fail "a damaged compiled file was signed"
+e2e_assert_contains "$out" "body checksum mismatch" "moatctl sign checks a compiled file in full first"
 mv "$E2E_WORK/dmg.mpol" "$C/allow.mpol"
 e2e_assert_contains "$(reload)" "policy reloaded" "a changed block under a good header signature loads"
 e2e_upstream_reset
