@@ -117,6 +117,8 @@ e2e_assert_eq NXDOMAIN "$(status_of "$(ask multi.example.test)")" "and replaced 
 # --- a compiled file is signed over its header page; its blocks are checked before use ---
 e2e_assert_contains "$(cat "$C/allow.mpol.sig")" "moat-sig 2 " "a compiled file gets a header signature"
 e2e_assert_contains "$(cat "$C/allow.mpol.sig")" " head " "the .sig line names its kind"
+out=$(ctl verify --pubkey "$E2E_WORK/key.pub" "$C/allow.mpol" 2>&1) || e2e_fail "moatctl verify refused a good file: $out"
+e2e_assert_contains "$out" "signature good" "moatctl verify checks the header signature"
 cp "$C/allow.mpol.sig" "$E2E_WORK/head.sig"
 cp "$C/allow.mpol" "$E2E_WORK/whole.bin"
 ctl sign --key "$E2E_WORK/key" "$E2E_WORK/whole.bin" >/dev/null
@@ -136,6 +138,9 @@ cp "$C/allow.mpol" "$E2E_WORK/dmg.mpol"
 printf '\x40' | dd of="$E2E_WORK/dmg.mpol" bs=1 seek=$((8192 + 5)) conv=notrunc status=none
 out=$(ctl sign --key "$E2E_WORK/key" "$E2E_WORK/dmg.mpol" 2>&1) && e2e_fail "a damaged compiled file was signed"
 e2e_assert_contains "$out" "body checksum mismatch" "moatctl sign checks a compiled file in full first"
+cp "$C/allow.mpol.sig" "$E2E_WORK/dmg.mpol.sig" # the header page is unchanged: it verifies
+out=$(ctl verify --pubkey "$E2E_WORK/key.pub" "$E2E_WORK/dmg.mpol" 2>&1) && e2e_fail "moatctl verify passed a damaged file"
+e2e_assert_contains "$out" "body checksum mismatch" "moatctl verify checks every block under a good header signature"
 mv "$E2E_WORK/dmg.mpol" "$C/allow.mpol"
 e2e_assert_contains "$(reload)" "policy reloaded" "a changed block under a good header signature loads"
 e2e_upstream_reset
