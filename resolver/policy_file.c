@@ -18,7 +18,7 @@
 #include "moat/policy_sig.h"
 #include "policy_set.h"
 
-#define PF_MAGIC "MOATPOL"
+#define PF_MAGIC POLICY_FILE_MAGIC
 #define PF_ENDIAN 0x01020304u
 #define PF_HEAD 4096u  /* the header page; sections start after it */
 #define PF_BLOCK 4096u /* the unit of verification */
@@ -743,8 +743,14 @@ static int pf_open_fd(int fd, const char *path, bool highrisk, enum policy_file_
 	if ((rc = pf_check_header(page, (uint64_t)st.st_size, path, err, errlen)) ||
 	    (rc = pf_check_sections(h, path, err, errlen)))
 		return rc;
-	if (pubkey && (rc = policy_sig_verify_fd(fd, path, pubkey, err, errlen)))
-		return rc; /* covers every byte */
+	/* The signature covers the header page (the bytes checked above and used below); through
+	 * it the block table (checked against table_sum in pf_set) and every block, as long as
+	 * each is hashed before use: so with a key the body is never trusted (QUICK runs LAZY). */
+	_Static_assert(PF_HEAD == POLICY_SIG_HEAD, "a header signature covers the header page");
+	if (pubkey && (rc = policy_sig_verify_head(page, path, pubkey, err, errlen)))
+		return rc;
+	if (pubkey && mode == POLICY_VERIFY_QUICK)
+		mode = POLICY_VERIFY_LAZY;
 	void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED) {
 		snprintf(err, errlen, "%s: cannot map: %m", path);

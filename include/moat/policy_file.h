@@ -24,7 +24,8 @@
  *   The tag is 32 bits of the name's SipHash-2-4 under the key in the header. The header carries
  *   that key, the counts, the section table, data_off and the block count, a BLAKE2b-256 of bytes
  *   4096..data_off (the block table) and one of the header itself; so the header's checksum
- *   covers every byte by way of the table, and so does a signature (moat/policy_sig.h).
+ *   covers every byte by way of the table, and so does a signature of the header page
+ *   (moat/policy_sig.h), once every block is checked before use.
  * Versions 1 and 2 (16-byte slots in the in-memory layout, read through the mapping) are
  * refused with "recompile it". Measured (tests/bench/compiled.sh): 10M names ~35 bytes a name.
  * A lookup hashes each block it needs on first use (policy_verify: lazy), remembering verified
@@ -47,6 +48,7 @@
 #include "moat/policy.h"
 
 #define POLICY_FILE_EXT ".mpol"
+#define POLICY_FILE_MAGIC "MOATPOL" /* the file's first 8 bytes, with its NUL */
 #define POLICY_FILE_VERSION 3
 
 /* What moatd checks when it maps a file. LAZY (default): the header, the section table, the
@@ -55,8 +57,9 @@
  * FULL: every block hashed at open (reads the whole file once: ~0.4 GB/s here), so a damaged
  * file is refused before it is used. QUICK: header, section table and small sections; the body
  * is trusted (lookups stay inside the file whatever it holds, so a damaged body gives wrong
- * answers for the damaged names, never a crash). With a policy public key the signature
- * covers every byte, so the file is read in full whatever the mode. */
+ * answers for the damaged names, never a crash). With a policy public key the signature covers
+ * the header page only, and the body through the block table: QUICK is then run as LAZY (a
+ * trusted body would be an unsigned one), and at start only the header page is hashed. */
 enum policy_file_verify {
 	POLICY_VERIFY_LAZY = 0,
 	POLICY_VERIFY_FULL,

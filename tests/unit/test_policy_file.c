@@ -424,24 +424,96 @@ Test(pfile, full_refuses_any_damaged_block)
 	cr_assert(strstr(err, "body checksum mismatch"), "%s", err);
 }
 
-/* The signature covers the new layout: header, block table and blocks. */
+/* A key pair in dir (k, k.pub): the secret key into sk, the public one into pk. */
+static void keys(uint8_t sk[64], uint8_t pk[32])
+{
+	cr_assert_eq(policy_sig_keygen(P("k"), err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(policy_sig_read_key(P("k"), sk, 64, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(policy_sig_read_key(P("k.pub"), pk, 32, err, sizeof(err)), 0, "%s", err);
+}
+
+static unsigned bad_blocks(const struct policy_set *s)
+{
+	struct policy_file_info in;
+	cr_assert_eq(policy_file_info(s, &in), 0);
+	return (unsigned)in.bad_blocks;
+}
+
+/* The signature covers the header page; the blocks through the block table, each checked
+ * before use: a changed block under a good signature opens (only the header page is checked
+ * at start) and fails the lookups that need it closed, also in QUICK (run as LAZY with a key),
+ * while FULL refuses it at open. */
 Test(pfile, signature_covers_blocks)
 {
-	char key[512], pubp[600];
 	uint8_t sk[64], pk[32];
-	snprintf(key, sizeof(key), "%s/k", dir);
-	snprintf(pubp, sizeof(pubp), "%s.pub", key);
-	cr_assert_eq(policy_sig_keygen(key, err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(policy_sig_read_key(key, sk, 64, err, sizeof(err)), 0);
-	cr_assert_eq(policy_sig_read_key(pubp, pk, 32, err, sizeof(err)), 0);
+	keys(sk, pk);
 	const char *path = compile("sig", LIST, false);
 	cr_assert_eq(policy_sig_sign_file(path, sk, err, sizeof(err)), 0, "%s", err);
 	struct policy_set *s = NULL;
 	cr_assert_eq(policy_file_open(path, false, POLICY_VERIFY_LAZY, pk, &s, err, sizeof(err)), 0,
 	             "%s", err);
+	cr_assert(policy_set_match(s, W("example.com"), NULL));
 	policy_set_free(s);
-	flip(path, DATA + 5); /* a block, not the header or table */
+	flip(path, DATA + 5); /* a slot block, not the header page or the table */
+	cr_assert_eq(policy_file_open(path, false, POLICY_VERIFY_QUICK, NULL, &s, err, sizeof(err)),
+	             0, "%s", err);
+	policy_set_match(s, W("example.com"), NULL);
+	cr_assert_eq(bad_blocks(s), 0, "without a key QUICK trusts the body");
+	policy_set_free(s);
 	cr_assert_eq(policy_file_open(path, false, POLICY_VERIFY_QUICK, pk, &s, err, sizeof(err)),
+	             0, "%s", err);
+	cr_assert_eq(bad_blocks(s), 0, "the damaged block is not read at open");
+	cr_assert_not(policy_set_match(s, W("example.com"), NULL), "fails closed: not listed");
+	cr_assert_geq(bad_blocks(s), 1, "with a key QUICK checks the block before use");
+	policy_set_free(s);
+	cr_assert_eq(policy_file_open(path, false, POLICY_VERIFY_FULL, pk, &s, err, sizeof(err)),
+	             MOAT_EFORMAT);
+	cr_assert(strstr(err, "body checksum mismatch"), "%s", err);
+}
+
+/* BLAKE2b-256 of len bytes of path at off, written at dst. */
+static void rehash(const char *path, long off, size_t len, long dst)
+{
+	uint8_t buf[8192], sum[32];
+	cr_assert_leq(len, sizeof(buf));
+	int fd = open(path, O_RDWR);
+	cr_assert_eq(pread(fd, buf, len, off), (ssize_t)len);
+	crypto_generichash(sum, sizeof(sum), buf, len, NULL, 0);
+	cr_assert_eq(pwrite(fd, sum, sizeof(sum), dst), (ssize_t)sizeof(sum));
+	close(fd);
+}
+
+/* A forger who changes a block and makes every checksum agree (the block's hash in the table,
+ * table_sum, head_sum) is stopped by the signature alone, and so is a changed header field. */
+Test(pfile, consistent_forgery_refused_by_signature)
+{
+	uint8_t sk[64], pk[32];
+	keys(sk, pk);
+	const char *path = compile("forge", LIST, false);
+	cr_assert_eq(policy_sig_sign_file(path, sk, err, sizeof(err)), 0, "%s", err);
+	long data_len = file_size(path) - DATA;
+	cr_assert_lt(data_len, 4 * 4096, "a small file: one table page");
+	flip(path, DATA + 5);
+	rehash(path, DATA, 4096, 4096); /* block 0's hash in the table */
+	rehash(path, 4096, 4096, 200);  /* table_sum: the table page */
+	reseal_header(path);
+	struct policy_set *s = NULL;
+	cr_assert_eq(open_mode(path, POLICY_VERIFY_FULL, &s), 0, "self-consistent: %s", err);
+	policy_set_free(s);
+	s = NULL;
+	cr_assert_eq(policy_file_open(path, false, POLICY_VERIFY_LAZY, pk, &s, err, sizeof(err)),
+	             MOAT_EINVAL);
+	cr_assert(strstr(err, "bad signature"), "%s", err);
+	cr_assert_null(s);
+
+	path = compile("field", LIST, false);
+	cr_assert_eq(policy_sig_sign_file(path, sk, err, sizeof(err)), 0, "%s", err);
+	flip(path, 72); /* the tag key */
+	reseal_header(path);
+	cr_assert_eq(open_mode(path, POLICY_VERIFY_LAZY, &s), 0, "%s", err);
+	policy_set_free(s);
+	s = NULL;
+	cr_assert_eq(policy_file_open(path, false, POLICY_VERIFY_LAZY, pk, &s, err, sizeof(err)),
 	             MOAT_EINVAL);
 	cr_assert(strstr(err, "bad signature"), "%s", err);
 }
@@ -528,4 +600,33 @@ Test(pfile, both_rules_kept_removed_rule_gone)
 	cr_assert_eq(n[0], 2);
 	cr_assert_eq(n[1], 1);
 	policy_set_free(s);
+}
+
+/* A whole-file signature (moat-sig 1) of a compiled file is refused (the decision in
+ * moat/policy_sig.h), with what to do; so is the same signature relabelled as a header one. */
+Test(pfile, whole_file_signature_of_compiled_refused)
+{
+	uint8_t sk[64], pk[32];
+	keys(sk, pk);
+	const char *path = compile("v1", LIST, false);
+	char cmd[2048];
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", path, P("v1.bin"));
+	cr_assert_eq(system(cmd), 0);
+	cr_assert_eq(policy_sig_sign_file(P("v1.bin"), sk, err, sizeof(err)), 0, "%s", err);
+	snprintf(cmd, sizeof(cmd), "grep -q '^moat-sig 1 ' '%s' && cp '%s' '%s.sig'",
+	         P("v1.bin.sig"), P("v1.bin.sig"), path);
+	cr_assert_eq(system(cmd), 0, "the copy is signed whole");
+	struct policy_set *s = NULL;
+	cr_assert_eq(policy_file_open(path, false, POLICY_VERIFY_LAZY, pk, &s, err, sizeof(err)),
+	             MOAT_EINVAL);
+	cr_assert(strstr(err, "whole-file signature"), "%s", err);
+	cr_assert(strstr(err, "moatctl sign"), "%s", err);
+	/* the kind word is not signed, but the digests differ: relabelled, it does not verify */
+	snprintf(cmd, sizeof(cmd),
+	         "sed -i 's/^moat-sig 1 \\([0-9a-f]*\\) /moat-sig 2 \\1 head /' '%s.sig'", path);
+	cr_assert_eq(system(cmd), 0);
+	cr_assert_eq(policy_file_open(path, false, POLICY_VERIFY_LAZY, pk, &s, err, sizeof(err)),
+	             MOAT_EINVAL);
+	cr_assert(strstr(err, "bad signature"), "%s", err);
+	cr_assert_null(s);
 }
