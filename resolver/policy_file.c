@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "moat/err.h"
+#include "moat/metrics.h"
 #include "moat/name.h"
 #include "moat/pathfd.h"
 #include "moat/policy_file.h"
@@ -422,6 +423,7 @@ static bool pf_block_check(const struct policy_set *s, uint64_t i)
 			return true;
 		}
 	}
+	__atomic_fetch_add(&metrics_global.damaged_blocks, 1, __ATOMIC_RELAXED);
 	if (__atomic_fetch_add(&b->bad, 1, __ATOMIC_RELAXED) == 0)
 		fprintf(stderr,
 		        "moatd: %s: block %llu does not match its hash: the file is damaged; "

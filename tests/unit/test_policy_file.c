@@ -15,6 +15,7 @@
 
 #include "moat/config.h"
 #include "moat/err.h"
+#include "moat/metrics.h"
 #include "moat/name.h"
 #include "moat/policy.h"
 #include "moat/policy_file.h"
@@ -372,12 +373,15 @@ Test(pfile, lazy_damaged_block_fails_closed_on_use)
 	const char *path = compile("dmg", LIST, false);
 	flip(path, DATA + 5); /* the slots */
 	struct policy_set *s = NULL;
+	uint64_t metric = metrics_get(&metrics_global.damaged_blocks);
 	cr_assert_eq(open_mode(path, POLICY_VERIFY_LAZY, &s), 0, "%s", err);
 	cr_assert_not(policy_set_match(s, W("example.com"), NULL), "allowlist: not listed");
 	cr_assert_not(policy_set_match(s, W("a.example.org"), NULL));
 	struct policy_file_info in;
 	cr_assert_eq(policy_file_info(s, &in), 0);
 	cr_assert_geq(in.bad_blocks, 1, "the damaged block was counted");
+	cr_assert_eq(metrics_get(&metrics_global.damaged_blocks), metric + in.bad_blocks,
+	             "and shown in moat_policy_damaged_blocks_total");
 	policy_set_free(s);
 
 	path = compile("dmghr", "bad.example\n", true);
