@@ -229,6 +229,10 @@ int metrics_render_text(const struct metrics_worker *s, const char *version, cha
 	       metrics_get(&g->policy_agents));
 	scalar(&o, "moat_policy_patterns", "gauge", "Allow patterns in the running policy.",
 	       metrics_get(&g->policy_patterns));
+	scalar(&o, "moat_policy_damaged_blocks_total", "counter",
+	       "Checks of compiled-policy blocks that did not match their hash (each lookup that "
+	       "needed one failed closed).",
+	       metrics_get(&g->damaged_blocks));
 	head(&o, "moat_policy_reloads_total", "counter", "Policy reloads, by result.");
 	emit(&o, "moat_policy_reloads_total{result=\"ok\"} %llu\n",
 	     (unsigned long long)metrics_get(&g->reloads_ok));
@@ -301,10 +305,12 @@ int metrics_render_json(const struct metrics_worker *s, const char *version, cha
 	    (unsigned long long)s->tcp_conns, (unsigned long long)s->tcp_rejected,
 	    (unsigned long long)s->upstream_timeouts, (unsigned long long)s->upstream_mismatch);
 	emit(&o,
-	     "\"policy\":{\"agents\":%llu,\"patterns\":%llu,\"reloads_ok\":%llu,"
-	     "\"reloads_failed\":%llu,\"last_reload\":%llu,\"last_reload_ok\":%s},\"workers\":%llu",
+	     "\"policy\":{\"agents\":%llu,\"patterns\":%llu,\"damaged_blocks\":%llu,"
+	     "\"reloads_ok\":%llu,\"reloads_failed\":%llu,\"last_reload\":%llu,"
+	     "\"last_reload_ok\":%s},\"workers\":%llu",
 	     (unsigned long long)metrics_get(&g->policy_agents),
 	     (unsigned long long)metrics_get(&g->policy_patterns),
+	     (unsigned long long)metrics_get(&g->damaged_blocks),
 	     (unsigned long long)metrics_get(&g->reloads_ok),
 	     (unsigned long long)metrics_get(&g->reloads_failed),
 	     (unsigned long long)metrics_get(&g->last_reload_unix),

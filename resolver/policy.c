@@ -29,19 +29,10 @@
 #define SLOT_EMPTY 0
 #define SLOT_NAME(s, sl) ((s)->arena + (sl)->name_off - 1)
 
-/* An empty slot table. Large tables sit on transparent huge pages: lookups land on random
- * slots, and with 4 KiB pages nearly every one would also miss the TLB. */
+/* An empty slot table (on huge pages when large: policy_set.h). */
 static struct pslot *slots_alloc(size_t n)
 {
-	size_t bytes = n * sizeof(struct pslot);
-	if (bytes < ((size_t)4 << 20))
-		return calloc(n, sizeof(struct pslot));
-	void *p = NULL;
-	if (posix_memalign(&p, (size_t)2 << 20, bytes) != 0)
-		return NULL;
-	madvise(p, bytes, MADV_HUGEPAGE); /* a hint: without it the table still works */
-	memset(p, 0, bytes);
-	return p;
+	return pset_huge_calloc(n * sizeof(struct pslot));
 }
 
 struct policy_set *policy_set_new(void)
@@ -68,7 +59,7 @@ static void set_destroy(struct policy_set *s)
 	while (s) {
 		struct policy_set *next = s->next;
 		if (s->map) {
-			munmap(s->map, s->map_len); /* slots, arena, ports and names are in it */
+			pfile_release(s); /* ports and names are in the mapping */
 		} else {
 			for (size_t i = 0; i < s->nfiles; i++)
 				free(s->files[i]);
@@ -116,30 +107,18 @@ static bool wire_same(const uint8_t *a, const uint8_t *b, size_t len)
 	return true;
 }
 
-/* The slot holding name, or the empty slot where it would go; NULL when a full table was
- * searched (only a damaged mapped file can be full). A name offset past the arena (again only
- * from a damaged file) never matches; the arena of a mapped set is followed by NAME_MAXWIRE
- * zero bytes, so the comparison stays inside the mapping. */
+/* The slot holding name, or the empty slot where it would go (a set built in memory: its table
+ * is never full). A compiled set is searched by pfile_find. */
 static struct pslot *set_find(const struct policy_set *s, const uint8_t *name, size_t len,
                               uint32_t tag)
 {
 	size_t mask = s->cap - 1;
-	size_t i = tag & mask;
-	for (size_t n = 0; n <= mask; n++) {
+	for (size_t i = tag & mask;; i = (i + 1) & mask) {
 		struct pslot *sl = &s->slots[i];
-		if (s->blocks && !pfile_use(s, sl, sizeof(*sl)))
-			return pfile_damaged(s); /* compiled: each byte verified before use */
-		if (sl->name_off == SLOT_EMPTY)
+		if (sl->name_off == SLOT_EMPTY ||
+		    (sl->tag == tag && wire_same(SLOT_NAME(s, sl), name, len)))
 			return sl;
-		if (sl->tag == tag && sl->name_off <= s->arena_len) {
-			if (s->blocks && !pfile_use(s, SLOT_NAME(s, sl), len))
-				return pfile_damaged(s);
-			if (wire_same(SLOT_NAME(s, sl), name, len))
-				return sl;
-		}
-		i = (i + 1) & mask;
 	}
-	return NULL;
 }
 
 /* Rehash into a table of ncap slots (a power of two). */
@@ -274,6 +253,7 @@ static int arena_room(struct policy_set *s, size_t bytes, bool exact)
 			return MOAT_ENOMEM;
 		s->arena = na;
 		s->arena_cap = need;
+		pset_huge_hint(na, need); /* compiling reads the names at random */
 	}
 	while (need > s->arena_cap)
 		if (grow_one(&s->arena, &s->arena_cap, s->arena_cap, 1, 4096))
@@ -384,8 +364,11 @@ bool policy_set_has_wire(const struct policy_set *s, const uint8_t *lname, bool 
 	int wl = name_wire_len(lname, NAME_MAXWIRE);
 	if (wl < 0)
 		return false;
-	const struct pslot *sl = set_find(s, lname, (size_t)wl, set_tag(s, lname, (size_t)wl));
-	return sl->name_off != SLOT_EMPTY && (wild ? sl->wild : sl->exact);
+	struct pslot buf;
+	uint32_t tag = set_tag(s, lname, (size_t)wl);
+	const struct pslot *sl = s->blocks ? pfile_find(s, lname, (size_t)wl, tag, &buf)
+	                                   : set_find(s, lname, (size_t)wl, tag);
+	return sl && sl->name_off != SLOT_EMPTY && (wild ? sl->wild : sl->exact);
 }
 
 struct policy_set *policy_set_clone(const struct policy_set *o)
@@ -643,24 +626,43 @@ static struct policy_rule rule_of(const struct policy_set *s, uint32_t r, bool w
 	                            s->nports ? ports_find(s, r) : NULL, at};
 }
 
-void policy_set_each(const struct policy_set *s, policy_set_each_cb cb, void *ctx)
+struct each_ctx {
+	const struct policy_set *s;
+	policy_set_each_cb cb;
+	void *ctx;
+};
+
+static void each_one(void *arg, const uint8_t *name, uint32_t exact, uint32_t wild)
 {
-	for (; s; s = s->next)
-		for (size_t i = 0; i < s->cap; i++) {
-			const struct pslot *sl = &s->slots[i];
-			if (sl->name_off == SLOT_EMPTY || sl->name_off > s->arena_len ||
-			    (!sl->exact && !sl->wild))
-				continue; /* empty, damaged, or all its rules removed (RPZ) */
-			struct policy_rule ex = {0}, wi = {0};
-			if (sl->exact)
-				ex = rule_of(s, sl->exact, false, SLOT_NAME(s, sl));
-			if (sl->wild)
-				wi = rule_of(s, sl->wild, true, SLOT_NAME(s, sl));
-			cb(ctx, SLOT_NAME(s, sl), sl->exact ? &ex : NULL, sl->wild ? &wi : NULL);
-		}
+	const struct each_ctx *e = arg;
+	if (!exact && !wild)
+		return; /* all its rules removed (RPZ) */
+	struct policy_rule ex = {0}, wi = {0};
+	if (exact)
+		ex = rule_of(e->s, exact, false, name);
+	if (wild)
+		wi = rule_of(e->s, wild, true, name);
+	e->cb(e->ctx, name, exact ? &ex : NULL, wild ? &wi : NULL);
 }
 
-static const struct pslot *set_lookup(const struct policy_set *s, const uint8_t *name)
+void policy_set_each(const struct policy_set *s, policy_set_each_cb cb, void *ctx)
+{
+	for (; s; s = s->next) {
+		struct each_ctx e = {s, cb, ctx};
+		if (s->blocks) { /* compiled: read and verified block by block */
+			pfile_each(s, each_one, &e);
+			continue;
+		}
+		for (size_t i = 0; i < s->cap; i++)
+			if (s->slots[i].name_off != SLOT_EMPTY)
+				each_one(&e, SLOT_NAME(s, &s->slots[i]), s->slots[i].exact,
+				         s->slots[i].wild);
+	}
+}
+
+/* The slot of name in s, or NULL. buf: where a compiled set's slot is read into. */
+static const struct pslot *set_lookup(const struct policy_set *s, const uint8_t *name,
+                                      struct pslot *buf)
 {
 	if (!s->used)
 		return NULL; /* an empty set (an agent whose lists are all compiled): no hashing */
@@ -672,7 +674,8 @@ static const struct pslot *set_lookup(const struct policy_set *s, const uint8_t 
 		return pfile_damaged(s);
 	if (s->filter && !pfilter_maybe(s->filter, s->filter_blocks, tag))
 		return NULL;
-	const struct pslot *sl = set_find(s, name, len, tag);
+	const struct pslot *sl =
+	    s->blocks ? pfile_find(s, name, len, tag, buf) : set_find(s, name, len, tag);
 	return !sl || sl->name_off == SLOT_EMPTY ? NULL : sl;
 }
 
@@ -680,9 +683,10 @@ static bool match_below_one(const struct policy_set *s, const uint8_t *lname,
                             struct policy_rule *rule)
 {
 	const struct pslot *sl;
+	struct pslot buf;
 	for (const uint8_t *p = lname; *p;) {
 		p = name_parent(p);
-		sl = set_lookup(s, p);
+		sl = set_lookup(s, p, &buf);
 		if (sl && sl->wild) {
 			if (rule)
 				*rule = rule_of(s, sl->wild, true, p);
@@ -697,7 +701,8 @@ static bool match_below_one(const struct policy_set *s, const uint8_t *lname,
 bool policy_set_match(const struct policy_set *s, const uint8_t *lname, struct policy_rule *rule)
 {
 	for (; s; s = s->next) {
-		const struct pslot *sl = set_lookup(s, lname);
+		struct pslot buf;
+		const struct pslot *sl = set_lookup(s, lname, &buf);
 		if (sl && sl->exact) {
 			if (rule)
 				*rule = rule_of(s, sl->exact, false, lname);

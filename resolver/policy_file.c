@@ -12,18 +12,48 @@
 #include <unistd.h>
 
 #include "moat/err.h"
+#include "moat/metrics.h"
 #include "moat/name.h"
 #include "moat/pathfd.h"
 #include "moat/policy_file.h"
 #include "moat/policy_sig.h"
 #include "policy_set.h"
 
-#define PF_MAGIC "MOATPOL"
+#define PF_MAGIC POLICY_FILE_MAGIC
 #define PF_ENDIAN 0x01020304u
-#define PF_HEAD 4096u       /* the header page; sections start after it */
-#define PF_PAD NAME_MAXWIRE /* zero bytes after the arena: comparisons stay in the mapping */
-#define PF_BLOCK 4096u      /* the unit of verification: one page, what a lookup faults in */
-#define PF_BHASH 32u        /* BLAKE2b-256 a block */
+#define PF_HEAD 4096u  /* the header page; sections start after it */
+#define PF_BLOCK 4096u /* the unit of verification */
+#define PF_BHASH 32u   /* BLAKE2b-256 a block */
+#define PF_LOAD_PCT 85 /* slot table fill: 7 bytes a name, ~4 slots a hit probes */
+#define PF_PROBE 16    /* slots read at once by a lookup (96 bytes) */
+
+/* A slot: {record offset + 1 (0: empty), meta}, 6 bytes, unaligned. meta: which rules the
+ * record holds and 14 bits of the tag, so a probe reads a record only on a likely match
+ * (the home slot comes from the tag's high bits: names that probe the same slots differ
+ * in their low bits, so the fingerprint tells them apart almost always). */
+#define PF_SLOT 6u
+#define PF_META_EXACT 0x8000u
+#define PF_META_WILD 0x4000u
+#define PF_META_FP 0x3FFFu
+
+static inline uint64_t pf_home(uint32_t tag, uint64_t cap)
+{
+	return ((uint64_t)tag * cap) >> 32;
+}
+
+static inline uint32_t pf_slot_rec(const uint8_t *slot)
+{
+	uint32_t r;
+	memcpy(&r, slot, 4);
+	return r;
+}
+
+static inline uint16_t pf_slot_meta(const uint8_t *slot)
+{
+	uint16_t m;
+	memcpy(&m, slot + 4, 2);
+	return m;
+}
 
 enum { SEC_SLOTS, SEC_FILTER, SEC_ARENA, SEC_PORTS, SEC_FILES, SEC_HASHES, SEC_N };
 
@@ -42,10 +72,13 @@ struct pfile_header {
 };
 _Static_assert(sizeof(struct pfile_header) == 264, "header layout");
 
-/* What a mapped set knows of its blocks; lives after the set's files array (one allocation). */
+/* What a compiled set knows of its file; lives after the set's files array (one allocation).
+ * Offsets are from data_off. */
 struct pfile_blocks {
-	const uint8_t *data0; /* the mapping at data_off */
-	uint64_t data_len, nblocks;
+	int fd;               /* owned: slots and records are read through it (pread) */
+	const uint8_t *data0; /* the mapping at data_off (the filter, port rules and file names) */
+	uint64_t data_off, data_len, nblocks;
+	uint64_t cap, slots_off, recs_off, recs_len;
 	uint64_t *verified; /* bitmap, atomic: shared by the workers (a race hashes twice) */
 	const uint8_t *hash;
 	unsigned bad;     /* atomic: damaged blocks met */
@@ -113,40 +146,83 @@ static uint64_t align_up(uint64_t v, uint64_t a)
 	return (v + a - 1) / a * a;
 }
 
-/* The slot table rebuilt at the smallest size that keeps it 3/4 full at most (a set loaded from
- * files is sized for its line count), and the filter over its tags. Ownership: caller frees. */
-static int pf_tables(const struct policy_set *s, struct pslot **slots, size_t *cap, uint8_t **filt,
-                     size_t *nblocks)
+/* The compiled tables (format 3, moat/policy_file.h): the slot table at the smallest size that
+ * keeps it PF_LOAD_PCT full at most, the records of the names with rules (a removed RPZ rule
+ * leaves none), and the filter over their tags. Ownership: the caller frees t with
+ * pf_tables_free when this returns 0. */
+struct pf_tables {
+	uint8_t *slots, *recs, *filt;
+	uint64_t cap, recs_len, used, nblocks;
+};
+
+static void pf_tables_free(struct pf_tables *t)
 {
-	size_t c = 64;
-	while (s->used * 4 > c * 3)
-		c *= 2;
-	size_t nb = (s->used * 10 + 511) / 512;
-	nb = nb ? nb : 1;
-	*slots = calloc(c, sizeof(struct pslot));
-	*filt = calloc(nb, PFILTER_BLOCK);
-	if (!*slots || !*filt) {
-		free(*slots);
-		free(*filt);
+	free(t->slots);
+	free(t->recs);
+	free(t->filt);
+}
+
+static int pf_tables(const struct policy_set *s, struct pf_tables *t)
+{
+	enum { AHEAD = 16 };
+	memset(t, 0, sizeof(*t));
+	for (size_t i = 0; i < s->cap; i++)
+		t->used += s->slots[i].name_off && (s->slots[i].exact || s->slots[i].wild);
+	t->cap = t->used * 100 / PF_LOAD_PCT + 1; /* one empty slot at least: probes end */
+	t->nblocks = (t->used * 10 + 511) / 512;
+	t->nblocks = t->nblocks ? t->nblocks : 1;
+	uint64_t most = s->arena_len + 8 * t->used; /* each name and its two rules at most */
+	if (t->cap > UINT32_MAX)
+		return MOAT_ELIMIT;
+	t->slots = pset_huge_calloc((size_t)t->cap * PF_SLOT);
+	t->recs = malloc(most ? (size_t)most : 1);
+	t->filt = pset_huge_calloc((size_t)t->nblocks * PFILTER_BLOCK);
+	if (!t->slots || !t->recs || !t->filt) {
+		pf_tables_free(t);
 		return MOAT_ENOMEM;
 	}
 	for (size_t i = 0; i < s->cap; i++) {
+		/* The name, home slot and filter block of a slot ahead into the cache while this
+		 * one is placed: random accesses into large tables, a cache miss each otherwise.
+		 * (Here, not in a helper: GCC drops a function of prefetches alone as pure.) */
+		const struct pslot *ah = &s->slots[i + AHEAD < s->cap ? i + AHEAD : i];
+		if (ah->name_off) {
+			__builtin_prefetch(s->arena + ah->name_off - 1);
+			__builtin_prefetch(t->slots + pf_home(ah->tag, t->cap) * PF_SLOT, 1);
+			__builtin_prefetch(t->filt + pfilter_block(ah->tag, (size_t)t->nblocks) *
+			                                 PFILTER_BLOCK,
+			                   1);
+		}
 		const struct pslot *sl = &s->slots[i];
-		if (sl->name_off == 0)
+		if (!sl->name_off || (!sl->exact && !sl->wild))
 			continue;
-		size_t k = sl->tag & (c - 1);
-		while ((*slots)[k].name_off)
-			k = (k + 1) & (c - 1);
-		(*slots)[k] = *sl;
-		pfilter_add(*filt, nb, sl->tag);
+		const uint8_t *name = s->arena + sl->name_off - 1;
+		if (t->recs_len >= UINT32_MAX - 1 - 8 - NAME_MAXWIRE) {
+			pf_tables_free(t);
+			return MOAT_ELIMIT; /* record offsets are 32 bits */
+		}
+		uint32_t rec = (uint32_t)t->recs_len + 1;
+		uint16_t meta = (uint16_t)((sl->exact ? PF_META_EXACT : 0) |
+		                           (sl->wild ? PF_META_WILD : 0) | (sl->tag & PF_META_FP));
+		if (sl->exact)
+			memcpy(t->recs + t->recs_len, &sl->exact, 4), t->recs_len += 4;
+		if (sl->wild)
+			memcpy(t->recs + t->recs_len, &sl->wild, 4), t->recs_len += 4;
+		size_t wl = (size_t)name_wire_len(name, NAME_MAXWIRE);
+		memcpy(t->recs + t->recs_len, name, wl);
+		t->recs_len += wl;
+		uint64_t k = pf_home(sl->tag, t->cap);
+		while (pf_slot_rec(t->slots + k * PF_SLOT))
+			k = k + 1 == t->cap ? 0 : k + 1;
+		memcpy(t->slots + k * PF_SLOT, &rec, 4);
+		memcpy(t->slots + k * PF_SLOT + 4, &meta, 2);
+		pfilter_add(t->filt, (size_t)t->nblocks, sl->tag);
 	}
-	*cap = c;
-	*nblocks = nb;
 	return 0;
 }
 
 /* Section offsets and the header fields that do not depend on the body's bytes. */
-static void pf_layout(const struct policy_set *s, bool highrisk, size_t cap, size_t nblocks,
+static void pf_layout(const struct policy_set *s, bool highrisk, const struct pf_tables *t,
                       struct pfile_header *h)
 {
 	memset(h, 0, sizeof(*h));
@@ -156,18 +232,17 @@ static void pf_layout(const struct policy_set *s, bool highrisk, size_t cap, siz
 	h->header_len = PF_HEAD;
 	h->kind = highrisk;
 	h->npatterns = s->npatterns;
-	h->used = s->used;
-	h->cap = cap;
-	h->filter_blocks = nblocks;
+	h->used = t->used;
+	h->cap = t->cap;
+	h->filter_blocks = t->nblocks;
 	h->nfiles = (uint32_t)s->nfiles;
 	h->nports = (uint32_t)s->nports;
 	memcpy(h->key, s->key, sizeof(h->key));
 	uint64_t files_len = 0;
 	for (size_t i = 0; i < s->nfiles; i++)
 		files_len += strlen(s->files[i]) + 1;
-	uint64_t lens[SEC_HASHES] = {cap * sizeof(struct pslot), nblocks * PFILTER_BLOCK,
-	                             s->arena_len + PF_PAD, s->nports * sizeof(struct pset_ports),
-	                             files_len};
+	uint64_t lens[SEC_HASHES] = {t->cap * PF_SLOT, t->nblocks * PFILTER_BLOCK, t->recs_len,
+	                             s->nports * sizeof(struct pset_ports), files_len};
 	uint64_t aligns[SEC_HASHES] = {4096, 4096, 4096, 8, 8};
 	uint64_t off = 0; /* from data_off, which the block table's size fixes */
 	for (int i = 0; i < SEC_HASHES; i++) {
@@ -186,13 +261,12 @@ static void pf_layout(const struct policy_set *s, bool highrisk, size_t cap, siz
 }
 
 static bool pf_body(struct pf_writer *w, const struct policy_set *s, const struct pfile_header *h,
-                    const struct pslot *slots, const uint8_t *filt)
+                    const struct pf_tables *t)
 {
-	static const uint8_t zero[PF_PAD];
-	bool ok = w_pad_to(w, h->sec[SEC_SLOTS].off) && w_put(w, slots, h->sec[SEC_SLOTS].len) &&
-	          w_pad_to(w, h->sec[SEC_FILTER].off) && w_put(w, filt, h->sec[SEC_FILTER].len) &&
-	          w_pad_to(w, h->sec[SEC_ARENA].off) && w_put(w, s->arena, s->arena_len) &&
-	          w_put(w, zero, PF_PAD) && w_pad_to(w, h->sec[SEC_PORTS].off) &&
+	bool ok = w_pad_to(w, h->sec[SEC_SLOTS].off) && w_put(w, t->slots, h->sec[SEC_SLOTS].len) &&
+	          w_pad_to(w, h->sec[SEC_FILTER].off) &&
+	          w_put(w, t->filt, h->sec[SEC_FILTER].len) && w_pad_to(w, h->sec[SEC_ARENA].off) &&
+	          w_put(w, t->recs, t->recs_len) && w_pad_to(w, h->sec[SEC_PORTS].off) &&
 	          w_put(w, s->ports, h->sec[SEC_PORTS].len) && w_pad_to(w, h->sec[SEC_FILES].off);
 	for (size_t i = 0; ok && i < s->nfiles; i++)
 		ok = w_put(w, s->files[i], strlen(s->files[i]) + 1);
@@ -201,25 +275,22 @@ static bool pf_body(struct pf_writer *w, const struct policy_set *s, const struc
 
 static int pf_write_fd(int fd, const struct policy_set *s, bool highrisk)
 {
-	struct pslot *slots;
-	uint8_t *filt;
-	size_t cap, nblocks;
+	struct pf_tables t;
 	struct pfile_header h;
-	int rc = pf_tables(s, &slots, &cap, &filt, &nblocks);
+	int rc = pf_tables(s, &t);
 	if (rc)
 		return rc;
-	pf_layout(s, highrisk, cap, nblocks, &h);
+	pf_layout(s, highrisk, &t, &h);
 	size_t tlen = (size_t)(h.data_off - PF_HEAD); /* the hashes and zeros up to data_off */
 	struct pf_writer w = {.f = fdopen(fd, "w"), .off = h.data_off, .data_off = h.data_off};
 	w.hashes = calloc(1, tlen);
 	bool ok = w.f && w.hashes && setvbuf(w.f, NULL, _IOFBF, (size_t)1 << 20) == 0 &&
 	          fseek(w.f, (long)h.data_off, SEEK_SET) == 0;
 	crypto_generichash_init(&w.block, NULL, 0, PF_BHASH);
-	ok = ok && pf_body(&w, s, &h, slots, filt) && fflush(w.f) == 0;
+	ok = ok && pf_body(&w, s, &h, &t) && fflush(w.f) == 0;
 	if (ok && (w.off - w.data_off) % PF_BLOCK)
 		w_block_end(&w);
-	free(slots);
-	free(filt);
+	pf_tables_free(&t);
 	if (ok)
 		crypto_generichash(h.table_sum, sizeof(h.table_sum), w.hashes, tlen, NULL, 0);
 	crypto_generichash(h.head_sum, sizeof(h.head_sum), (const uint8_t *)&h,
@@ -227,10 +298,6 @@ static int pf_write_fd(int fd, const struct policy_set *s, bool highrisk)
 	ok = ok && pwrite(fd, w.hashes, tlen, PF_HEAD) == (ssize_t)tlen &&
 	     pwrite(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) && fsync(fd) == 0;
 	free(w.hashes);
-	/* Out of the page cache once on disk (see pf_open_fd: cached large folios are mapped
-	 * whole). A hint: without it the file works the same, at a larger RSS. */
-	if (ok)
-		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 	if (w.f)
 		ok = fclose(w.f) == 0 && ok; /* closes fd */
 	else
@@ -327,31 +394,36 @@ static int pf_check_sections(const struct pfile_header *h, const char *path, cha
 		    h->sec[i].len > h->file_len - h->sec[i].off || h->sec[i].off % 8)
 			return pf_fail(err, errlen, path,
 			               "bad section table: a section lies outside");
-	bool cap_ok = h->cap >= 1 && h->cap <= ((uint64_t)1 << 32) && !(h->cap & (h->cap - 1));
+	bool cap_ok = h->cap >= 1 && h->cap <= UINT32_MAX;
 	if (h->header_len != PF_HEAD || h->kind > 1 || !cap_ok || h->used >= h->cap ||
-	    h->sec[SEC_SLOTS].len != h->cap * sizeof(struct pslot) || h->filter_blocks < 1 ||
+	    h->sec[SEC_SLOTS].len != h->cap * PF_SLOT || h->filter_blocks < 1 ||
 	    h->filter_blocks >= ((uint64_t)1 << 32) ||
 	    h->sec[SEC_FILTER].len != h->filter_blocks * PFILTER_BLOCK ||
-	    h->sec[SEC_ARENA].len < PF_PAD ||
-	    h->sec[SEC_ARENA].len > UINT32_MAX + (uint64_t)PF_PAD ||
+	    h->sec[SEC_ARENA].len >= UINT32_MAX ||
 	    h->sec[SEC_PORTS].len != (uint64_t)h->nports * sizeof(struct pset_ports) ||
 	    h->nfiles > RULE_FILES_MAX - 1)
 		return pf_fail(err, errlen, path, "bad section table: sizes do not add up");
 	return 0;
 }
 
-/* Block i against its hash; remembered when good, counted and logged (once) when not. */
+/* Block i against its hash, read through the descriptor (hashing through the mapping would
+ * put every block a lookup verifies in RSS); remembered when good, counted and logged (once)
+ * when not. A read error counts as damage: the lookup fails closed. */
 static bool pf_block_check(const struct policy_set *s, uint64_t i)
 {
 	struct pfile_blocks *b = s->blocks;
-	uint8_t sum[PF_BHASH];
+	uint8_t sum[PF_BHASH], buf[PF_BLOCK];
 	uint64_t off = i * PF_BLOCK;
 	size_t n = b->data_len - off < PF_BLOCK ? (size_t)(b->data_len - off) : PF_BLOCK;
-	crypto_generichash(sum, sizeof(sum), b->data0 + off, n, NULL, 0);
-	if (sodium_memcmp(sum, b->hash + i * PF_BHASH, sizeof(sum)) == 0) {
-		__atomic_fetch_or(&b->verified[i / 64], (uint64_t)1 << (i % 64), __ATOMIC_RELEASE);
-		return true;
+	if (pread(b->fd, buf, n, (off_t)(b->data_off + off)) == (ssize_t)n) {
+		crypto_generichash(sum, sizeof(sum), buf, n, NULL, 0);
+		if (sodium_memcmp(sum, b->hash + i * PF_BHASH, sizeof(sum)) == 0) {
+			__atomic_fetch_or(&b->verified[i / 64], (uint64_t)1 << (i % 64),
+			                  __ATOMIC_RELEASE);
+			return true;
+		}
 	}
+	__atomic_fetch_add(&metrics_global.damaged_blocks, 1, __ATOMIC_RELAXED);
 	if (__atomic_fetch_add(&b->bad, 1, __ATOMIC_RELAXED) == 0)
 		fprintf(stderr,
 		        "moatd: %s: block %llu does not match its hash: the file is damaged; "
@@ -361,13 +433,13 @@ static bool pf_block_check(const struct policy_set *s, uint64_t i)
 	return false;
 }
 
-bool pfile_use(const struct policy_set *s, const void *p, size_t n)
+/* Every block under [off, off+n) of the data verified (hashing those used the first time). */
+static bool pf_verified(const struct policy_set *s, uint64_t off, size_t n)
 {
 	const struct pfile_blocks *b = s->blocks;
-	uint64_t off = (uint64_t)((const uint8_t *)p - b->data0);
 	uint64_t last = (off + (n ? n : 1) - 1) / PF_BLOCK;
 	if (last >= b->nblocks)
-		last = b->nblocks - 1; /* the arena's zero tail is the file's end */
+		last = b->nblocks - 1;
 	for (uint64_t i = off / PF_BLOCK; i <= last; i++)
 		if (!(__atomic_load_n(&b->verified[i / 64], __ATOMIC_ACQUIRE) &
 		      ((uint64_t)1 << (i % 64))) &&
@@ -376,28 +448,124 @@ bool pfile_use(const struct policy_set *s, const void *p, size_t n)
 	return true;
 }
 
+bool pfile_use(const struct policy_set *s, const void *p, size_t n)
+{
+	return pf_verified(s, (uint64_t)((const uint8_t *)p - s->blocks->data0), n);
+}
+
+/* n bytes of the data at off into buf, verified. False: outside the data, a damaged block or
+ * a read error. */
+static bool pf_read(const struct policy_set *s, uint64_t off, void *buf, size_t n)
+{
+	const struct pfile_blocks *b = s->blocks;
+	return off <= b->data_len && n <= b->data_len - off && pf_verified(s, off, n) &&
+	       pread(b->fd, buf, n, (off_t)(b->data_off + off)) == (ssize_t)n;
+}
+
+/* The record at rec (slot value: offset + 1) if it holds name: its rules into out. A record
+ * reaching past the records section (only a damaged or hostile file has one) never matches. */
+static int pf_record_is(const struct policy_set *s, uint32_t rec, uint16_t meta,
+                        const uint8_t *name, size_t len, struct pslot *out)
+{
+	const struct pfile_blocks *b = s->blocks;
+	uint8_t buf[8 + NAME_MAXWIRE];
+	size_t nr = 4u * (!!(meta & PF_META_EXACT) + !!(meta & PF_META_WILD));
+	if ((uint64_t)rec - 1 + nr + len > b->recs_len)
+		return 0;
+	if (!pf_read(s, b->recs_off + rec - 1, buf, nr + len))
+		return -1;
+	if (memcmp(buf + nr, name, len) != 0)
+		return 0;
+	*out = (struct pslot){.name_off = rec};
+	if (meta & PF_META_EXACT)
+		memcpy(&out->exact, buf, 4);
+	if (meta & PF_META_WILD)
+		memcpy(&out->wild, buf + nr - 4, 4);
+	return 1;
+}
+
+const struct pslot *pfile_find(const struct policy_set *s, const uint8_t *name, size_t len,
+                               uint32_t tag, struct pslot *out)
+{
+	const struct pfile_blocks *b = s->blocks;
+	uint8_t buf[PF_PROBE * PF_SLOT];
+	uint64_t i = pf_home(tag, b->cap);
+	for (uint64_t seen = 0; seen < b->cap;) {
+		size_t k = b->cap - i < PF_PROBE ? (size_t)(b->cap - i) : PF_PROBE;
+		if (!pf_read(s, b->slots_off + i * PF_SLOT, buf, k * PF_SLOT))
+			return &b->damaged;
+		for (size_t j = 0; j < k; j++) {
+			uint32_t rec = pf_slot_rec(buf + j * PF_SLOT);
+			uint16_t meta = pf_slot_meta(buf + j * PF_SLOT);
+			if (!rec)
+				return NULL;
+			if ((meta & PF_META_FP) != (tag & PF_META_FP))
+				continue;
+			int is = pf_record_is(s, rec, meta, name, len, out);
+			if (is)
+				return is > 0 ? out : &b->damaged;
+		}
+		seen += k;
+		i = i + k == b->cap ? 0 : i + k;
+	}
+	return NULL; /* a full table: only a damaged file has one */
+}
+
+void pfile_each(const struct policy_set *s, pfile_each_fn fn, void *arg)
+{
+	const struct pfile_blocks *b = s->blocks;
+	enum { CHUNK = 512 };
+	uint8_t buf[CHUNK * PF_SLOT], rb[8 + NAME_MAXWIRE];
+	for (uint64_t i = 0; i < b->cap; i += CHUNK) {
+		size_t k = b->cap - i < CHUNK ? (size_t)(b->cap - i) : CHUNK;
+		if (!pf_read(s, b->slots_off + i * PF_SLOT, buf, k * PF_SLOT))
+			continue; /* a damaged block: its names are not listed here */
+		for (size_t j = 0; j < k; j++) {
+			uint32_t rec = pf_slot_rec(buf + j * PF_SLOT), r[2] = {0, 0};
+			uint16_t meta = pf_slot_meta(buf + j * PF_SLOT);
+			size_t nr = 4u * (!!(meta & PF_META_EXACT) + !!(meta & PF_META_WILD));
+			if (!rec || rec - 1 >= b->recs_len)
+				continue;
+			size_t n = b->recs_len - (rec - 1) < sizeof(rb)
+			               ? (size_t)(b->recs_len - (rec - 1))
+			               : sizeof(rb);
+			if (n <= nr || !pf_read(s, b->recs_off + rec - 1, rb, n) ||
+			    name_wire_len(rb + nr, n - nr) < 0)
+				continue; /* damaged */
+			if (meta & PF_META_EXACT)
+				memcpy(&r[0], rb, 4);
+			if (meta & PF_META_WILD)
+				memcpy(&r[1], rb + nr - 4, 4);
+			fn(arg, rb + nr, r[0], r[1]);
+		}
+	}
+}
+
+void pfile_release(struct policy_set *s)
+{
+	munmap(s->map, s->map_len);
+	if (s->blocks && s->blocks->fd >= 0)
+		close(s->blocks->fd);
+}
+
 struct pslot *pfile_damaged(const struct policy_set *s)
 {
 	return &s->blocks->damaged;
 }
 
-/* The small sections, read whatever the mode: the names of the source files, the port rules
- * (what a match hands to the firewall), the arena's zero tail. Their blocks are verified here
- * (unless QUICK): they are used through pointers into the mapping. */
+/* The small sections, read whatever the mode: the names of the source files and the port rules
+ * (what a match hands to the firewall). Their blocks are verified here (unless QUICK): they are
+ * used through pointers into the mapping. */
 static int pf_check_small(const struct policy_set *s, const struct pfile_header *h,
                           const char *path, char *err, size_t errlen)
 {
 	const uint8_t *m = s->map;
 	if (!pfile_use(s, m + h->sec[SEC_PORTS].off, h->sec[SEC_PORTS].len) ||
-	    !pfile_use(s, m + h->sec[SEC_FILES].off, h->sec[SEC_FILES].len) ||
-	    !pfile_use(s, s->arena + s->arena_len, PF_PAD))
+	    !pfile_use(s, m + h->sec[SEC_FILES].off, h->sec[SEC_FILES].len))
 		return pf_fail(err, errlen, path,
 		               "body checksum mismatch: a block of the port rules or file names "
 		               "does not match its hash (the file is damaged or was changed after "
 		               "it was compiled)");
-	for (size_t i = 0; i < PF_PAD; i++)
-		if (s->arena[s->arena_len + i])
-			return pf_fail(err, errlen, path, "bad arena: its zero tail is missing");
 	const char *f = (const char *)m + h->sec[SEC_FILES].off;
 	const char *end = f + h->sec[SEC_FILES].len;
 	for (size_t i = 0; i < h->nfiles; i++) {
@@ -515,29 +683,34 @@ static int pf_set(int fd, void *map, size_t len, const struct pfile_header *h, b
 	s->map = map;
 	s->map_len = len;
 	memcpy(s->key, h->key, sizeof(s->key));
-	s->slots = (struct pslot *)(m + h->sec[SEC_SLOTS].off);
-	s->cap = (size_t)h->cap;
+	s->cap = (size_t)h->cap; /* slots and records: read with pread (pfile_find) */
 	s->used = (size_t)h->used;
 	s->npatterns = (size_t)h->npatterns;
 	s->filter = m + h->sec[SEC_FILTER].off;
 	s->filter_blocks = (size_t)h->filter_blocks;
-	s->arena = m + h->sec[SEC_ARENA].off;
-	s->arena_len = s->arena_cap = (size_t)(h->sec[SEC_ARENA].len - PF_PAD);
+	s->arena_len = (size_t)h->sec[SEC_ARENA].len;
 	s->ports = (struct pset_ports *)(m + h->sec[SEC_PORTS].off);
 	s->nports = h->nports;
 	s->nfiles = h->nfiles + 1; /* the last: what a damaged block answers with */
 	s->no_ports = true;
 	struct pfile_blocks *b = s->blocks;
+	b->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	b->data0 = m + h->data_off;
+	b->data_off = h->data_off;
 	b->data_len = h->file_len - h->data_off;
 	b->nblocks = h->nblocks;
+	b->cap = h->cap;
+	b->slots_off = h->sec[SEC_SLOTS].off - h->data_off;
+	b->recs_off = h->sec[SEC_ARENA].off - h->data_off;
+	b->recs_len = h->sec[SEC_ARENA].len;
 	b->damaged = (struct pslot){.name_off = 1,
 	                            .exact = highrisk ? RULE(s->nfiles, 0) : 0,
 	                            .wild = highrisk ? RULE(s->nfiles, 0) : 0};
 	/* FULL was hashed at open, QUICK trusts the body: all blocks count as verified. */
 	if (mode != POLICY_VERIFY_LAZY)
 		memset(b->verified, 0xff, (size_t)((h->nblocks + 63) / 64) * 8);
-	int rc = pf_read_table(fd, h, (uint8_t *)b->hash, path, err, errlen);
+	int rc = b->fd < 0 ? pf_fail(err, errlen, path, "cannot keep the file open")
+	                   : pf_read_table(fd, h, (uint8_t *)b->hash, path, err, errlen);
 	if (!rc && mode == POLICY_VERIFY_FULL)
 		rc = pf_check_all(fd, h, b->hash, path, err, errlen);
 	if (!rc)
@@ -572,19 +745,20 @@ static int pf_open_fd(int fd, const char *path, bool highrisk, enum policy_file_
 	if ((rc = pf_check_header(page, (uint64_t)st.st_size, path, err, errlen)) ||
 	    (rc = pf_check_sections(h, path, err, errlen)))
 		return rc;
-	if (pubkey && (rc = policy_sig_verify_fd(fd, path, pubkey, err, errlen)))
-		return rc; /* covers every byte */
+	/* The signature covers the header page (the bytes checked above and used below); through
+	 * it the block table (checked against table_sum in pf_set) and every block, as long as
+	 * each is hashed before use: so with a key the body is never trusted (QUICK runs LAZY). */
+	_Static_assert(PF_HEAD == POLICY_SIG_HEAD, "a header signature covers the header page");
+	if (pubkey && (rc = policy_sig_verify_head(page, path, pubkey, err, errlen)))
+		return rc;
+	if (pubkey && mode == POLICY_VERIFY_QUICK)
+		mode = POLICY_VERIFY_LAZY;
 	void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED) {
 		snprintf(err, errlen, "%s: cannot map: %m", path);
 		return MOAT_EIO;
 	}
 	rc = pf_set(fd, map, (size_t)st.st_size, h, highrisk, mode, out, path, err, errlen);
-	/* Out of the page cache what nobody maps (a hint): cached, the file sits in large
-	 * folios, and this kernel maps a cached large folio whole on a fault, so one lookup
-	 * would put 2 MiB in RSS. Read from disk on demand, a lookup maps the 4 KiB page it
-	 * touches (MADV_RANDOM: no read-ahead). Pages other processes map stay. */
-	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 	return rc;
 }
 

@@ -1,12 +1,16 @@
 /* policy_set.h: the layout of a pattern set, private to policy.c (which builds and searches it)
- * and policy_file.c (which writes it to a compiled file and maps it back). Both forms share this
- * struct, so one lookup serves a set built in memory and one mapped from a file: a mapped set's
- * slots, arena, ports and filter point into the read-only mapping. */
+ * and policy_file.c (which writes it to a compiled file and opens it back). Both forms share this
+ * struct and policy.c's lookup; a compiled set has no slots or arena in memory: its filter, port
+ * rules and file names point into the read-only mapping, and its slots and records are read
+ * from the file (pfile_find), so a lookup costs no resident memory. */
 #ifndef MOAT_POLICY_SET_H
 #define MOAT_POLICY_SET_H
 
 #include <sodium.h>
 #include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,9 +43,9 @@ struct policy_set {
 	int refs;                 /* atomic: snapshots share sets (a runtime agent edit) */
 	struct policy_lint *lint; /* borrowed; NULL: duplicates pass silently */
 	uint8_t key[crypto_shorthash_KEYBYTES];
-	uint8_t *arena; /* owned (mapped: in the mapping): the wire names, back to back */
+	uint8_t *arena; /* owned (compiled: NULL): the wire names, back to back */
 	size_t arena_len, arena_cap;
-	struct pslot *slots; /* owned (mapped: in the mapping); cap is a power of two */
+	struct pslot *slots; /* owned (compiled: NULL); cap is a power of two (compiled: any) */
 	size_t cap, used, npatterns;
 	char **files; /* owned: file names, index = pslot.*_file - 1 (mapped: the strings are in
 	               * the mapping, the array is owned) */
@@ -58,8 +62,34 @@ struct policy_set {
 	size_t filter_blocks;
 	struct pfile_blocks *blocks; /* compiled form: which 4 KiB blocks are verified (in the
 	                              * files allocation, freed with it); NULL in memory */
-	struct policy_set *next; /* owned: more sets matched after this one (high-risk chain) */
+	struct policy_set *next;     /* owned: more sets matched after this one (high-risk chain) */
 };
+
+/* Large tables (slots, names, the compiled tables) sit on transparent huge pages: they are
+ * reached at random, and with 4 KiB pages nearly every access would also miss the TLB. */
+#define PSET_HUGE ((size_t)2 << 20)
+
+/* Ask for huge pages under the whole 2 MiB pages of [p, p+n) (a hint: without it all works). */
+static inline void pset_huge_hint(void *p, size_t n)
+{
+	uintptr_t a = ((uintptr_t)p + PSET_HUGE - 1) & ~(uintptr_t)(PSET_HUGE - 1);
+	uintptr_t e = ((uintptr_t)p + n) & ~(uintptr_t)(PSET_HUGE - 1);
+	if (n >= 2 * PSET_HUGE && e > a)
+		madvise((void *)a, e - a, MADV_HUGEPAGE);
+}
+
+/* n zeroed bytes, on huge pages when large. Ownership: the caller frees (free). */
+static inline void *pset_huge_calloc(size_t n)
+{
+	if (n < ((size_t)4 << 20))
+		return calloc(1, n ? n : 1);
+	void *p = NULL;
+	if (posix_memalign(&p, PSET_HUGE, n) != 0)
+		return NULL;
+	pset_huge_hint(p, n);
+	memset(p, 0, n);
+	return p;
+}
 
 /* The filter: 64-byte blocks, one per name picked from the tag, 7 bits set in it. About 10 bits
  * a name give ~1% false positives (a false positive only costs the slot probe). */
@@ -104,5 +134,19 @@ bool pfile_use(const struct policy_set *s, const void *p, size_t n);
 /* The slot a lookup that met a damaged block answers with: no rule in an allowlist (not
  * listed), both rules in a high-risk list (listed: denied and alerted). */
 struct pslot *pfile_damaged(const struct policy_set *s);
+
+/* Compiled form: the rules of name (lower-cased wire, len bytes, tag its set_tag), read from the
+ * file into out (only exact and wild mean anything; name_off is nonzero). Returns out, NULL
+ * when name is not in the file, or pfile_damaged's slot when a block it needed is damaged. */
+const struct pslot *pfile_find(const struct policy_set *s, const uint8_t *name, size_t len,
+                               uint32_t tag, struct pslot *out);
+
+/* Compiled form: fn for each name of the file with its rules (0: none), in slot order; names in
+ * damaged blocks are skipped. name points into a buffer valid during the call. */
+typedef void (*pfile_each_fn)(void *arg, const uint8_t *name, uint32_t exact, uint32_t wild);
+void pfile_each(const struct policy_set *s, pfile_each_fn fn, void *arg);
+
+/* Compiled form: unmap the file and close its descriptor (policy_set_free's part). */
+void pfile_release(struct policy_set *s);
 
 #endif

@@ -44,7 +44,6 @@ static const char *const allowed_calls[] = {
     "dup3",
     "fsync",
     "fdatasync",
-    "fadvise64", /* policy_file.c: a compiled file out of the page cache after its check */
     /* sockets */
     "bind",
     "connect",

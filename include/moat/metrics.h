@@ -25,6 +25,7 @@
  *   moat_ratelimited_total, moat_dropped_total     counters
  *   moat_tcp_connections                           gauge;  moat_tcp_rejected_total counter
  *   moat_policy_agents, moat_policy_patterns       gauges
+ *   moat_policy_damaged_blocks_total               counter (compiled blocks that failed their hash)
  *   moat_policy_reloads_total{result}              counter (result ok|error)
  *   moat_policy_last_reload_timestamp_seconds, moat_policy_last_reload_success   gauges
  *   moat_workers                                   gauge
@@ -81,9 +82,11 @@ struct metrics_worker {
 	uint8_t memo_slot[METRICS_SLOT_CACHE];
 };
 
-/* Process-wide facts, written by the main thread (start-up, reload). */
+/* Process-wide facts, written by the main thread (start-up, reload); damaged_blocks by any
+ * worker whose lookup met a compiled-policy block that did not match its hash (policy_file.c). */
 struct metrics_global {
 	uint64_t policy_agents, policy_patterns;
+	uint64_t damaged_blocks;
 	uint64_t reloads_ok, reloads_failed;
 	uint64_t last_reload_unix; /* start-up counts as the first load */
 	uint64_t last_reload_ok;   /* 1 or 0 */

@@ -1,26 +1,33 @@
 /* Compiled policy: a pattern set (allowlists or high-risk names) written once by
- * `moatctl compile` into a read-only file that moatd maps at start and on reload, shared by every
- * worker and process (the page cache holds one copy; a process's RSS counts only the pages its
- * lookups touched). The mapped set is searched by the same code as one built in memory
- * (policy_set_match): the file holds the table in the in-memory layout (resolver/policy_set.h).
+ * `moatctl compile` into a read-only file that moatd opens at start and on reload in
+ * milliseconds, whatever its size. Nothing of it is loaded: a lookup reads the few bytes it needs
+ * (a filter line through a shared mapping, then a run of slots and one record with pread), so the
+ * page cache holds one copy of what lookups touched for every worker and process, and a
+ * process's resident memory stays a few MiB whatever the list's size (pages read by pread are
+ * not mapped, so the kernel reclaims the cold part of a large list under memory pressure).
  *
- * File format, version 2 (owned by resolver/policy_file.c; host byte order, checked by a mark):
+ * File format, version 3 (owned by resolver/policy_file.c; host byte order, checked by a mark):
  *   0     header (struct pfile_header, 264 bytes), then zeros up to 4096 (checked: no hash
  *         covers them)
  *   4096  the block table: BLAKE2b-256 (libsodium crypto_generichash) of each 4 KiB block of
  *         bytes data_off..end (the last one short), then zeros up to data_off
  *   data_off (a multiple of 4096) the sections, each at the offset the header records:
- *         slots   cap x 16 bytes: {name_off+1, tag, exact rule, wild rule} (cap a power of two,
- *                 linear probing from tag & (cap-1), at most 3/4 full)
+ *         slots   cap x 6 bytes {record offset + 1 (u32, 0 = empty), meta (u16)}: meta's top
+ *                 bits say which rules the record holds (exact, wild), its low 14 bits are the
+ *                 low bits of the name's tag; the home slot is (tag x cap) >> 32, linear
+ *                 probing wraps at cap (any size, at most 85% full: ~7 bytes a name)
  *         filter  blocked Bloom filter, 64-byte blocks, 7 bits a name picked from the tag
- *         arena   the lower-cased wire names back to back, then 256 zero bytes
+ *         records per name: its exact rule (u32) if any, its wild rule (u32) if any, then the
+ *                 lower-cased wire name; back to back, unaligned
  *         ports   {rule, struct policy_ports} sorted by rule: the port rules
  *         files   the source file names, NUL-terminated, in rule file-index order
- *   The header carries the SipHash key of the tags, the counts, the section table, data_off and
- *   the block count, a BLAKE2b-256 of bytes 4096..data_off (the block table) and one of the
- *   header itself; so the header's checksum covers every byte by way of the table, and so does
- *   a signature (moat/policy_sig.h, over the whole file).
- * Version 1 files (one body checksum, no block table) are refused with "recompile it".
+ *   The tag is 32 bits of the name's SipHash-2-4 under the key in the header. The header carries
+ *   that key, the counts, the section table, data_off and the block count, a BLAKE2b-256 of bytes
+ *   4096..data_off (the block table) and one of the header itself; so the header's checksum
+ *   covers every byte by way of the table, and so does a signature of the header page
+ *   (moat/policy_sig.h), once every block is checked before use.
+ * Versions 1 and 2 (16-byte slots in the in-memory layout, read through the mapping) are
+ * refused with "recompile it". Measured (tests/bench/compiled.sh): 10M names ~35 bytes a name.
  * A lookup hashes each block it needs on first use (policy_verify: lazy), remembering verified
  * blocks in a bitmap shared by the workers; a block that does not match is counted
  * (policy_file_info.bad_blocks), logged once, and fails the lookup closed: in an allowlist the
@@ -28,8 +35,8 @@
  * names the file "(damaged block)").
  *
  * Written to a temporary file in the same directory and renamed over the target, so a running
- * moatd (which maps the old inode) and a reload (which maps the new one) each see a whole file.
- * Replace a compiled file only by rename, never by writing into it. */
+ * moatd (which holds the old inode open) and a reload (which opens the new one) each see a whole
+ * file. Replace a compiled file only by rename, never by writing into it. */
 #ifndef MOAT_POLICY_FILE_H
 #define MOAT_POLICY_FILE_H
 
@@ -41,16 +48,18 @@
 #include "moat/policy.h"
 
 #define POLICY_FILE_EXT ".mpol"
-#define POLICY_FILE_VERSION 2
+#define POLICY_FILE_MAGIC "MOATPOL" /* the file's first 8 bytes, with its NUL */
+#define POLICY_FILE_VERSION 3
 
 /* What moatd checks when it maps a file. LAZY (default): the header, the section table, the
  * block table (a few ms) and the small sections' blocks at open; every other block when a lookup
  * first uses it, before it uses it (a block that does not match fails that lookup closed).
  * FULL: every block hashed at open (reads the whole file once: ~0.4 GB/s here), so a damaged
  * file is refused before it is used. QUICK: header, section table and small sections; the body
- * is trusted (lookups stay inside the mapping whatever it holds, so a damaged body gives wrong
- * answers for the damaged names, never a crash). With a policy public key the signature
- * covers every byte, so the file is read in full whatever the mode. */
+ * is trusted (lookups stay inside the file whatever it holds, so a damaged body gives wrong
+ * answers for the damaged names, never a crash). With a policy public key the signature covers
+ * the header page only, and the body through the block table: QUICK is then run as LAZY (a
+ * trusted body would be an unsigned one), and at start only the header page is hashed. */
 enum policy_file_verify {
 	POLICY_VERIFY_LAZY = 0,
 	POLICY_VERIFY_FULL,

@@ -4,7 +4,9 @@
 # atomic replace (moatctl compile renames over the file) plus SIGHUP switches the policy; a
 # corrupt or truncated replacement is refused and the old policy keeps answering; with
 # policy_pubkey only a compiled file signed by that key loads (unsigned, other key, changed
-# after signing and text lists are refused, the running policy stays). moatd runs as its own
+# after signing and text lists are refused, the running policy stays); a compiled file is signed
+# over its header page (a whole-file signature of one is refused) and a changed block under a
+# good signature fails its lookups closed, also with policy_verify: quick. moatd runs as its own
 # unprivileged user, so every reload maps and checks the files as that user.
 source "$(dirname "$0")/lib.sh"
 e2e_init compiled
@@ -111,6 +113,41 @@ ctl sign --key "$E2E_WORK/key" "$C/allow.mpol" >/dev/null
 e2e_assert_contains "$(reload)" "policy reloaded" "a well-signed file loads"
 e2e_assert_eq NOERROR "$(status_of "$(ask www.example.test)")" "the signed policy answers"
 e2e_assert_eq NXDOMAIN "$(status_of "$(ask multi.example.test)")" "and replaced the old one"
+
+# --- a compiled file is signed over its header page; its blocks are checked before use ---
+e2e_assert_contains "$(cat "$C/allow.mpol.sig")" "moat-sig 2 " "a compiled file gets a header signature"
+e2e_assert_contains "$(cat "$C/allow.mpol.sig")" " head " "the .sig line names its kind"
+out=$(ctl verify --pubkey "$E2E_WORK/key.pub" "$C/allow.mpol" 2>&1) || e2e_fail "moatctl verify refused a good file: $out"
+e2e_assert_contains "$out" "signature good" "moatctl verify checks the header signature"
+cp "$C/allow.mpol.sig" "$E2E_WORK/head.sig"
+cp "$C/allow.mpol" "$E2E_WORK/whole.bin"
+ctl sign --key "$E2E_WORK/key" "$E2E_WORK/whole.bin" >/dev/null
+e2e_assert_contains "$(cat "$E2E_WORK/whole.bin.sig")" "moat-sig 1 " "any other file is signed whole"
+cp "$E2E_WORK/whole.bin.sig" "$C/allow.mpol.sig"
+e2e_assert_contains "$(reload)" "whole-file signature" "a whole-file signature of a compiled file is refused"
+e2e_assert_eq NOERROR "$(status_of "$(ask www.example.test)")" "old policy stays (whole-file signature)"
+cp "$E2E_WORK/head.sig" "$C/allow.mpol.sig"
+printf 'x.example.test\n' >"$E2E_WORK/x.mpol"
+out=$(ctl sign --key "$E2E_WORK/key" "$E2E_WORK/x.mpol" 2>&1) && e2e_fail "a text file named .mpol was signed"
+e2e_assert_contains "$out" "not a compiled moat policy" "moatctl sign refuses a text file named .mpol"
+# A changed block under the good header signature (replaced by rename, the header page kept):
+# it loads, reading only the header page, and the lookups that need the block fail closed, also
+# with policy_verify: quick (run as lazy with a key: a signed body is never trusted unchecked).
+printf 'policy_verify: quick\n' >>"$C/moatd.yaml"
+cp "$C/allow.mpol" "$E2E_WORK/dmg.mpol"
+printf '\x40' | dd of="$E2E_WORK/dmg.mpol" bs=1 seek=$((8192 + 5)) conv=notrunc status=none
+out=$(ctl sign --key "$E2E_WORK/key" "$E2E_WORK/dmg.mpol" 2>&1) && e2e_fail "a damaged compiled file was signed"
+e2e_assert_contains "$out" "body checksum mismatch" "moatctl sign checks a compiled file in full first"
+cp "$C/allow.mpol.sig" "$E2E_WORK/dmg.mpol.sig" # the header page is unchanged: it verifies
+out=$(ctl verify --pubkey "$E2E_WORK/key.pub" "$E2E_WORK/dmg.mpol" 2>&1) && e2e_fail "moatctl verify passed a damaged file"
+e2e_assert_contains "$out" "body checksum mismatch" "moatctl verify checks every block under a good header signature"
+mv "$E2E_WORK/dmg.mpol" "$C/allow.mpol"
+e2e_assert_contains "$(reload)" "policy reloaded" "a changed block under a good header signature loads"
+e2e_upstream_reset
+out=$(ask www.example.test)
+e2e_assert_eq NXDOMAIN "$(status_of "$out")" "a name in the changed block fails closed (quick, with a key)"
+e2e_assert_contains "$(cat "$E2E_WORK/moatd.log")" "does not match its hash" "the damaged block is logged"
+e2e_assert_not_contains "$(e2e_upstream_queries)" "www.example.test" "the failed-closed name never went upstream"
 
 e2e_stop moatd
 e2e_assert_eq 0 "$E2E_LAST_STATUS" "clean stop"

@@ -106,6 +106,7 @@ Test(metrics, render_sum_of_workers)
 	metrics_set(&w2->cache_entries, 7);
 	metrics_sum(sum, w1);
 	metrics_sum(sum, w2);
+	metrics_set(&metrics_global.damaged_blocks, 4);
 	cr_expect_eq(sum->upstream.count, 3);
 	cr_expect_eq(sum->cache_entries, 7);
 	int n = metrics_render_text(sum, "9.9", text, sizeof(text));
@@ -128,6 +129,7 @@ Test(metrics, render_sum_of_workers)
 	cr_expect(strstr(text, "moat_upstream_latency_seconds_sum 9.001050\n"));
 	cr_expect(strstr(text, "moat_grants_sent_total 1\n"));
 	cr_expect(strstr(text, "moat_cache_entries 7\n"));
+	cr_expect(strstr(text, "moat_policy_damaged_blocks_total 4\n"));
 	cr_expect(strstr(text, "moat_build_info{version=\"9.9\"} 1\n"));
 	cr_expect_null(strstr(text, "deny-not-allowed"), "series never counted are left out");
 	/* JSON: the same numbers */
@@ -137,6 +139,7 @@ Test(metrics, render_sum_of_workers)
 	                       "\"count\":2}"));
 	cr_expect(strstr(text, "\"grants\":{\"sent\":1,\"acked\":0,\"failed\":0}"));
 	cr_expect(strstr(text, "\"upstream_latency\":{\"count\":3,"));
+	cr_expect(strstr(text, "\"damaged_blocks\":4,"));
 	/* too small: refused, not cut */
 	char small[100];
 	cr_expect_eq(metrics_render_text(sum, "9.9", small, sizeof(small)), MOAT_ESPACE);

@@ -15,6 +15,7 @@
 
 #include "moat/config.h"
 #include "moat/err.h"
+#include "moat/metrics.h"
 #include "moat/name.h"
 #include "moat/policy.h"
 #include "moat/policy_file.h"
@@ -217,18 +218,21 @@ static void reseal_header(const char *path)
 	close(fd);
 }
 
-/* Version 1 files (no block table) are refused with what to do, not read. */
+/* Versions 1 (no block table) and 2 (16-byte slots) are refused with what to do, not read. */
 Test(pfile, other_version_refused)
 {
 	const char *path = compile("ver", LIST, false);
 	struct policy_set *s = NULL;
-	uint32_t v = 1;
-	patch(path, 8, &v, sizeof(v));
-	reseal_header(path);
-	cr_assert_eq(open_mode(path, POLICY_VERIFY_QUICK, &s), MOAT_EFORMAT);
-	cr_assert(strstr(err, "version 1"), "%s", err);
-	cr_assert(strstr(err, "reads version 2"), "%s", err);
-	cr_assert(strstr(err, "recompile"), "%s", err);
+	char want[64];
+	for (uint32_t v = 1; v <= 2; v++) {
+		patch(path, 8, &v, sizeof(v));
+		reseal_header(path);
+		cr_assert_eq(open_mode(path, POLICY_VERIFY_QUICK, &s), MOAT_EFORMAT);
+		snprintf(want, sizeof(want), "version %u;", v);
+		cr_assert(strstr(err, want), "%s", err);
+		cr_assert(strstr(err, "reads version 3"), "%s", err);
+		cr_assert(strstr(err, "recompile"), "%s", err);
+	}
 }
 
 Test(pfile, section_outside_file_refused)
@@ -356,7 +360,7 @@ Test(pfile, lazy_round_trip)
 	cr_assert_not(policy_set_match(s, W("www.example.com"), NULL));
 	struct policy_file_info in;
 	cr_assert_eq(policy_file_info(s, &in), 0);
-	cr_assert_eq(in.version, 2);
+	cr_assert_eq(in.version, POLICY_FILE_VERSION);
 	cr_assert_geq(in.blocks, 3);
 	cr_assert_eq(in.bad_blocks, 0);
 	policy_set_free(s);
@@ -369,12 +373,15 @@ Test(pfile, lazy_damaged_block_fails_closed_on_use)
 	const char *path = compile("dmg", LIST, false);
 	flip(path, DATA + 5); /* the slots */
 	struct policy_set *s = NULL;
+	uint64_t metric = metrics_get(&metrics_global.damaged_blocks);
 	cr_assert_eq(open_mode(path, POLICY_VERIFY_LAZY, &s), 0, "%s", err);
 	cr_assert_not(policy_set_match(s, W("example.com"), NULL), "allowlist: not listed");
 	cr_assert_not(policy_set_match(s, W("a.example.org"), NULL));
 	struct policy_file_info in;
 	cr_assert_eq(policy_file_info(s, &in), 0);
 	cr_assert_geq(in.bad_blocks, 1, "the damaged block was counted");
+	cr_assert_eq(metrics_get(&metrics_global.damaged_blocks), metric + in.bad_blocks,
+	             "and shown in moat_policy_damaged_blocks_total");
 	policy_set_free(s);
 
 	path = compile("dmghr", "bad.example\n", true);
@@ -421,24 +428,236 @@ Test(pfile, full_refuses_any_damaged_block)
 	cr_assert(strstr(err, "body checksum mismatch"), "%s", err);
 }
 
-/* The signature covers the new layout: header, block table and blocks. */
+/* A key pair in dir (k, k.pub): the secret key into sk, the public one into pk. */
+static void keys(uint8_t sk[64], uint8_t pk[32])
+{
+	cr_assert_eq(policy_sig_keygen(P("k"), err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(policy_sig_read_key(P("k"), sk, 64, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(policy_sig_read_key(P("k.pub"), pk, 32, err, sizeof(err)), 0, "%s", err);
+}
+
+static unsigned bad_blocks(const struct policy_set *s)
+{
+	struct policy_file_info in;
+	cr_assert_eq(policy_file_info(s, &in), 0);
+	return (unsigned)in.bad_blocks;
+}
+
+/* The signature covers the header page; the blocks through the block table, each checked
+ * before use: a changed block under a good signature opens (only the header page is checked
+ * at start) and fails the lookups that need it closed, also in QUICK (run as LAZY with a key),
+ * while FULL refuses it at open. */
 Test(pfile, signature_covers_blocks)
 {
-	char key[512], pubp[600];
 	uint8_t sk[64], pk[32];
-	snprintf(key, sizeof(key), "%s/k", dir);
-	snprintf(pubp, sizeof(pubp), "%s.pub", key);
-	cr_assert_eq(policy_sig_keygen(key, err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(policy_sig_read_key(key, sk, 64, err, sizeof(err)), 0);
-	cr_assert_eq(policy_sig_read_key(pubp, pk, 32, err, sizeof(err)), 0);
+	keys(sk, pk);
 	const char *path = compile("sig", LIST, false);
 	cr_assert_eq(policy_sig_sign_file(path, sk, err, sizeof(err)), 0, "%s", err);
 	struct policy_set *s = NULL;
 	cr_assert_eq(policy_file_open(path, false, POLICY_VERIFY_LAZY, pk, &s, err, sizeof(err)), 0,
 	             "%s", err);
+	cr_assert(policy_set_match(s, W("example.com"), NULL));
 	policy_set_free(s);
-	flip(path, DATA + 5); /* a block, not the header or table */
+	flip(path, DATA + 5); /* a slot block, not the header page or the table */
+	cr_assert_eq(policy_file_open(path, false, POLICY_VERIFY_QUICK, NULL, &s, err, sizeof(err)),
+	             0, "%s", err);
+	policy_set_match(s, W("example.com"), NULL);
+	cr_assert_eq(bad_blocks(s), 0, "without a key QUICK trusts the body");
+	policy_set_free(s);
 	cr_assert_eq(policy_file_open(path, false, POLICY_VERIFY_QUICK, pk, &s, err, sizeof(err)),
+	             0, "%s", err);
+	cr_assert_eq(bad_blocks(s), 0, "the damaged block is not read at open");
+	cr_assert_not(policy_set_match(s, W("example.com"), NULL), "fails closed: not listed");
+	cr_assert_geq(bad_blocks(s), 1, "with a key QUICK checks the block before use");
+	policy_set_free(s);
+	cr_assert_eq(policy_file_open(path, false, POLICY_VERIFY_FULL, pk, &s, err, sizeof(err)),
+	             MOAT_EFORMAT);
+	cr_assert(strstr(err, "body checksum mismatch"), "%s", err);
+}
+
+/* BLAKE2b-256 of len bytes of path at off, written at dst. */
+static void rehash(const char *path, long off, size_t len, long dst)
+{
+	uint8_t buf[8192], sum[32];
+	cr_assert_leq(len, sizeof(buf));
+	int fd = open(path, O_RDWR);
+	cr_assert_eq(pread(fd, buf, len, off), (ssize_t)len);
+	crypto_generichash(sum, sizeof(sum), buf, len, NULL, 0);
+	cr_assert_eq(pwrite(fd, sum, sizeof(sum), dst), (ssize_t)sizeof(sum));
+	close(fd);
+}
+
+/* A forger who changes a block and makes every checksum agree (the block's hash in the table,
+ * table_sum, head_sum) is stopped by the signature alone, and so is a changed header field. */
+Test(pfile, consistent_forgery_refused_by_signature)
+{
+	uint8_t sk[64], pk[32];
+	keys(sk, pk);
+	const char *path = compile("forge", LIST, false);
+	cr_assert_eq(policy_sig_sign_file(path, sk, err, sizeof(err)), 0, "%s", err);
+	long data_len = file_size(path) - DATA;
+	cr_assert_lt(data_len, 4 * 4096, "a small file: one table page");
+	flip(path, DATA + 5);
+	rehash(path, DATA, 4096, 4096); /* block 0's hash in the table */
+	rehash(path, 4096, 4096, 200);  /* table_sum: the table page */
+	reseal_header(path);
+	struct policy_set *s = NULL;
+	cr_assert_eq(open_mode(path, POLICY_VERIFY_FULL, &s), 0, "self-consistent: %s", err);
+	policy_set_free(s);
+	s = NULL;
+	cr_assert_eq(policy_file_open(path, false, POLICY_VERIFY_LAZY, pk, &s, err, sizeof(err)),
 	             MOAT_EINVAL);
 	cr_assert(strstr(err, "bad signature"), "%s", err);
+	cr_assert_null(s);
+
+	path = compile("field", LIST, false);
+	cr_assert_eq(policy_sig_sign_file(path, sk, err, sizeof(err)), 0, "%s", err);
+	flip(path, 72); /* the tag key */
+	reseal_header(path);
+	cr_assert_eq(open_mode(path, POLICY_VERIFY_LAZY, &s), 0, "%s", err);
+	policy_set_free(s);
+	s = NULL;
+	cr_assert_eq(policy_file_open(path, false, POLICY_VERIFY_LAZY, pk, &s, err, sizeof(err)),
+	             MOAT_EINVAL);
+	cr_assert(strstr(err, "bad signature"), "%s", err);
+}
+
+static void count_each(void *ctx, const uint8_t *lname, const struct policy_rule *exact,
+                       const struct policy_rule *wild)
+{
+	(void)lname;
+	size_t *n = ctx;
+	n[0] += exact != NULL;
+	n[1] += wild != NULL;
+}
+
+/* Every name of a large file is found where its home slot put it (probe runs wrap at the end of
+ * a table of any size), every other name is not, and a walk sees each name once. */
+Test(pfile, every_name_found_lazily_and_walked)
+{
+	char src[512];
+	snprintf(src, sizeof(src), "%s/all.txt", dir);
+	FILE *f = fopen(src, "w");
+	for (int i = 0; i < 30000; i++)
+		fprintf(f, i % 3 ? "n%d.bench.test\n" : "*.n%d.bench.test\n", i);
+	fclose(f);
+	struct policy_set *t = policy_set_new();
+	cr_assert_eq(policy_set_load_file(t, src, err, sizeof(err)), 0);
+	cr_assert_eq(policy_file_write(t, false, P("all.mpol"), err, sizeof(err)), 0);
+	policy_set_free(t);
+	struct policy_set *s = NULL;
+	cr_assert_eq(open_mode(P("all.mpol"), POLICY_VERIFY_LAZY, &s), 0, "%s", err);
+	char name[64];
+	struct policy_rule r;
+	for (int i = 0; i < 30000; i++) {
+		snprintf(name, sizeof(name), i % 3 ? "n%d.bench.test" : "x.n%d.bench.test", i);
+		cr_assert(policy_set_match(s, W(name), &r), "%s", name);
+		cr_assert_eq(r.line, (unsigned)i + 1, "%s: line %u", name, r.line);
+		cr_assert_eq(r.wildcard, i % 3 == 0);
+		snprintf(name, sizeof(name), "n%d.bench.tes", i);
+		cr_assert_not(policy_set_match(s, W(name), NULL), "%s", name);
+	}
+	size_t n[2] = {0, 0};
+	policy_set_each(s, count_each, n);
+	cr_assert_eq(n[0], 20000);
+	cr_assert_eq(n[1], 10000);
+	struct policy_file_info in;
+	cr_assert_eq(policy_file_info(s, &in), 0);
+	cr_assert_eq(in.bad_blocks, 0);
+	cr_assert_lt(in.file_len, 30000 * 40, "about 35 bytes a name: %llu",
+	             (unsigned long long)in.file_len);
+	policy_set_free(s);
+}
+
+/* A name listed both ways keeps both rules; a rule removed before compiling (an RPZ zone's
+ * deletion) leaves nothing in the file. */
+Test(pfile, both_rules_kept_removed_rule_gone)
+{
+	const char *text = "example.com\n*.example.com\ngone.example.net\nkept.example.net\n";
+	char src[512];
+	snprintf(src, sizeof(src), "%s/both.txt", dir);
+	put(src, text);
+	struct policy_set *t = policy_set_new();
+	cr_assert_eq(policy_set_load_file(t, src, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(policy_set_remove_wire(t, W("gone.example.net"), false), 0);
+	cr_assert_eq(policy_file_write(t, false, P("both.mpol"), err, sizeof(err)), 0, "%s", err);
+	policy_set_free(t);
+	struct policy_set *s = NULL;
+	cr_assert_eq(open_mode(P("both.mpol"), POLICY_VERIFY_FULL, &s), 0, "%s", err);
+	struct policy_rule r;
+	cr_assert(policy_set_match(s, W("example.com"), &r));
+	cr_assert_eq(r.line, 1);
+	cr_assert_not(r.wildcard);
+	cr_assert(policy_set_match(s, W("www.example.com"), &r));
+	cr_assert_eq(r.line, 2);
+	cr_assert(r.wildcard);
+	cr_assert(policy_set_has_wire(s, W("example.com"), true));
+	cr_assert(policy_set_has_wire(s, W("example.com"), false));
+	cr_assert_not(policy_set_match(s, W("gone.example.net"), NULL));
+	cr_assert(policy_set_match(s, W("kept.example.net"), NULL));
+	struct policy_file_info in;
+	cr_assert_eq(policy_file_info(s, &in), 0);
+	cr_assert_eq(in.names, 2, "example.com and kept.example.net: %llu",
+	             (unsigned long long)in.names);
+	size_t n[2] = {0, 0};
+	policy_set_each(s, count_each, n);
+	cr_assert_eq(n[0], 2);
+	cr_assert_eq(n[1], 1);
+	policy_set_free(s);
+}
+
+/* A whole-file signature (moat-sig 1) of a compiled file is refused (the decision in
+ * moat/policy_sig.h), with what to do; so is the same signature relabelled as a header one. */
+Test(pfile, whole_file_signature_of_compiled_refused)
+{
+	uint8_t sk[64], pk[32];
+	keys(sk, pk);
+	const char *path = compile("v1", LIST, false);
+	char cmd[2048];
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", path, P("v1.bin"));
+	cr_assert_eq(system(cmd), 0);
+	cr_assert_eq(policy_sig_sign_file(P("v1.bin"), sk, err, sizeof(err)), 0, "%s", err);
+	snprintf(cmd, sizeof(cmd), "grep -q '^moat-sig 1 ' '%s' && cp '%s' '%s.sig'",
+	         P("v1.bin.sig"), P("v1.bin.sig"), path);
+	cr_assert_eq(system(cmd), 0, "the copy is signed whole");
+	struct policy_set *s = NULL;
+	cr_assert_eq(policy_file_open(path, false, POLICY_VERIFY_LAZY, pk, &s, err, sizeof(err)),
+	             MOAT_EINVAL);
+	cr_assert(strstr(err, "whole-file signature"), "%s", err);
+	cr_assert(strstr(err, "moatctl sign"), "%s", err);
+	/* the kind word is not signed, but the digests differ: relabelled, it does not verify */
+	snprintf(cmd, sizeof(cmd),
+	         "sed -i 's/^moat-sig 1 \\([0-9a-f]*\\) /moat-sig 2 \\1 head /' '%s.sig'", path);
+	cr_assert_eq(system(cmd), 0);
+	cr_assert_eq(policy_file_open(path, false, POLICY_VERIFY_LAZY, pk, &s, err, sizeof(err)),
+	             MOAT_EINVAL);
+	cr_assert(strstr(err, "bad signature"), "%s", err);
+	cr_assert_null(s);
+}
+
+/* A walk (what policy lint and moatctl read) checks blocks too: the names of a damaged slot
+ * block are skipped and counted, never read from unverified bytes. */
+Test(pfile, walk_skips_damaged_block)
+{
+	char src[512];
+	snprintf(src, sizeof(src), "%s/walk.txt", dir);
+	FILE *f = fopen(src, "w");
+	for (int i = 0; i < 3000; i++) /* ~3500 slots of 6 bytes: the table spans 6 blocks */
+		fprintf(f, "n%d.bench.test\n", i);
+	fclose(f);
+	struct policy_set *t = policy_set_new();
+	cr_assert_eq(policy_set_load_file(t, src, err, sizeof(err)), 0);
+	cr_assert_eq(policy_file_write(t, false, P("walk.mpol"), err, sizeof(err)), 0);
+	policy_set_free(t);
+	flip(P("walk.mpol"), DATA + 3 * 4096 + 5); /* a block of the slot table */
+	struct policy_set *s = NULL;
+	cr_assert_eq(open_mode(P("walk.mpol"), POLICY_VERIFY_LAZY, &s), 0, "%s", err);
+	size_t n[2] = {0, 0};
+	policy_set_each(s, count_each, n);
+	cr_assert_lt(n[0], 3000, "the damaged block's names are not walked: %zu", n[0]);
+	cr_assert_gt(n[0], 1500, "the other blocks' names are: %zu", n[0]);
+	struct policy_file_info in;
+	cr_assert_eq(policy_file_info(s, &in), 0);
+	cr_assert_geq(in.bad_blocks, 1);
+	policy_set_free(s);
 }

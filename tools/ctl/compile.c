@@ -25,7 +25,7 @@ static void print_info(const char *path, const struct policy_set *s)
 	if (policy_file_info(s, &in))
 		return;
 	printf("%s: format %u, %s, %llu patterns on %llu names, %llu bytes (%llu slots, %llu bytes "
-	       "of names), %llu port rules, %llu source files\n",
+	       "of records: rules and names), %llu port rules, %llu source files\n",
 	       path, in.version, in.highrisk ? "high-risk" : "allowlist",
 	       (unsigned long long)in.patterns, (unsigned long long)in.names,
 	       (unsigned long long)in.file_len, (unsigned long long)in.slots,
