@@ -31,7 +31,8 @@ while (($#)); do
 	*) echo "usage: see the head of $0" >&2; exit 2 ;;
 	esac
 done
-[[ $(id -u) == 0 ]] || { echo "$0: run as root (network namespace)" >&2; exit 1; }
+. "$SRC/tests/bench/lib.sh"
+bench_root
 ((N >= 1 && N <= 60000)) || { echo "$0: --agents 1..60000" >&2; exit 2; }
 if [[ -z ${MOAT_BENCH_IN_NS:-} ]]; then
 	args=(--agents "$N" --rounds "$ROUNDS" --out "$OUT")
@@ -39,19 +40,9 @@ if [[ -z ${MOAT_BENCH_IN_NS:-} ]]; then
 	exec unshare -n env MOAT_BENCH_IN_NS=1 "$0" "${args[@]}"
 fi
 ip link set lo up
-for b in moatd moatctl; do [[ -x $BUILD/$b ]] || { echo "$0: no $BUILD/$b (build first)" >&2; exit 1; }; done
+bench_need moatd moatctl
 
-WORK=$(mktemp -d /tmp/moat-bench-agents.XXXXXX)
-chmod 0755 "$WORK"
-MPID=
-cleanup() {
-	[[ -n $MPID ]] && kill "$MPID" 2>/dev/null && wait "$MPID" 2>/dev/null
-	rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-log() { printf '[%s] %s\n' "$(date -u +%T)" "$*" >&2; }
-RAW=$WORK/raw.tsv # metric value_ms
-: >"$RAW"
+bench_work agents # metric value_ms
 CTL=("$BUILD/moatctl" -s "$WORK/ctl.sock")
 
 # Agent i: client 10.<i/65536>.<i/256%256>.<i%256>/32 (private, never routed: no query is sent),

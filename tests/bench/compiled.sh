@@ -46,27 +46,18 @@ while (($#)); do
 	*) echo "usage: see the head of $0" >&2; exit 2 ;;
 	esac
 done
-[[ $(id -u) == 0 ]] || { echo "$0: run as root (network namespace)" >&2; exit 1; }
+. "$SRC/tests/bench/lib.sh"
+bench_root
 if [[ -z ${MOAT_BENCH_IN_NS:-} ]]; then
 	exec unshare -n env MOAT_BENCH_IN_NS=1 "$0" --sizes "$SIZES" --big "$BIG" --rounds "$ROUNDS" \
 		--lookups "$LOOKUPS" --deny "$DENY" --forms "$FORMS" --out "$OUT"
 fi
 ip link set lo up
-for b in moatd moatctl; do [[ -x $BUILD/$b ]] || { echo "$0: no $BUILD/$b (build first)" >&2; exit 1; }; done
+bench_need moatd moatctl
 
-WORK=$(mktemp -d /tmp/moat-bench-compiled.XXXXXX)
-chmod 0755 "$WORK" # moatd reloads as nobody: it must reach the files (mktemp makes it 0700)
+bench_work compiled # size form metric value
 PORT=5391
-MPID=
-cleanup() {
-	[[ -n $MPID ]] && kill "$MPID" 2>/dev/null && wait "$MPID" 2>/dev/null
-	rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-log() { printf '[%s] %s\n' "$(date -u +%T)" "$*" >&2; }
 LOAD="python3 $SRC/tests/bench/dnsload.py"
-RAW=$WORK/raw.tsv # size form metric value
-: >"$RAW"
 rec() { printf '%s\t%s\t%s\t%s\n' "$@" >>"$RAW"; }
 
 gen() { # gen N FILE: the list of N names and the wildcard
