@@ -219,6 +219,8 @@ int rpz_data_apply(struct rpz_data *d, const ldns_rr *rr, bool add, const char *
 		if (rc == MOAT_ENOENT)
 			fail(rr, where, line, "deleted, but the zone does not hold it", err,
 			     errlen);
+		else if (rc < 0)
+			snprintf(err, errlen, "%s: %s", where, moat_strerror(rc));
 		return rc;
 	}
 	for (int a = 0; a < RPZ_NACTIONS; a++)
@@ -242,8 +244,11 @@ static int take_soa(struct rpz_data *d, const ldns_rr *rr, const char *path, int
 		snprintf(err, errlen, "%s:%d: the zone must start with its SOA record", path, line);
 		return MOAT_EINVAL;
 	}
-	if (ldns_rdf_size(o) > NAME_MAXWIRE)
+	if (ldns_rdf_size(o) > NAME_MAXWIRE) { /* ldns joins $ORIGIN without checking the length */
+		snprintf(err, errlen, "%s:%d: the SOA's owner is longer than 255 bytes", path,
+		         line);
 		return MOAT_EINVAL;
+	}
 	memcpy(d->origin, ldns_rdf_data(o), ldns_rdf_size(o));
 	name_lower(d->origin);
 	d->serial = ldns_rdf2native_int32(ldns_rr_rdf(rr, 2));

@@ -199,6 +199,21 @@ Test(rpz, file_errors)
 	free(p);
 	cr_expect_eq(rpz_load_file(RPZ_HIGHRISK, "/nonexistent/z.rpz", NULL, &d, err, sizeof(err)),
 	             MOAT_EIO);
+	/* ldns joins a relative owner to $ORIGIN past 255 bytes: refused, and the message says
+	 * where (found by fuzz_rpz: the error text was left unset) */
+	p = write_tmp("$ORIGIN "
+	              "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa."
+	              "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa."
+	              "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa."
+	              "\naaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa."
+	              "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa 60 IN SOA "
+	              "ns. h. 7 60 60 600 60\n");
+	err[0] = 0;
+	cr_expect_eq(rpz_load_file(RPZ_HIGHRISK, p, NULL, &d, err, sizeof(err)), MOAT_EINVAL);
+	cr_expect(strstr(err, p) == err && strstr(err, ":2: the SOA's owner is longer"),
+	          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", err);
+	unlink(p);
+	free(p);
 }
 
 static ldns_rr *RR(const char *text)
