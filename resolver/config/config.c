@@ -10,7 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "config_yaml.h"
+#include "config/config_model.h"
 #include "moat/err.h"
 #include "moat/zonesdir.h"
 
@@ -144,7 +144,7 @@ void config_init(struct config *cfg)
 	 * placeholders are pointed at the shipped-lists directory right away. */
 	if (config_strv_push(&cfg->highrisk_files, &cfg->nhighrisk, "") != 0 ||
 	    config_strv_push(&cfg->range_files, &cfg->nranges, "") != 0 ||
-	    zonesdir_apply(cfg, zonesdir_default()) != 0)
+	    config_set_zones_dir(cfg, zonesdir_default()) != 0)
 		abort();
 }
 
@@ -219,8 +219,7 @@ int config_validate(const struct config *cfg, char *err, size_t errlen)
 		return MOAT_EINVAL;
 	}
 	if (cfg->nagents == 0) {
-		moat_errf(err, errlen,
-		            "no agents configured: without one every client is refused");
+		moat_errf(err, errlen, "no agents configured: without one every client is refused");
 		return MOAT_EINVAL;
 	}
 	/* Flags set these too: whichever way a value came, it is checked against one table. */
@@ -246,4 +245,11 @@ int config_validate(const struct config *cfg, char *err, size_t errlen)
 		}
 	}
 	return config_check_sanity(cfg, err, errlen);
+}
+
+int config_set_zones_dir(struct config *cfg, const char *dir)
+{
+	if (cfg->nhighrisk == 0 || cfg->nranges == 0)
+		return MOAT_EINVAL;
+	return zonesdir_paths(dir, &cfg->highrisk_files[0], &cfg->range_files[0]);
 }

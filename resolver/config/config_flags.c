@@ -2,7 +2,7 @@
  * onto the configuration (numeric flags through config_limits.c's table, like the YAML keys),
  * and the flag-mode agent that serves loopback and the listen addresses' networks when there
  * is no -c. It prints its errors to stderr and returns them; only --help and --version exit. */
-#include "config_flags.h"
+#include "config/config_flags.h"
 
 #include <getopt.h>
 #include <ifaddrs.h>
@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "moat/config_load.h"
 #include "moat/err.h"
 #include "moat/netaddr.h"
 #include "moat/version.h"
@@ -341,7 +342,7 @@ static int flags_apply(struct config *cfg, struct config_flags *o)
 		config_limit_set(cfg, o->num[i].lim, o->num[i].v);
 	if (o->no_seccomp)
 		cfg->seccomp = false;
-	if (o->zones_dir && zonesdir_apply(cfg, o->zones_dir) < 0)
+	if (o->zones_dir && config_set_zones_dir(cfg, o->zones_dir) < 0)
 		return MOAT_ENOMEM;
 	if (flags_string(&cfg->log_file, o->log) || flags_string(&cfg->user, o->user) ||
 	    flags_string(&cfg->fw_socket, o->firewall) ||

@@ -1,7 +1,7 @@
 /* The YAML reader's internal interface, shared by config_yaml.c (nodes, scalars, the document),
  * config_yaml_root.c (the top-level keys) and config_yaml_agent.c (agents, forward zones, local
- * answers, RPZ zones), and the model helpers of config.c they use. Not installed: only the
- * config modules include it. */
+ * answers, RPZ zones). Not installed: only the config modules include it; the model's own
+ * helpers they use are config/config_model.h's. */
 #ifndef MOAT_CONFIG_YAML_H
 #define MOAT_CONFIG_YAML_H
 
@@ -9,20 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config/config_model.h"
 #include "moat/config.h"
 
 struct fy_node; /* libfyaml's; only the config_yaml*.c files include libfyaml.h */
-
-/* How much of an offending value an error message quotes. */
-#define CONFIG_QUOTE_MAX 64
-
-/* --- config.c: the model's helpers --- */
-void config_quote(char *out, size_t outlen, const char *s, size_t len);
-void config_strv_free(char ***v, size_t *n);
-bool config_key_is(const char *k, size_t klen, const char *want);
-void config_forwards_free(struct config_forward **v, size_t *n);
-void config_agents_free(struct config *cfg);
-void config_rpz_free(struct config *cfg);
 
 /* --- config_yaml.c: one file being read, its nodes and scalars --- */
 struct config_ctx {

@@ -1,7 +1,7 @@
 /* config_yaml_agent.c owns the lists of moatd's YAML config: agents (name, clients, allow,
  * deny form, sinkhole), forward zones, local answers and hosts files, and RPZ zones (by file
  * or transfer, with TSIG). Each entry keeps the line it came from for later checks. */
-#include "config_yaml.h"
+#include "config/config_yaml.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -2,7 +2,7 @@
  * grouped by what it configures (addresses, the running daemon, the policy's parts); the
  * numeric keys are config_limits.c's table. The lists of agents, forward zones and RPZ zones
  * are read by config_yaml_agent.c. */
-#include "config_yaml.h"
+#include "config/config_yaml.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -15,8 +15,8 @@
 #include <strings.h>
 
 #include "moat/err.h"
+#include "moat/keyfile.h"
 #include "moat/netaddr.h"
-#include "moat/policy_sig.h"
 #include "moat/zonesdir.h"
 
 /* One key of log: only file. */
@@ -105,7 +105,7 @@ static bool config_policy_file_key(struct config_ctx *c, struct fy_node *v, int 
 	if (config_key_is(ks, klen, "policy_pubkey")) {
 		char *path = NULL, why[512];
 		*rc = config_path(c, v, line, "policy_pubkey", true, &path);
-		if (*rc == 0 && policy_sig_read_key(path, cfg->policy_pubkey, 32, why, sizeof(why)))
+		if (*rc == 0 && keyfile_read(path, cfg->policy_pubkey, 32, why, sizeof(why)))
 			*rc = config_fail(c, config_node_line(v, line), "policy_pubkey: %s", why);
 		cfg->has_policy_pubkey = *rc == 0;
 		free(path);
@@ -115,7 +115,8 @@ static bool config_policy_file_key(struct config_ctx *c, struct fy_node *v, int 
 		char mode[16];
 		*rc = config_scalar(c, v, line, "policy_verify", "lazy, full or quick", mode,
 		                    sizeof(mode));
-		if (*rc == 0 && strcmp(mode, "lazy") && strcmp(mode, "full") && strcmp(mode, "quick"))
+		if (*rc == 0 && strcmp(mode, "lazy") && strcmp(mode, "full") &&
+		    strcmp(mode, "quick"))
 			*rc = config_fail(c, config_node_line(v, line),
 			                  "policy_verify: expected lazy, full or quick");
 		cfg->policy_verify_quick = *rc == 0 && strcmp(mode, "quick") == 0;
@@ -243,7 +244,7 @@ static bool config_root_policy(struct config_ctx *c, struct fy_node *v, int line
 	} else if (config_key_is(ks, klen, "zones_dir")) {
 		char *dir = NULL;
 		*rc = config_path(c, v, line, "zones_dir", true, &dir);
-		if (*rc == 0 && zonesdir_apply(cfg, dir) != 0)
+		if (*rc == 0 && config_set_zones_dir(cfg, dir) != 0)
 			*rc = config_fail(c, line, "out of memory");
 		free(dir);
 	} else if (config_key_is(ks, klen, "agents")) {

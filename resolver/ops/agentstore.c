@@ -43,11 +43,6 @@ struct agentstore {
 	MDB_txn *batch; /* open write transaction, or NULL */
 };
 
-void agent_spec_clear(struct agent_spec *spec)
-{
-	strv_free(&spec->patterns, &spec->npatterns);
-}
-
 static void check_of(const uint8_t *key, size_t klen, const uint8_t *val, size_t len, uint8_t *out)
 {
 	crypto_generichash_state st;

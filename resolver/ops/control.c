@@ -21,10 +21,10 @@
 #include "moat/log.h"
 #include "moat/metrics.h"
 #include "moat/wire.h"
-#include "control.h"
-#include "control_agents.h"
-#include "metrics_workers.h"
-#include "worker.h"
+#include "ops/control.h"
+#include "ops/control_agents.h"
+#include "serve/metrics_workers.h"
+#include "serve/worker.h"
 
 #define REPLY_MAX (512u << 10)
 #define CONNS_MAX 16               /* local operators only: a few at a time is plenty */

@@ -14,7 +14,7 @@ struct control_ops {
 	/* main.c's reload: 0, or < 0 with "file:line: reason" in err (the policy stays) */
 	int (*reload)(char *err, size_t errlen);
 	const char *version;
-	const char *config_path; /* NULL in flag mode */
+	const char *config_path;  /* NULL in flag mode */
 	struct agentstore *store; /* runtime agents' store (moat/agentstore.h); NULL: none */
 };
 

@@ -16,9 +16,9 @@
 #include "moat/log.h"
 #include "moat/metrics.h"
 #include "moat/policy.h"
-#include "control_agents.h"
-#include "rpz_feed.h"
-#include "worker.h"
+#include "ops/control_agents.h"
+#include "ops/rpz_feed.h"
+#include "serve/worker.h"
 
 static struct worker *ws;
 static unsigned nws;

@@ -7,7 +7,7 @@
 #include "moat/err.h"
 #include "moat/log.h"
 #include "moat/pathfd.h"
-#include "logreopen.h"
+#include "ops/logreopen.h"
 
 static int dirfd_ = -1;
 static char base[256];

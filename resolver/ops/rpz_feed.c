@@ -11,7 +11,7 @@
 #include "moat/err.h"
 #include "moat/rpz.h"
 #include "moat/rpz_xfr.h"
-#include "rpz_feed.h"
+#include "ops/rpz_feed.h"
 
 #define FEED_XFR_TIMEOUT_MS 10000
 #define FEED_RETRY_MIN_S 1

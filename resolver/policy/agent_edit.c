@@ -11,6 +11,12 @@
 #include "moat/policy_clients.h"
 #include "moat/policy_lint.h"
 #include "moat/rpz.h"
+#include "moat/strv.h"
+
+void agent_spec_clear(struct agent_spec *spec)
+{
+	strv_free(&spec->patterns, &spec->npatterns);
+}
 
 static int refuse(char *err, size_t errlen, const char *fmt, const char *a, const char *b)
 {

@@ -15,7 +15,7 @@
 #include "moat/name.h"
 #include "moat/policy_lint.h"
 #include "moat/wire.h"
-#include "wire_writer.h"
+#include "wire/wire_writer.h"
 
 #define LOCAL_MAXRDATA 1024
 #define LOCAL_MAXCHAIN 8

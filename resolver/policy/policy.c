@@ -20,16 +20,15 @@
 #include "moat/idn.h"
 #include "moat/name.h"
 #include "moat/policy.h"
-#include "moat/policy_lint.h"
 #include "moat/refcount.h"
 #include "moat/strv.h"
-#include "policy_set.h"
+#include "policy/pset.h"
 #include "moat/pathfd.h"
 
 #define SLOT_EMPTY 0
 #define SLOT_NAME(s, sl) ((s)->arena + (sl)->name_off - 1)
 
-/* An empty slot table (on huge pages when large: policy_set.h). */
+/* An empty slot table (on huge pages when large: pset.h). */
 static struct pslot *slots_alloc(size_t n)
 {
 	return pset_huge_calloc(n * sizeof(struct pslot));
@@ -58,8 +57,8 @@ static void set_destroy(struct policy_set *s)
 {
 	while (s) {
 		struct policy_set *next = s->next;
-		if (s->map) {
-			pfile_release(s); /* ports and names are in the mapping */
+		if (s->file) {
+			s->file->release(s); /* ports and names are in the mapping */
 		} else {
 			for (size_t i = 0; i < s->nfiles; i++)
 				free(s->files[i]);
@@ -108,7 +107,7 @@ static bool wire_same(const uint8_t *a, const uint8_t *b, size_t len)
 }
 
 /* The slot holding name, or the empty slot where it would go (a set built in memory: its table
- * is never full). A compiled set is searched by pfile_find. */
+ * is never full). A compiled set is searched by its file's find. */
 static struct pslot *set_find(const struct policy_set *s, const uint8_t *name, size_t len,
                               uint32_t tag)
 {
@@ -281,12 +280,14 @@ static int set_insert(struct policy_set *s, const uint8_t *wire, size_t wl, uint
 	if (wild ? sl->wild : sl->exact) {
 		/* listed twice: the first place explains it; the ports of both lines are merged */
 		uint32_t first = wild ? sl->wild : sl->exact;
-		if (s->lint)
-			policy_lint_add(
-			    s->lint, s->files[fidx - 1], line,
-			    pp ? "duplicate of %s:%u: its ports are added to that line's"
-			       : "duplicate of %s:%u: the line adds nothing",
-			    s->files[RULE_FILE(first) - 1], RULE_LINE(first));
+		if (s->dup) {
+			char msg[600];
+			snprintf(msg, sizeof(msg),
+			         pp ? "duplicate of %s:%u: its ports are added to that line's"
+			            : "duplicate of %s:%u: the line adds nothing",
+			         s->files[RULE_FILE(first) - 1], RULE_LINE(first));
+			s->dup(s->dup_ctx, s->files[fidx - 1], line, msg);
+		}
 		return ports_merge(s, first, pp);
 	}
 	uint32_t rule = RULE(fidx, line ? line : 1);
@@ -366,8 +367,8 @@ bool policy_set_has_wire(const struct policy_set *s, const uint8_t *lname, bool 
 		return false;
 	struct pslot buf;
 	uint32_t tag = set_tag(s, lname, (size_t)wl);
-	const struct pslot *sl = s->blocks ? pfile_find(s, lname, (size_t)wl, tag, &buf)
-	                                   : set_find(s, lname, (size_t)wl, tag);
+	const struct pslot *sl = s->file ? s->file->find(s, lname, (size_t)wl, tag, &buf)
+	                                 : set_find(s, lname, (size_t)wl, tag);
 	return sl && sl->name_off != SLOT_EMPTY && (wild ? sl->wild : sl->exact);
 }
 
@@ -380,7 +381,7 @@ struct policy_set *policy_set_clone(const struct policy_set *o)
 		return NULL;
 	*s = *o;
 	s->refs = 1;
-	s->lint = NULL;
+	s->dup = NULL;
 	s->arena = NULL;
 	s->files = NULL;
 	s->ports = NULL;
@@ -611,9 +612,10 @@ int policy_set_load_lines(struct policy_set *s, const char *const *lines, size_t
 	return rc;
 }
 
-void policy_set_lint_to(struct policy_set *s, struct policy_lint *lint)
+void policy_set_on_duplicate(struct policy_set *s, policy_set_dup_fn fn, void *ctx)
 {
-	s->lint = lint;
+	s->dup = fn;
+	s->dup_ctx = ctx;
 }
 
 /* The explanation of a rule of s. A file index past the set's files (only a damaged mapped file
@@ -649,8 +651,8 @@ void policy_set_each(const struct policy_set *s, policy_set_each_cb cb, void *ct
 {
 	for (; s; s = s->next) {
 		struct each_ctx e = {s, cb, ctx};
-		if (s->blocks) { /* compiled: read and verified block by block */
-			pfile_each(s, each_one, &e);
+		if (s->file) { /* compiled: read and verified block by block */
+			s->file->each(s, each_one, &e);
 			continue;
 		}
 		for (size_t i = 0; i < s->cap; i++)
@@ -668,14 +670,14 @@ static const struct pslot *set_lookup(const struct policy_set *s, const uint8_t 
 		return NULL; /* an empty set (an agent whose lists are all compiled): no hashing */
 	size_t len = (size_t)name_wire_len(name, NAME_MAXWIRE);
 	uint32_t tag = set_tag(s, name, len);
-	if (s->blocks &&
-	    !pfile_use(s, s->filter + pfilter_block(tag, s->filter_blocks) * PFILTER_BLOCK,
-	               PFILTER_BLOCK))
-		return pfile_damaged(s);
+	if (s->file &&
+	    !s->file->use(s, s->filter + pfilter_block(tag, s->filter_blocks) * PFILTER_BLOCK,
+	                  PFILTER_BLOCK))
+		return s->file->damaged(s);
 	if (s->filter && !pfilter_maybe(s->filter, s->filter_blocks, tag))
 		return NULL;
 	const struct pslot *sl =
-	    s->blocks ? pfile_find(s, name, len, tag, buf) : set_find(s, name, len, tag);
+	    s->file ? s->file->find(s, name, len, tag, buf) : set_find(s, name, len, tag);
 	return !sl || sl->name_off == SLOT_EMPTY ? NULL : sl;
 }
 

@@ -12,12 +12,11 @@
 #include <unistd.h>
 
 #include "moat/err.h"
-#include "moat/metrics.h"
 #include "moat/name.h"
 #include "moat/pathfd.h"
 #include "moat/policy_file.h"
 #include "moat/policy_sig.h"
-#include "policy_set.h"
+#include "policy/pset.h"
 
 #define PF_MAGIC POLICY_FILE_MAGIC
 #define PF_ENDIAN 0x01020304u
@@ -86,12 +85,6 @@ struct pfile_blocks {
 	struct pslot damaged;
 };
 _Static_assert(sizeof(struct pslot) == 16, "slot layout");
-
-bool policy_file_is_compiled(const char *path)
-{
-	size_t n = strlen(path), e = strlen(POLICY_FILE_EXT);
-	return n > e && strcmp(path + n - e, POLICY_FILE_EXT) == 0;
-}
 
 /* ---- writing ---- */
 
@@ -406,6 +399,14 @@ static int pf_check_sections(const struct pfile_header *h, const char *path, cha
 	return 0;
 }
 
+/* Checks of a block that failed its hash, in every compiled set of the process. */
+static uint64_t damaged_total;
+
+uint64_t policy_file_damaged_total(void)
+{
+	return __atomic_load_n(&damaged_total, __ATOMIC_RELAXED);
+}
+
 /* Block i against its hash, read through the descriptor (hashing through the mapping would
  * put every block a lookup verifies in RSS); remembered when good, counted and logged (once)
  * when not. A read error counts as damage: the lookup fails closed. */
@@ -423,7 +424,7 @@ static bool pf_block_check(const struct policy_set *s, uint64_t i)
 			return true;
 		}
 	}
-	__atomic_fetch_add(&metrics_global.damaged_blocks, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&damaged_total, 1, __ATOMIC_RELAXED);
 	if (__atomic_fetch_add(&b->bad, 1, __ATOMIC_RELAXED) == 0)
 		fprintf(stderr,
 		        "moatd: %s: block %llu does not match its hash: the file is damaged; "
@@ -448,7 +449,7 @@ static bool pf_verified(const struct policy_set *s, uint64_t off, size_t n)
 	return true;
 }
 
-bool pfile_use(const struct policy_set *s, const void *p, size_t n)
+static bool pfile_use(const struct policy_set *s, const void *p, size_t n)
 {
 	return pf_verified(s, (uint64_t)((const uint8_t *)p - s->blocks->data0), n);
 }
@@ -484,8 +485,8 @@ static int pf_record_is(const struct policy_set *s, uint32_t rec, uint16_t meta,
 	return 1;
 }
 
-const struct pslot *pfile_find(const struct policy_set *s, const uint8_t *name, size_t len,
-                               uint32_t tag, struct pslot *out)
+static const struct pslot *pfile_find(const struct policy_set *s, const uint8_t *name, size_t len,
+                                      uint32_t tag, struct pslot *out)
 {
 	const struct pfile_blocks *b = s->blocks;
 	uint8_t buf[PF_PROBE * PF_SLOT];
@@ -511,7 +512,7 @@ const struct pslot *pfile_find(const struct policy_set *s, const uint8_t *name, 
 	return NULL; /* a full table: only a damaged file has one */
 }
 
-void pfile_each(const struct policy_set *s, pfile_each_fn fn, void *arg)
+static void pfile_each(const struct policy_set *s, pfile_each_fn fn, void *arg)
 {
 	const struct pfile_blocks *b = s->blocks;
 	enum { CHUNK = 512 };
@@ -541,17 +542,26 @@ void pfile_each(const struct policy_set *s, pfile_each_fn fn, void *arg)
 	}
 }
 
-void pfile_release(struct policy_set *s)
+static void pfile_release(struct policy_set *s)
 {
 	munmap(s->map, s->map_len);
 	if (s->blocks && s->blocks->fd >= 0)
 		close(s->blocks->fd);
 }
 
-struct pslot *pfile_damaged(const struct policy_set *s)
+static struct pslot *pfile_damaged(const struct policy_set *s)
 {
 	return &s->blocks->damaged;
 }
+
+/* How policy.c reads a compiled set (policy/pset.h). */
+static const struct pset_file pfile_reads = {
+    .use = pfile_use,
+    .damaged = pfile_damaged,
+    .find = pfile_find,
+    .each = pfile_each,
+    .release = pfile_release,
+};
 
 /* The small sections, read whatever the mode: the names of the source files and the port rules
  * (what a match hands to the firewall). Their blocks are verified here (unless QUICK): they are
@@ -611,6 +621,7 @@ static int pf_blocks_alloc(struct policy_set *s, const struct pfile_header *h, c
 	s->files[h->nfiles] = p + plen;
 	snprintf(p + plen, plen + sizeof(" (damaged block)"), "%s (damaged block)", path);
 	s->blocks = b;
+	s->file = &pfile_reads;
 	return 0;
 }
 /* FULL: every data block hashed now, read with pread (not through a mapping, which would put
@@ -683,7 +694,7 @@ static int pf_set(int fd, void *map, size_t len, const struct pfile_header *h, b
 	s->map = map;
 	s->map_len = len;
 	memcpy(s->key, h->key, sizeof(s->key));
-	s->cap = (size_t)h->cap; /* slots and records: read with pread (pfile_find) */
+	s->cap = (size_t)h->cap; /* slots and records: read with pread (struct pset_file's find) */
 	s->used = (size_t)h->used;
 	s->npatterns = (size_t)h->npatterns;
 	s->filter = m + h->sec[SEC_FILTER].off;

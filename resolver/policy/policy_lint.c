@@ -100,6 +100,16 @@ void policy_lint_add(struct policy_lint *l, const char *file, uint32_t line, con
 	l->sorted = false;
 }
 
+static void lint_duplicate(void *ctx, const char *file, uint32_t line, const char *what)
+{
+	policy_lint_add(ctx, file, line, "%s", what);
+}
+
+void policy_set_lint_to(struct policy_set *set, struct policy_lint *l)
+{
+	policy_set_on_duplicate(set, l ? lint_duplicate : NULL, l);
+}
+
 static int msg_cmp(const void *a, const void *b)
 {
 	const struct lint_msg *x = a, *y = b;

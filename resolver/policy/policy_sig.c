@@ -1,6 +1,7 @@
 /* policy_sig.c owns signed policy files: the .sig and key file formats (moat/policy_sig.h), the
  * two signed digests (of a whole file, streamed; of a compiled file's header page), signing and
- * checking, and which kind a file needs. */
+ * checking, and which kind a file needs. Key files and the one-line file helpers are
+ * moat/keyfile.h's. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
@@ -12,8 +13,9 @@
 #include <unistd.h>
 
 #include "moat/err.h"
+#include "moat/keyfile.h"
 #include "moat/pathfd.h"
-#include "moat/policy_file.h"
+#include "moat/policy_file_kind.h"
 #include "moat/policy_sig.h"
 
 #define SIG_CONTEXT "moat-sig-v1"
@@ -108,65 +110,13 @@ static int read_page(int fd, const char *path, uint8_t page[POLICY_SIG_HEAD], ch
 	return got < 0 ? MOAT_EIO : MOAT_EFORMAT;
 }
 
-/* One line of at most cap-1 bytes from path, without its newline. */
-static int read_line(const char *path, char *line, size_t cap, char *err, size_t errlen)
-{
-	FILE *f = pathfd_fopen(path); /* also after the privilege drop (moat/pathfd.h) */
-	if (!f) {
-		int e = errno;
-		snprintf(err, errlen, "%s: cannot open: %m", path);
-		errno = e;
-		return MOAT_EIO;
-	}
-	size_t n = fread(line, 1, cap - 1, f);
-	fclose(f);
-	line[n] = 0;
-	char *nl = strchr(line, '\n');
-	if (nl)
-		*nl = 0;
-	return 0;
-}
-
-/* "MAGIC HEX..." (magic: a word and a version): the hex decoded into out[outlen] (exactly). */
-static int parse_hex_line(const char *line, const char *magic, uint8_t *out, size_t outlen,
-                          const char **rest)
-{
-	size_t ml = strlen(magic), bin = 0;
-	const char *end;
-	if (strncmp(line, magic, ml) != 0 || line[ml] != ' ')
-		return MOAT_EFORMAT;
-	line += ml + 1;
-	if (sodium_hex2bin(out, outlen, line, strlen(line), NULL, &bin, &end) != 0 || bin != outlen)
-		return MOAT_EFORMAT;
-	if (rest)
-		*rest = end;
-	else if (*end)
-		return MOAT_EFORMAT;
-	return 0;
-}
-
-int policy_sig_read_key(const char *path, uint8_t *key, size_t klen, char *err, size_t errlen)
-{
-	char line[256];
-	const char *magic = klen == 32 ? "moat-public-key 1" : "moat-secret-key 1";
-	int rc = read_line(path, line, sizeof(line), err, errlen);
-	if (rc)
-		return rc;
-	if ((klen != 32 && klen != 64) || parse_hex_line(line, magic, key, klen, NULL)) {
-		snprintf(err, errlen, "%s: not a moat %s key (expected '%s HEX')", path,
-		         klen == 32 ? "public" : "secret", magic);
-		return MOAT_EFORMAT;
-	}
-	return 0;
-}
-
 /* "moat-sig 1 KEYID SIG" or "moat-sig 2 KEYID head SIG": its kind, key id and signature. */
 static int parse_sig(const char *line, enum sig_kind *kind, uint8_t id[8], uint8_t sig[64])
 {
 	const char *rest;
-	if (parse_hex_line(line, "moat-sig 1", id, 8, &rest) == 0)
+	if (keyfile_hex(line, "moat-sig 1", id, 8, &rest) == 0)
 		*kind = SIG_FILE;
-	else if (parse_hex_line(line, "moat-sig 2", id, 8, &rest) == 0 &&
+	else if (keyfile_hex(line, "moat-sig 2", id, 8, &rest) == 0 &&
 	         strncmp(rest, " head", 5) == 0)
 		*kind = SIG_HEAD, rest += 5;
 	else
@@ -192,7 +142,7 @@ static int sig_load(const char *path, const uint8_t pk[32], enum sig_kind want, 
 	uint8_t id[8];
 	enum sig_kind kind;
 	snprintf(sigpath, sizeof(sigpath), "%s%s", path, POLICY_SIG_EXT);
-	int rc = read_line(sigpath, line, sizeof(line), err, errlen);
+	int rc = keyfile_line(sigpath, line, sizeof(line), err, errlen);
 	if (rc && errno == ENOENT) /* (not access(2): moatd's seccomp filter refuses it) */
 		snprintf(err, errlen, "%s: no signature (%s missing): policy_pubkey is set", path,
 		         sigpath);
@@ -285,27 +235,6 @@ int policy_sig_verify_file(const char *path, const uint8_t pk[32], char *err, si
 	return rc;
 }
 
-/* Write text to path through a temporary file and a rename, with the given mode. */
-static int write_atomic(const char *path, const char *text, mode_t mode, char *err, size_t errlen)
-{
-	char tmp[4096];
-	snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path);
-	int fd = mkstemp(tmp);
-	if (fd < 0) {
-		snprintf(err, errlen, "%s: cannot create: %m", tmp);
-		return MOAT_EIO;
-	}
-	size_t len = strlen(text);
-	bool ok = fchmod(fd, mode) == 0 && write(fd, text, len) == (ssize_t)len && fsync(fd) == 0;
-	ok = close(fd) == 0 && ok;
-	if (!ok || rename(tmp, path) != 0) {
-		snprintf(err, errlen, "%s: cannot write: %m", path);
-		unlink(tmp);
-		return MOAT_EIO;
-	}
-	return 0;
-}
-
 /* The digest path.sig signs and its kind: by the name (a compiled policy: its header page,
  * which must start with the compiled magic), else the whole file. */
 static int sign_digest(int fd, const char *path, uint8_t d[64], enum sig_kind *kind, char *err,
@@ -354,27 +283,5 @@ int policy_sig_sign_file(const char *path, const uint8_t sk[64], char *err, size
 	snprintf(line, sizeof(line), "moat-sig %d %s%s %s\n", kind, id,
 	         kind == SIG_HEAD ? " head" : "", hex);
 	snprintf(sigpath, sizeof(sigpath), "%s%s", path, POLICY_SIG_EXT);
-	return write_atomic(sigpath, line, 0644, err, errlen);
-}
-
-int policy_sig_keygen(const char *path, char *err, size_t errlen)
-{
-	uint8_t pk[32], sk[64];
-	char pkhex[65], skhex[129], line[256], pubpath[4096];
-	if (sodium_init() < 0 || crypto_sign_keypair(pk, sk) != 0) {
-		snprintf(err, errlen, "keygen: libsodium failed");
-		return MOAT_EIO;
-	}
-	sodium_bin2hex(pkhex, sizeof(pkhex), pk, sizeof(pk));
-	sodium_bin2hex(skhex, sizeof(skhex), sk, sizeof(sk));
-	sodium_memzero(sk, sizeof(sk));
-	snprintf(line, sizeof(line), "moat-secret-key 1 %s\n", skhex);
-	sodium_memzero(skhex, sizeof(skhex));
-	int rc = write_atomic(path, line, 0600, err, errlen);
-	sodium_memzero(line, sizeof(line));
-	if (rc)
-		return rc;
-	snprintf(line, sizeof(line), "moat-public-key 1 %s\n", pkhex);
-	snprintf(pubpath, sizeof(pubpath), "%s.pub", path);
-	return write_atomic(pubpath, line, 0644, err, errlen);
+	return keyfile_write(sigpath, line, 0644, err, errlen);
 }

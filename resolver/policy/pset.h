@@ -1,10 +1,10 @@
-/* policy_set.h: the layout of a pattern set, private to policy.c (which builds and searches it)
- * and policy_file.c (which writes it to a compiled file and opens it back). Both forms share this
+/* pset.h: the layout of a pattern set, private to policy.c (which builds and searches it) and
+ * policy_file.c (which writes it to a compiled file and opens it back). Both forms share this
  * struct and policy.c's lookup; a compiled set has no slots or arena in memory: its filter, port
  * rules and file names point into the read-only mapping, and its slots and records are read
- * from the file (pfile_find), so a lookup costs no resident memory. */
-#ifndef MOAT_POLICY_SET_H
-#define MOAT_POLICY_SET_H
+ * from the file (struct pset_file's find), so a lookup costs no resident memory. */
+#ifndef MOAT_PSET_H
+#define MOAT_PSET_H
 
 #include <sodium.h>
 #include <stdbool.h>
@@ -40,8 +40,9 @@ struct pset_ports {
 };
 
 struct policy_set {
-	int refs;                 /* atomic: snapshots share sets (a runtime agent edit) */
-	struct policy_lint *lint; /* borrowed; NULL: duplicates pass silently */
+	int refs;              /* atomic: snapshots share sets (a runtime agent edit) */
+	policy_set_dup_fn dup; /* policy_set_on_duplicate; NULL: duplicates pass silently */
+	void *dup_ctx;
 	uint8_t key[crypto_shorthash_KEYBYTES];
 	uint8_t *arena; /* owned (compiled: NULL): the wire names, back to back */
 	size_t arena_len, arena_cap;
@@ -60,9 +61,10 @@ struct policy_set {
 	size_t map_len;
 	const uint8_t *filter;
 	size_t filter_blocks;
-	struct pfile_blocks *blocks; /* compiled form: which 4 KiB blocks are verified (in the
-	                              * files allocation, freed with it); NULL in memory */
-	struct policy_set *next;     /* owned: more sets matched after this one (high-risk chain) */
+	struct pfile_blocks *blocks;  /* compiled form: which 4 KiB blocks are verified (in the
+	                               * files allocation, freed with it); NULL in memory */
+	const struct pset_file *file; /* compiled form: its reads (policy_file.c); NULL in memory */
+	struct policy_set *next; /* owned: more sets matched after this one (high-risk chain) */
 };
 
 /* Large tables (slots, names, the compiled tables) sit on transparent huge pages: they are
@@ -126,27 +128,29 @@ static inline void pfilter_add(uint8_t *f, size_t nblocks, uint32_t tag)
 		b[(m & 511) >> 3] |= (uint8_t)(1u << (m & 7));
 }
 
-/* Compiled form (policy_file.c): true when every block of the mapping under [p, p+n) matches
- * its hash in the file's block table, hashing those used for the first time. False: a block is
- * damaged (counted, logged once); the lookup fails closed with pfile_damaged's slot. */
-bool pfile_use(const struct policy_set *s, const void *p, size_t n);
-
-/* The slot a lookup that met a damaged block answers with: no rule in an allowlist (not
- * listed), both rules in a high-risk list (listed: denied and alerted). */
-struct pslot *pfile_damaged(const struct policy_set *s);
-
-/* Compiled form: the rules of name (lower-cased wire, len bytes, tag its set_tag), read from the
- * file into out (only exact and wild mean anything; name_off is nonzero). Returns out, NULL
- * when name is not in the file, or pfile_damaged's slot when a block it needed is damaged. */
-const struct pslot *pfile_find(const struct policy_set *s, const uint8_t *name, size_t len,
-                               uint32_t tag, struct pslot *out);
-
-/* Compiled form: fn for each name of the file with its rules (0: none), in slot order; names in
- * damaged blocks are skipped. name points into a buffer valid during the call. */
+/* fn for each name of a compiled set with its rules (0: none); name points into a buffer valid
+ * during the call. */
 typedef void (*pfile_each_fn)(void *arg, const uint8_t *name, uint32_t exact, uint32_t wild);
-void pfile_each(const struct policy_set *s, pfile_each_fn fn, void *arg);
 
-/* Compiled form: unmap the file and close its descriptor (policy_set_free's part). */
-void pfile_release(struct policy_set *s);
+/* How policy.c reads a compiled set: policy_file.c fills this in when it opens one, so the
+ * search code stays the same for both forms without knowing the file's layout. */
+struct pset_file {
+	/* True when every block of the mapping under [p, p+n) matches its hash in the file's block
+	 * table, hashing those used for the first time. False: a block is damaged (counted,
+	 * logged once); the lookup fails closed with damaged's slot. */
+	bool (*use)(const struct policy_set *s, const void *p, size_t n);
+	/* The slot a lookup that met a damaged block answers with: no rule in an allowlist (not
+	 * listed), both rules in a high-risk list (listed: denied and alerted). */
+	struct pslot *(*damaged)(const struct policy_set *s);
+	/* The rules of name (lower-cased wire, len bytes, tag its set_tag), read from the file
+	 * into out (only exact and wild mean anything; name_off is nonzero). Returns out, NULL
+	 * when name is not in the file, or damaged's slot when a block it needed is damaged. */
+	const struct pslot *(*find)(const struct policy_set *s, const uint8_t *name, size_t len,
+	                            uint32_t tag, struct pslot *out);
+	/* fn for each name of the file, in slot order; names in damaged blocks are skipped. */
+	void (*each)(const struct policy_set *s, pfile_each_fn fn, void *arg);
+	/* Unmap the file and close its descriptor (policy_set_free's part). */
+	void (*release)(struct policy_set *s);
+};
 
 #endif

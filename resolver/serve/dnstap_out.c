@@ -13,8 +13,8 @@
 
 #include "moat/dnstap.h"
 #include "moat/err.h"
-#include "dnstap_out.h"
-#include "listen.h"
+#include "serve/dnstap_out.h"
+#include "serve/worker.h"
 
 static struct fstrm_iothr *iothr;
 static const char *tap_identity, *tap_version;
@@ -90,13 +90,13 @@ static void submit(struct worker *srv, struct dnstap_msg *m)
 		free(frame); /* the queue is full or the frame did not encode: dropped */
 }
 
-void dnstap_client(struct worker *srv, const struct reply_to *to, const uint8_t *msg, size_t len,
-                   bool response)
+void dnstap_client(struct worker *srv, const struct sockaddr *client, bool tcp, const uint8_t *msg,
+                   size_t len, bool response)
 {
 	struct dnstap_msg m = {
 	    .type = response ? DNSTAP_CLIENT_RESPONSE : DNSTAP_CLIENT_QUERY,
-	    .tcp = to->kind == REPLY_TCP,
-	    .query_addr = (const struct sockaddr *)&to->client,
+	    .tcp = tcp,
+	    .query_addr = client,
 	    .dns = msg,
 	    .len = len,
 	};

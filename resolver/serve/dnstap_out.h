@@ -11,7 +11,6 @@
 #include "moat/config.h"
 
 struct worker;
-struct reply_to;
 
 /* Open cfg->dnstap_path (nothing when unset) with one input queue per worker. identity and
  * version are borrowed for the process's life. Returns 0 or MOAT_EIO with err set. */
@@ -23,8 +22,8 @@ void dnstap_out_attach(struct worker *w);
 void dnstap_out_stop(void);
 
 /* On w's thread. */
-void dnstap_client(struct worker *srv, const struct reply_to *to, const uint8_t *msg, size_t len,
-                   bool response);
+void dnstap_client(struct worker *srv, const struct sockaddr *client, bool tcp, const uint8_t *msg,
+                   size_t len, bool response);
 void dnstap_forwarder(struct worker *srv, const struct sockaddr *upstream, const uint8_t *msg,
                       size_t len, bool tcp, bool response);
 

@@ -8,12 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fetch.h"
+#include "serve/fetch.h"
 #include "moat/bytes.h"
 #include "moat/cache.h"
 #include "moat/err.h"
-#include "upstream.h"
-#include "worker.h"
+#include "serve/upstream.h"
+#include "serve/worker.h"
 
 #define FETCH_BUCKETS 1024
 #define ANSWER_SPARE 64 /* freed answers kept for reuse, per worker */

@@ -11,7 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "fwchan.h"
+#include "serve/fwchan.h"
 #include "moat/dlist.h"
 #include "moat/err.h"
 

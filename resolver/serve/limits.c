@@ -3,8 +3,8 @@
 #include <sys/resource.h>
 
 #include "moat/err.h"
-#include "limits.h"
-#include "upstream.h"
+#include "serve/limits.h"
+#include "serve/upstream.h"
 
 /* Listening sockets, the log, the firewall channel, the event loops' own descriptors. */
 #define FIXED_PER_WORKER 16

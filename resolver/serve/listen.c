@@ -2,7 +2,7 @@
  * on the worker's list (listen_udp.c and listen_tcp.c open them). */
 #include <stdlib.h>
 
-#include "listen.h"
+#include "serve/listen.h"
 
 static void on_listener_closed(uv_handle_t *h)
 {

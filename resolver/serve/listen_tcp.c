@@ -19,8 +19,9 @@
 
 #include "moat/bytes.h"
 #include "moat/err.h"
-#include "listen.h"
-#include "query.h"
+#include "serve/listen.h"
+#include "serve/query.h"
+#include "serve/reply.h"
 
 struct tcp_conn {
 	struct dlist link;
@@ -82,20 +83,20 @@ static void conn_wake(struct tcp_conn *c)
 	c->srv->tcp_resume = c;
 }
 
-void tcp_conn_ref(struct tcp_conn *c)
+static void tcp_conn_ref(struct tcp_conn *c)
 {
 	c->refs++;
 	c->queries++;
 }
 
-void tcp_conn_unref(struct tcp_conn *c)
+static void tcp_conn_unref(struct tcp_conn *c)
 {
 	c->queries--;
 	conn_wake(c);
 	conn_put(c);
 }
 
-bool tcp_conn_closed(const struct tcp_conn *c)
+static bool tcp_conn_closed(const struct tcp_conn *c)
 {
 	return c->closed;
 }
@@ -163,7 +164,7 @@ static void on_written(uv_write_t *req, int status)
 
 /* Queue one answer. Sends are not activity: a client that never reads must not keep its
  * connection open by making us write. */
-void tcp_conn_send(struct tcp_conn *c, const uint8_t *msg, size_t len)
+static void tcp_conn_send(struct tcp_conn *c, const uint8_t *msg, size_t len)
 {
 	if (c->closed)
 		return;
@@ -188,6 +189,35 @@ void tcp_conn_send(struct tcp_conn *c, const uint8_t *msg, size_t len)
 	if (conn_full(c))
 		conn_pause(c);
 }
+
+/* The reply seam (serve/reply.h) over a connection: a waiting query holds a reference. */
+static void tcp_reply_send(struct reply_to *to, const uint8_t *msg, size_t len)
+{
+	tcp_conn_send(to->via, msg, len);
+}
+
+static bool tcp_reply_gone(const struct reply_to *to)
+{
+	return tcp_conn_closed(to->via);
+}
+
+static void tcp_reply_hold(struct reply_to *to)
+{
+	tcp_conn_ref(to->via);
+}
+
+static void tcp_reply_release(struct reply_to *to)
+{
+	tcp_conn_unref(to->via);
+}
+
+static const struct reply_ops tcp_reply = {
+    .send = tcp_reply_send,
+    .gone = tcp_reply_gone,
+    .hold = tcp_reply_hold,
+    .release = tcp_reply_release,
+    .tcp = true,
+};
 
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
@@ -220,7 +250,7 @@ static void conn_process(struct tcp_conn *c)
 		size_t mlen = be16_get(c->buf + off);
 		if (c->len - off < 2 + mlen)
 			break;
-		struct reply_to to = {.kind = REPLY_TCP, .conn = c, .client = c->peer};
+		struct reply_to to = {.ops = &tcp_reply, .via = c, .client = c->peer};
 		query_handle(c->srv, &to, c->buf + off + 2, mlen, false);
 		off += 2 + mlen;
 		if (conn_full(c))

@@ -20,8 +20,9 @@
 
 #include "moat/err.h"
 #include "moat/wire.h"
-#include "listen.h"
-#include "query.h"
+#include "serve/listen.h"
+#include "serve/query.h"
+#include "serve/reply.h"
 
 #define UDP_BATCH 64
 #define UDP_SLOT WIRE_EDNS_SIZE /* the largest UDP answer moatd sends */
@@ -137,7 +138,8 @@ static void queue_flush(struct listener *l)
 	q->n = 0;
 }
 
-void udp_reply(struct listener *l, const struct sockaddr *client, const uint8_t *msg, size_t len)
+static void udp_reply(struct listener *l, const struct sockaddr *client, const uint8_t *msg,
+                      size_t len)
 {
 	struct udp_queue *q = l->udpq;
 	socklen_t alen = addr_len(client);
@@ -160,6 +162,14 @@ void udp_reply(struct listener *l, const struct sockaddr *client, const uint8_t 
 	    .msg_iovlen = 1,
 	};
 }
+
+/* The reply seam (serve/reply.h) over a listener's socket. */
+static void udp_reply_send(struct reply_to *to, const uint8_t *msg, size_t len)
+{
+	udp_reply(to->via, (const struct sockaddr *)&to->client, msg, len);
+}
+
+static const struct reply_ops udp_reply_ops = {.send = udp_reply_send};
 
 static void on_poll(uv_poll_t *h, int status, int events)
 {
@@ -191,7 +201,7 @@ static void on_poll(uv_poll_t *h, int status, int events)
 			const struct sockaddr *from = (const struct sockaddr *)&rx->from[i];
 			if (from->sa_family != AF_INET && from->sa_family != AF_INET6)
 				continue;
-			struct reply_to to = {.kind = REPLY_UDP, .udp = l};
+			struct reply_to to = {.ops = &udp_reply_ops, .via = l};
 			memcpy(&to.client, from, addr_len(from));
 			query_handle(l->srv, &to, rx->data[i], rx->msgs[i].msg_len,
 			             (rx->msgs[i].msg_hdr.msg_flags & MSG_TRUNC) != 0);

@@ -3,7 +3,7 @@
  * like an upstream's, so the chain and address checks, the firewall grant and the rebuild for
  * the client are the very same code. Errors, denials (the one mapping from an agent's deny form
  * to an rcode) and the RFC 8482 answer to ANY are built here in a stack buffer and sent. */
-#include "local_answer.h"
+#include "serve/local_answer.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -8,8 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "fetch.h"
-#include "listen.h"
+#include "serve/fetch.h"
+#include "serve/reply.h"
 #include "moat/policy.h"
 
 /* The local-data answer to q as a parsed struct answer marked local (one reference, the

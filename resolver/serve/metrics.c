@@ -1,7 +1,7 @@
 /* metrics.c owns moatd's counters (format and threading in moat/metrics.h): the process-wide
  * agent-name table, counting one query, summing the workers' blocks, and rendering the sum as
  * Prometheus text (built with moat/metrics_text.h, as moat-fw's are) or as JSON. Pure: no event
- * loop, no sockets; the daemon's metrics_workers.c serves the text and control.c the JSON. */
+ * loop, no sockets; ops/metrics_endpoint.c serves the text and ops/control.c the JSON. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>

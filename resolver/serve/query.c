@@ -7,7 +7,7 @@
  *   through moat-fw and wait for its ack (when a firewall is configured) -> reply: rebuild with
  *   TTLs capped at the grant -> log.
  * Local answers are built in a stack buffer (local_answer.c): the deny path allocates nothing.
- * The client is reached through the reply seam (listen.h) only. */
+ * The client is reached through the reply seam (reply.h) only. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,12 +19,11 @@
 #include "moat/metrics.h"
 #include "moat/policy.h"
 #include "moat/ratelimit.h"
-#include "fetch.h"
-#include "fwchan.h"
-#include "listen.h"
-#include "local_answer.h"
-#include "query.h"
-#include "rpz_feed.h"
+#include "serve/fetch.h"
+#include "serve/fwchan.h"
+#include "serve/reply.h"
+#include "serve/local_answer.h"
+#include "serve/query.h"
 
 /* An allowed query: lives from the fetch until the reply. */
 struct query {
@@ -78,7 +77,8 @@ void query_handle(struct worker *srv, struct reply_to *to, const uint8_t *pkt, s
 	struct wire_query q;
 	srv->stats.queries++;
 	if (srv->dnstap)
-		dnstap_client(srv, to, pkt, len, false);
+		dnstap_client(srv, (const struct sockaddr *)&to->client, reply_tcp(to), pkt, len,
+		              false);
 
 	enum wire_query_status st = wire_query_parse(pkt, len, &q);
 	if (oversized && st != WQ_DROP)
@@ -184,9 +184,9 @@ static void query_notify(struct worker *srv, struct reply_to *to, const struct w
 {
 	uint8_t out[1024];
 	char why[200] = "no RPZ zone is transferred";
-	int n = srv->feed
-	            ? rpz_feed_notify(srv->feed, pkt, len, (const struct sockaddr *)&to->client,
-	                              out, sizeof(out), why, sizeof(why))
+	int n = srv->notify
+	            ? srv->notify(srv->notify_ctx, pkt, len, (const struct sockaddr *)&to->client,
+	                          out, sizeof(out), why, sizeof(why))
 	            : MOAT_EINVAL;
 	if (n > 0) {
 		reply_send(srv, to, out, (size_t)n);
@@ -496,7 +496,7 @@ static void on_granted(void *ctx, uint16_t status, uint32_t lifetime)
  * decision, which wire_resp_build makes (an answer over it goes out empty with TC=1). */
 static size_t reply_limit(const struct reply_to *to, const struct wire_query *q)
 {
-	if (to->kind == REPLY_TCP)
+	if (reply_tcp(to))
 		return WIRE_MAXMSG;
 	if (!q->edns)
 		return WIRE_UDP_MIN;
@@ -626,7 +626,7 @@ static void log_query_done(struct query *qr, const char *decision, const char *r
 static void log_emit(struct worker *srv, const struct reply_to *to, const struct log_query *e)
 {
 	log_write_query(srv->log, e);
-	metrics_count_query(srv->metrics, e->agent, e->decision, to->kind == REPLY_TCP, e->rcode);
+	metrics_count_query(srv->metrics, e->agent, e->decision, reply_tcp(to), e->rcode);
 }
 
 /* ------------------------------------------------------------------ the end -- */

@@ -27,10 +27,10 @@
 #include "moat/bytes.h"
 #include "moat/err.h"
 #include "moat/rng.h"
-#include "dnstap_out.h"
+#include "serve/dnstap_out.h"
 #include "moat/metrics.h"
-#include "upstream.h"
-#include "worker.h"
+#include "serve/upstream.h"
+#include "serve/worker.h"
 
 #define SOCK_USES 128        /* queries one UDP socket carries in its life */
 #define SOCK_INFLIGHT 16     /* of them at most this many at once */

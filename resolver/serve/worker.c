@@ -9,14 +9,14 @@
 #include "moat/err.h"
 #include "moat/log.h"
 #include "moat/metrics.h"
-#include "dnstap_out.h"
-#include "fetch.h"
-#include "fwchan.h"
-#include "metrics_workers.h"
-#include "listen.h"
-#include "query.h"
-#include "upstream.h"
-#include "worker.h"
+#include "serve/dnstap_out.h"
+#include "serve/fetch.h"
+#include "serve/fwchan.h"
+#include "serve/metrics_workers.h"
+#include "serve/listen.h"
+#include "serve/query.h"
+#include "serve/upstream.h"
+#include "serve/worker.h"
 
 /* Guards next_policy, post_stop and wake_closed of every worker: the only fields another thread
  * touches. */
@@ -227,11 +227,6 @@ void worker_join(struct worker *ws, unsigned n)
 {
 	for (unsigned i = 1; i < n; i++)
 		pthread_join(ws[i].thread, NULL);
-}
-
-uint64_t worker_now_us(void)
-{
-	return uv_hrtime() / 1000;
 }
 
 void worker_deinit(struct worker *w)

@@ -26,6 +26,12 @@
 
 struct ratelimit;
 
+/* Where a NOTIFY from from goes: checked there; if accepted the response is written to out and
+ * its length returned, else a negative code with why set. Any thread. */
+typedef int (*worker_notify_fn)(void *ctx, const uint8_t *pkt, size_t len,
+                                const struct sockaddr *from, uint8_t *out, size_t cap, char *why,
+                                size_t whylen);
+
 /* Counters of one worker: read by metrics_publish (moat/metrics.h) and main's stop summary. */
 struct worker_stats {
 	uint64_t queries, answered, dropped, denied, forwarded, servfail, formerr, refused_clients;
@@ -45,7 +51,8 @@ struct worker {
 	struct inflight *inflight;   /* caps on questions in flight (shared; NULL: none) */
 	uint32_t upool_max;          /* upstream sockets this worker may hold open */
 	struct fetch_table *fetches; /* questions in flight (fetch.c) */
-	struct rpz_feed *feed;       /* borrowed: RPZ transfers (rpz_feed.h), for NOTIFY */
+	worker_notify_fn notify;     /* a NOTIFY goes here (main.c: the RPZ transfer thread's */
+	void *notify_ctx;            /* rpz_feed_notify, ops/rpz_feed.h); NULL: refused */
 	struct dlist listeners;      /* struct listener (listen.h) */
 	struct dlist tcp_conns;      /* struct tcp_conn (listen_tcp.c) */
 	struct tcp_conn *tcp_resume; /* paused connections drained enough to be read again */
@@ -116,6 +123,9 @@ static inline const char *worker_strerror(int rc)
 }
 
 /* A monotonic clock in microseconds, for latencies. */
-uint64_t worker_now_us(void);
+static inline uint64_t worker_now_us(void)
+{
+	return uv_hrtime() / 1000;
+}
 
 #endif

@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "moat/err.h"
-#include "privdrop.h"
+#include "sys/privdrop.h"
 
 static const char *const allowed_calls[] = {
     /* I/O and files (the log, policy files on reload) */

@@ -1,7 +1,7 @@
 /* zonesdir.c owns the answer to "where are the shipped lists?" (see moat/zonesdir.h): the pure
  * choice between the source tree, the executable's own install prefix and the compiled-in
- * prefix, the one look at /proc/self/exe that feeds it, and pointing a config at an operator's
- * directory (`zones_dir:`, `--zones-dir`). */
+ * prefix, the one look at /proc/self/exe that feeds it, and the paths of the two lists in a
+ * directory (config_set_zones_dir points a config at an operator's, `zones_dir:`). */
 #include "moat/zonesdir.h"
 
 #include <limits.h>
@@ -11,7 +11,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "moat/config.h"
 #include "moat/err.h"
 
 #if !defined(MOAT_ZONES_DIR) || !defined(MOAT_BUILD_DIR) || !defined(MOAT_DATA_DIR) ||             \
@@ -147,10 +146,10 @@ static int zonesdir_set(char **slot, const char *dir, const char *file)
 	return 0;
 }
 
-int zonesdir_apply(struct config *cfg, const char *dir)
+int zonesdir_paths(const char *dir, char **highrisk, char **ranges)
 {
-	if (cfg->nhighrisk == 0 || cfg->nranges == 0 || dir == NULL || dir[0] == '\0')
+	if (dir == NULL || dir[0] == '\0')
 		return MOAT_EINVAL;
-	int rc = zonesdir_set(&cfg->highrisk_files[0], dir, ZONESDIR_HIGHRISK);
-	return rc ? rc : zonesdir_set(&cfg->range_files[0], dir, ZONESDIR_RANGES);
+	int rc = zonesdir_set(highrisk, dir, ZONESDIR_HIGHRISK);
+	return rc ? rc : zonesdir_set(ranges, dir, ZONESDIR_RANGES);
 }

@@ -6,7 +6,7 @@
 
 #include "moat/err.h"
 #include "moat/wire.h"
-#include "wire_writer.h"
+#include "wire/wire_writer.h"
 
 #define EDE_TEXT_MAX 300 /* the reason is for people; keep answers small */
 

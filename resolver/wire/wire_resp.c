@@ -10,7 +10,7 @@
 #include "moat/err.h"
 #include "moat/svcb.h"
 #include "moat/wire.h"
-#include "wire_writer.h"
+#include "wire/wire_writer.h"
 
 static bool on_chain(const struct wire_resp *r, const uint8_t *name)
 {
