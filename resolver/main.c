@@ -16,6 +16,7 @@
 #include "moat/agentstore.h"
 #include "moat/check.h"
 #include "moat/config.h"
+#include "moat/config_load.h"
 #include "moat/err.h"
 #include "moat/log.h"
 #include "moat/pathfd.h"
@@ -27,18 +28,19 @@
 #include "moat/sdnotify.h"
 #include "moat/version.h"
 #include "moat/zonesdir.h"
-#include "config_flags.h"
-#include "control.h"
-#include "control_agents.h"
-#include "dnstap_out.h"
-#include "fetch.h"
-#include "fwchan.h"
-#include "limits.h"
-#include "logreopen.h"
-#include "metrics_workers.h"
-#include "privdrop.h"
-#include "rpz_feed.h"
-#include "worker.h"
+#include "config/config_flags.h"
+#include "ops/control.h"
+#include "ops/control_agents.h"
+#include "serve/dnstap_out.h"
+#include "serve/fetch.h"
+#include "serve/fwchan.h"
+#include "serve/limits.h"
+#include "ops/logreopen.h"
+#include "ops/metrics_endpoint.h"
+#include "serve/metrics_workers.h"
+#include "sys/privdrop.h"
+#include "ops/rpz_feed.h"
+#include "serve/worker.h"
 
 static struct worker *workers; /* cfg.workers of them; workers[0] runs on this thread */
 static unsigned nworkers;
@@ -57,6 +59,13 @@ static void publish_policy(void *ctx, struct policy *p)
 	(void)ctx;
 	for (unsigned i = 0; i < nworkers; i++)
 		worker_post_policy(&workers[i], p);
+}
+
+/* The workers' way to hand a NOTIFY to the feed (serve/worker.h). */
+static int notify_feed(void *ctx, const uint8_t *pkt, size_t len, const struct sockaddr *from,
+                       uint8_t *out, size_t cap, char *why, size_t whylen)
+{
+	return rpz_feed_notify(ctx, pkt, len, from, out, cap, why, whylen);
 }
 static struct agentstore *store; /* runtime agents (state_dir); NULL: none */
 
@@ -100,7 +109,7 @@ static int reload(char *err, size_t errlen)
 	config_init(&ncfg);
 	if (opts.config_path) {
 		if (config_load_file(&ncfg, opts.config_path, err, errlen) < 0 ||
-		    (opts.zones_dir && zonesdir_apply(&ncfg, opts.zones_dir) < 0) ||
+		    (opts.zones_dir && config_set_zones_dir(&ncfg, opts.zones_dir) < 0) ||
 		    config_validate(&ncfg, err, errlen) < 0) {
 			fprintf(stderr, "moatd: reload failed, running policy kept: %s\n", err);
 			config_free(&ncfg);
@@ -249,8 +258,8 @@ static int start_ops(uv_loop_t *loop, char *err, size_t errlen)
 	    control_start(loop, cfg.control_path, cfg.control_group, &ops, err, errlen) < 0)
 		return MOAT_EIO;
 	if (cfg.has_metrics &&
-	    metrics_workers_serve((const struct sockaddr *)&cfg.metrics_addr, workers, nworkers,
-	                          MOAT_VERSION, err, errlen) < 0)
+	    metrics_endpoint_start((const struct sockaddr *)&cfg.metrics_addr, workers, nworkers,
+	                           MOAT_VERSION, err, errlen) < 0)
 		return MOAT_EIO;
 	return 0;
 }
@@ -355,7 +364,7 @@ static int start_workers(struct policy *policy)
 		return 1;
 	}
 	for (unsigned i = 0; i < nworkers; i++)
-		workers[i].feed = feed;
+		workers[i].notify = feed ? notify_feed : NULL, workers[i].notify_ctx = feed;
 	control_agents_feed(feed);
 	return 0;
 }
@@ -469,7 +478,7 @@ int main(int argc, char **argv)
 		return 1;
 	uv_run(loop, UV_RUN_DEFAULT);
 	worker_join(workers, nworkers);
-	metrics_workers_stop();
+	metrics_endpoint_stop();
 	dnstap_out_stop();
 	rpz_feed_stop(feed);
 	print_totals();

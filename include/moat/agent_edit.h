@@ -8,8 +8,26 @@
 
 #include <stddef.h>
 
-#include "moat/agentstore.h"
+#include "moat/config.h"
 #include "moat/policy.h"
+
+#define AGENT_CLIENTS_MAX 64       /* ranges per runtime agent */
+#define AGENT_PATTERNS_MAX 1000000 /* pattern lines per runtime agent */
+#define AGENT_LINE_MAX 1024        /* bytes per pattern line */
+
+/* A runtime agent as the control socket and the store carry it: its patterns as the lines of
+ * an allowlist file (a pattern, optionally ports), parsed by the file loader's own code. */
+struct agent_spec {
+	char name[CONFIG_NAME_MAX];
+	enum deny_form deny;
+	struct cidr clients[AGENT_CLIENTS_MAX];
+	size_t nclients;
+	char **patterns; /* owned, each owned (NUL-terminated, no newline) */
+	size_t npatterns;
+};
+
+/* Free spec's patterns (the struct itself is the caller's). */
+void agent_spec_clear(struct agent_spec *spec);
 
 /* cur plus the agent of spec. Refused (MOAT_EINVAL, err says why): a bad name, a name cur has
  * already (from the config: read-only; at runtime: del it first), no range, a range listed twice

@@ -2,34 +2,17 @@
  * state directory (`state_dir:`, `--state-dir`) so a restart brings them back. agentstore.c
  * owns the record format (documented there, versioned) and the environment. Writes happen in
  * batches: every agent command that arrives in one read of the control socket is one
- * transaction, committed (to disk) before any of their replies leaves. */
+ * transaction, committed (to disk) before any of their replies leaves. A record is a
+ * struct agent_spec (moat/agent_edit.h). */
 #ifndef MOAT_AGENTSTORE_H
 #define MOAT_AGENTSTORE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "moat/config.h"
+#include "moat/agent_edit.h"
 
 #define AGENTSTORE_VERSION 1
-#define AGENT_CLIENTS_MAX 64       /* ranges per runtime agent */
-#define AGENT_PATTERNS_MAX 1000000 /* pattern lines per runtime agent */
-#define AGENT_LINE_MAX 1024        /* bytes per pattern line */
-
-/* A runtime agent as the control socket and the store carry it: its patterns as the lines of
- * an allowlist file (a pattern, optionally ports), parsed by the file loader's own code. */
-struct agent_spec {
-	char name[CONFIG_NAME_MAX];
-	enum deny_form deny;
-	struct cidr clients[AGENT_CLIENTS_MAX];
-	size_t nclients;
-	char **patterns; /* owned, each owned (NUL-terminated, no newline) */
-	size_t npatterns;
-};
-
-/* Free spec's patterns (the struct itself is the caller's). */
-void agent_spec_clear(struct agent_spec *spec);
-
 /* Encode spec as a record value. Ownership: *out is malloc'd, the caller frees it. Returns 0,
  * MOAT_EINVAL (a field out of range) or MOAT_ENOMEM. Pure. */
 int agentstore_encode(const struct agent_spec *spec, uint8_t **out, size_t *len);

@@ -248,14 +248,9 @@ void config_agent_init(struct config_agent *a);
  * zonesdir_default()). Call before config_load_file or before filling it from flags. */
 void config_init(struct config *cfg);
 
-/* Parse a YAML config file into cfg (which config_init prepared). Values given in the file
- * replace the defaults. On error returns MOAT_EINVAL (or MOAT_EIO/MOAT_ENOMEM) and err holds
- * "path:line: reason"; cfg then holds partial data that config_free releases. */
-int config_load_file(struct config *cfg, const char *path, char *err, size_t errlen);
-
-/* The same from a buffer; label names it in errors. For tests and fuzzing. */
-int config_load_string(struct config *cfg, const char *text, size_t len, const char *label,
-                       char *err, size_t errlen);
+/* Point the shipped lists of cfg (the first entry of its highrisk and blocked-range lists,
+ * placed there by config_init) at dir (moat/zonesdir.h). Returns 0 or MOAT_ENOMEM/MOAT_EINVAL. */
+int config_set_zones_dir(struct config *cfg, const char *dir);
 
 /* Check what parsing cannot: at least one agent, upstream and listener, unique agent names,
  * and the sanity checks of config_check.c (with the file:line they come from).

@@ -82,8 +82,8 @@ struct metrics_worker {
 	uint8_t memo_slot[METRICS_SLOT_CACHE];
 };
 
-/* Process-wide facts, written by the main thread (start-up, reload); damaged_blocks by any
- * worker whose lookup met a compiled-policy block that did not match its hash (policy_file.c). */
+/* Process-wide facts, written by the main thread (start-up, reload); damaged_blocks copied from
+ * policy_file_damaged_total (moat/policy_file.h) by metrics_collect before each reading. */
 struct metrics_global {
 	uint64_t policy_agents, policy_patterns;
 	uint64_t damaged_blocks;

@@ -133,9 +133,10 @@ typedef void (*policy_set_each_cb)(void *ctx, const uint8_t *lname, const struct
                                    const struct policy_rule *wild);
 void policy_set_each(const struct policy_set *set, policy_set_each_cb cb, void *ctx);
 
-/* Report lines listed twice to lint (borrowed; NULL stops it) as they are added. */
-struct policy_lint;
-void policy_set_lint_to(struct policy_set *set, struct policy_lint *lint);
+/* Report lines listed twice as they are added: fn(ctx, file, line, what) with the text of the
+ * warning (fn NULL stops it). The lint's way in (policy_set_lint_to, moat/policy_lint.h). */
+typedef void (*policy_set_dup_fn)(void *ctx, const char *file, uint32_t line, const char *what);
+void policy_set_on_duplicate(struct policy_set *set, policy_set_dup_fn fn, void *ctx);
 
 struct policy_agent {
 	struct config_agent cfg; /* copied scalars; pointer members borrowed from nothing (NULL) */
@@ -145,7 +146,7 @@ struct policy_agent {
 	struct forward_table fwd; /* owned: this agent's forward zones */
 	size_t *allow_rpz;        /* owned: indices into policy.rpz of its RPZ allow zones */
 	size_t nallow_rpz;
-	bool runtime;             /* added by `moatctl agent add` (agent_edit.c), not the config */
+	bool runtime; /* added by `moatctl agent add` (agent_edit.c), not the config */
 };
 
 struct policy {

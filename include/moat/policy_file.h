@@ -46,9 +46,8 @@
 
 #include "moat/config.h"
 #include "moat/policy.h"
+#include "moat/policy_file_kind.h"
 
-#define POLICY_FILE_EXT ".mpol"
-#define POLICY_FILE_MAGIC "MOATPOL" /* the file's first 8 bytes, with its NUL */
 #define POLICY_FILE_VERSION 3
 
 /* What moatd checks when it maps a file. LAZY (default): the header, the section table, the
@@ -65,9 +64,6 @@ enum policy_file_verify {
 	POLICY_VERIFY_FULL,
 	POLICY_VERIFY_QUICK,
 };
-
-/* True if path names a compiled policy (by its extension, POLICY_FILE_EXT). */
-bool policy_file_is_compiled(const char *path);
 
 /* Write set as a compiled file at path (temporary file + fsync + rename). highrisk records the
  * kind (a high-risk set has no ports). 0, or MOAT_EIO/MOAT_ENOMEM/MOAT_ELIMIT with err set. */
@@ -91,6 +87,10 @@ struct policy_file_info {
 	uint64_t blocks, bad_blocks; /* 4 KiB blocks; damaged ones met by lookups so far */
 };
 int policy_file_info(const struct policy_set *set, struct policy_file_info *info);
+
+/* Every check of a compiled block that failed its hash since start, in all sets (the metric
+ * moat_policy_damaged_blocks_total). Any thread. */
+uint64_t policy_file_damaged_total(void);
 
 /* The loader hook: add the patterns of one allow or high-risk file to set. A compiled file is
  * mapped (with cfg's policy_verify and policy_pubkey) and chained to set (policy_set_chain);

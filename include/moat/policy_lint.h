@@ -32,6 +32,9 @@ void policy_lint_file(struct policy_lint *l, const char *file);
 void policy_lint_add(struct policy_lint *l, const char *file, uint32_t line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* Record the duplicate lines of set in l (borrowed; NULL stops it) as files are loaded into it. */
+void policy_set_lint_to(struct policy_set *set, struct policy_lint *l);
+
 /* Check every line of one agent's allowlists (allow) against the rules above; highrisk may be
  * NULL. Run once per agent after its files are loaded. */
 void policy_lint_agent(struct policy_lint *l, const struct policy_set *allow,

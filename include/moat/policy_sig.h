@@ -28,9 +28,7 @@
  *                     "moat-sig 2 KEYID head SIG\n"  header page
  *                                                     KEYID: 16 hex digits (the first 8 bytes of
  *                                                     BLAKE2b-256 of the public key), SIG: 128
- *   public key file   "moat-public-key 1 PK\n"       PK: 64 hex digits
- *   secret key file   "moat-secret-key 1 SK\n"       SK: 128 hex digits (libsodium's seed+pk)
- * `moatctl keygen -o K` writes K (mode 0600) and K.pub. All functions are pure (files only). */
+ * Key files are moat/keyfile.h's. All functions are pure (files only). */
 #ifndef MOAT_POLICY_SIG_H
 #define MOAT_POLICY_SIG_H
 
@@ -72,12 +70,5 @@ int policy_sig_sign_file(const char *path, const uint8_t sk[64], char *err, size
  * 0 or MOAT_EIO (short file, read error). */
 int policy_sig_hash_fd(int fd, uint64_t off, uint64_t len, const char *prefix, uint8_t *out,
                        size_t outlen);
-
-/* Read a key file: a public key (klen 32) or a secret key (klen 64). 0, MOAT_EIO or
- * MOAT_EFORMAT with err set. */
-int policy_sig_read_key(const char *path, uint8_t *key, size_t klen, char *err, size_t errlen);
-
-/* A new key pair: path (secret, mode 0600) and path.pub. 0 or MOAT_EIO. */
-int policy_sig_keygen(const char *path, char *err, size_t errlen);
 
 #endif

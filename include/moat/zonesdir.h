@@ -10,8 +10,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-struct config;
-
 /* What the build knows about the places a binary may run from. */
 struct zonesdir_layout {
 	const char *build_dir;    /* the build tree's top directory (canonical path) or NULL */
@@ -33,8 +31,8 @@ int zonesdir_choose(const char *exe_dir, const struct zonesdir_layout *l,
  * string is static; never NULL. Thread-safe. */
 const char *zonesdir_default(void);
 
-/* Point the shipped lists of cfg (the first entry of its highrisk and blocked-range lists,
- * placed there by config_init) at dir. Returns 0 or MOAT_ENOMEM/MOAT_EINVAL. */
-int zonesdir_apply(struct config *cfg, const char *dir);
+/* Replace *highrisk and *ranges (owned strings, freed here) with the paths of the two shipped
+ * lists in dir. Returns 0 or MOAT_ENOMEM/MOAT_EINVAL (dir empty or NULL). */
+int zonesdir_paths(const char *dir, char **highrisk, char **ranges);
 
 #endif

@@ -8,7 +8,7 @@
 # capped at tcp_max_clients and another client is still answered over UDP and TCP. moatd stays
 # up, exits cleanly, and its RSS stays bounded.
 #
-# Regression cases for two bugs these tests found (resolver/listen_tcp.c):
+# Regression cases for two bugs these tests found (resolver/serve/listen_tcp.c):
 #   slow-loris-trickle  on_read restarted the idle timer on every read, so a client sending one
 #                       byte of a message every 0.25 s held its connection for ever; now only
 #                       whole messages received count as activity (answers sent no longer do:

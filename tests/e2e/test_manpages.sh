@@ -35,17 +35,17 @@ if [[ -x "$MOAT_BUILD/moatctl" ]]; then
 	done
 fi
 
-# Every key the config reader accepts (resolver/config_yaml*.c), at any depth (and the few
+# Every key the config reader accepts (resolver/config/config_yaml*.c), at any depth (and the few
 # enumerated values it compares the same way, such as nxdomain), and every numeric key of the
-# limits table (resolver/config_limits.c) and every deny form (config.c), is in moatd.yaml(5): keys as "key:", values as words.
+# limits table (resolver/config/config_limits.c) and every deny form (config.c), is in moatd.yaml(5): keys as "key:", values as words.
 yaml=$(render "$MAN/moatd.yaml.5")
 keys=$({
-	cat "$MOAT_SRC"/resolver/config*.c | grep -oE 'config_key_is\([a-z]+, [a-z]+, "[a-z_]+"\)' |
+	cat "$MOAT_SRC"/resolver/config/config*.c | grep -oE 'config_key_is\([a-z]+, [a-z]+, "[a-z_]+"\)' |
 		sed 's/.*"\(.*\)")/\1/'
-	sed -n 's/^    {"\([a-z_]*\)", .*/\1/p' "$MOAT_SRC/resolver/config_limits.c"
-	grep -A3 '^int config_deny_parse' "$MOAT_SRC/resolver/config.c" | grep -oE '"[a-z]+"' | tr -d '"'
+	sed -n 's/^    {"\([a-z_]*\)", .*/\1/p' "$MOAT_SRC/resolver/config/config_limits.c"
+	grep -A3 '^int config_deny_parse' "$MOAT_SRC/resolver/config/config.c" | grep -oE '"[a-z]+"' | tr -d '"'
 } | sort -u)
-(($(wc -l <<<"$keys") > 20)) || e2e_fail "found few config keys in resolver/config*.c: $keys"
+(($(wc -l <<<"$keys") > 20)) || e2e_fail "found few config keys in resolver/config/config*.c: $keys"
 for k in $keys; do
 	grep -qF -- "$k:" <<<"$yaml" || grep -qw -- "$k" <<<"$yaml" ||
 		missing+=("doc/man/moatd.yaml.5.scd: key $k")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The upstream UDP socket pool (resolver/upstream.c), seen from the upstream's side: a logging
+# The upstream UDP socket pool (resolver/serve/upstream.c), seen from the upstream's side: a logging
 # upstream (peers/port_log.py) records the source port and ID of every query moatd sends.
 #   1. 300 sequential queries: every one answered right; no (port, ID) pair repeats, no port
 #      carries more than 128 queries (SOCK_USES), at least 3 ports are used.

@@ -19,6 +19,7 @@
 #include "fuzz_common.h"
 #include "moat/addrguard.h"
 #include "moat/config.h"
+#include "moat/config_load.h"
 #include "moat/err.h"
 #include "moat/idn.h"
 #include "moat/name.h"

@@ -37,7 +37,7 @@ def main():
     src = sys.argv[1] if len(sys.argv) > 1 else "."
     bad = []
     for d in DIRS:
-        for path in sorted(glob.glob(os.path.join(src, d, "*.[ch]"))):
+        for path in sorted(glob.glob(os.path.join(src, d, "**", "*.[ch]"), recursive=True)):
             rel = os.path.relpath(path, src)
             with open(path, encoding="utf-8") as f:
                 lines = f.read().split("\n")

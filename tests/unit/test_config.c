@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "moat/config.h"
+#include "moat/config_load.h"
 #include "moat/err.h"
 
 static int load(struct config *cfg, const char *text, char *err, size_t errlen)

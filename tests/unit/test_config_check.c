@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "moat/config.h"
+#include "moat/config_load.h"
 #include "moat/err.h"
 #include "moat/policy.h"
 

@@ -10,6 +10,7 @@
 
 #include "moat/cache.h"
 #include "moat/config.h"
+#include "moat/config_load.h"
 #include "moat/err.h"
 #include "moat/forward.h"
 #include "moat/name.h"

@@ -13,6 +13,7 @@
 
 #include "moat/addrguard.h"
 #include "moat/config.h"
+#include "moat/config_load.h"
 #include "moat/err.h"
 #include "moat/local.h"
 #include "moat/name.h"

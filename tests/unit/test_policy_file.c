@@ -15,6 +15,7 @@
 
 #include "moat/config.h"
 #include "moat/err.h"
+#include "moat/keyfile.h"
 #include "moat/metrics.h"
 #include "moat/name.h"
 #include "moat/policy.h"
@@ -373,14 +374,14 @@ Test(pfile, lazy_damaged_block_fails_closed_on_use)
 	const char *path = compile("dmg", LIST, false);
 	flip(path, DATA + 5); /* the slots */
 	struct policy_set *s = NULL;
-	uint64_t metric = metrics_get(&metrics_global.damaged_blocks);
+	uint64_t metric = policy_file_damaged_total();
 	cr_assert_eq(open_mode(path, POLICY_VERIFY_LAZY, &s), 0, "%s", err);
 	cr_assert_not(policy_set_match(s, W("example.com"), NULL), "allowlist: not listed");
 	cr_assert_not(policy_set_match(s, W("a.example.org"), NULL));
 	struct policy_file_info in;
 	cr_assert_eq(policy_file_info(s, &in), 0);
 	cr_assert_geq(in.bad_blocks, 1, "the damaged block was counted");
-	cr_assert_eq(metrics_get(&metrics_global.damaged_blocks), metric + in.bad_blocks,
+	cr_assert_eq(policy_file_damaged_total(), metric + in.bad_blocks,
 	             "and shown in moat_policy_damaged_blocks_total");
 	policy_set_free(s);
 
@@ -431,9 +432,9 @@ Test(pfile, full_refuses_any_damaged_block)
 /* A key pair in dir (k, k.pub): the secret key into sk, the public one into pk. */
 static void keys(uint8_t sk[64], uint8_t pk[32])
 {
-	cr_assert_eq(policy_sig_keygen(P("k"), err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(policy_sig_read_key(P("k"), sk, 64, err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(policy_sig_read_key(P("k.pub"), pk, 32, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(keyfile_keygen(P("k"), err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(keyfile_read(P("k"), sk, 64, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(keyfile_read(P("k.pub"), pk, 32, err, sizeof(err)), 0, "%s", err);
 }
 
 static unsigned bad_blocks(const struct policy_set *s)

@@ -10,7 +10,9 @@
 #include <sys/stat.h>
 
 #include "moat/config.h"
+#include "moat/config_load.h"
 #include "moat/err.h"
+#include "moat/keyfile.h"
 #include "moat/policy.h"
 #include "moat/policy_file.h"
 #include "moat/policy_sig.h"
@@ -24,11 +26,11 @@ static uint8_t pk[32], sk[64], pk2[32];
 static void setup(void)
 {
 	tmpdir_make();
-	cr_assert_eq(policy_sig_keygen(P("k"), err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(policy_sig_keygen(P("other"), err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(policy_sig_read_key(P("k"), sk, 64, err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(policy_sig_read_key(P("k.pub"), pk, 32, err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(policy_sig_read_key(P("other.pub"), pk2, 32, err, sizeof(err)), 0);
+	cr_assert_eq(keyfile_keygen(P("k"), err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(keyfile_keygen(P("other"), err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(keyfile_read(P("k"), sk, 64, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(keyfile_read(P("k.pub"), pk, 32, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(keyfile_read(P("other.pub"), pk2, 32, err, sizeof(err)), 0);
 	put(P("f"), "example.com\n*.example.org\n");
 }
 
@@ -95,11 +97,11 @@ Test(psig, missing_or_malformed_signature_refused)
 Test(psig, key_files_checked)
 {
 	uint8_t k[64];
-	cr_assert_eq(policy_sig_read_key(P("k"), k, 32, err, sizeof(err)), MOAT_EFORMAT,
+	cr_assert_eq(keyfile_read(P("k"), k, 32, err, sizeof(err)), MOAT_EFORMAT,
 	             "a secret key is not a public key");
-	cr_assert_eq(policy_sig_read_key(P("f"), k, 32, err, sizeof(err)), MOAT_EFORMAT);
+	cr_assert_eq(keyfile_read(P("f"), k, 32, err, sizeof(err)), MOAT_EFORMAT);
 	cr_assert(strstr(err, "not a moat public key"), "%s", err);
-	cr_assert_eq(policy_sig_read_key(P("none"), k, 32, err, sizeof(err)), MOAT_EIO);
+	cr_assert_eq(keyfile_read(P("none"), k, 32, err, sizeof(err)), MOAT_EIO);
 }
 
 Test(psig, compiled_file_with_key)
@@ -283,7 +285,7 @@ Test(psig, version1_whole_file_signature_still_verifies)
 	    "7c93e6be736f7b57895d934fd96273422233bcc2844dc9aac30f0d83476c507f6303da4060df"
 	    "da98589176e8b4a275eb8f27d77f1f4453c84ab5da1b1e1b9f0c\n");
 	uint8_t old[32];
-	cr_assert_eq(policy_sig_read_key(P("old.pub"), old, 32, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(keyfile_read(P("old.pub"), old, 32, err, sizeof(err)), 0, "%s", err);
 	cr_assert_eq(policy_sig_verify_file(P("f"), old, err, sizeof(err)), 0, "%s", err);
 	put(P("f"), "example.com\n*.example.org\n*.evil.example\n");
 	cr_assert_eq(policy_sig_verify_file(P("f"), old, err, sizeof(err)), MOAT_EINVAL);
@@ -328,7 +330,7 @@ Test(psig, head_signature_other_key_refused)
 	cr_assert_eq(policy_sig_verify_file(c, pk2, err, sizeof(err)), MOAT_EINVAL);
 	cr_assert(strstr(err, "signed with key"), "%s", err);
 	uint8_t sk2[64];
-	cr_assert_eq(policy_sig_read_key(P("other"), sk2, 64, err, sizeof(err)), 0);
+	cr_assert_eq(keyfile_read(P("other"), sk2, 64, err, sizeof(err)), 0);
 	cr_assert_eq(sscanf(line, "moat-sig 2 %16s", id), 1);
 	cr_assert_eq(policy_sig_sign_file(c, sk2, err, sizeof(err)), 0, "%s", err);
 	FILE *f = fopen(P("c.mpol.sig"), "r");

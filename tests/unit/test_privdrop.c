@@ -16,7 +16,7 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "../../resolver/privdrop.h"
+#include "sys/privdrop.h"
 
 /* What one call did under the filter: 0 allowed, 1 refused with EPERM, 2 something else. */
 static int refused(long rc)

@@ -11,6 +11,7 @@
 
 #include "moat/agent_edit.h"
 #include "moat/config.h"
+#include "moat/config_load.h"
 #include "moat/err.h"
 #include "moat/name.h"
 #include "moat/policy.h"

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "moat/config.h"
+#include "moat/config_load.h"
 #include "moat/err.h"
 #include "moat/zonesdir.h"
 
@@ -116,10 +117,10 @@ Test(zonesdir, zones_dir_key_replaces_only_the_shipped_entries)
 	cr_expect_str_eq(cfg.highrisk_files[1], "extra.txt");
 	cr_assert_eq(cfg.nranges, 1);
 	cr_expect_str_eq(cfg.range_files[0], "lists/blocked-ranges.txt");
-	cr_assert_eq(zonesdir_apply(&cfg, "/override"), 0);
+	cr_assert_eq(config_set_zones_dir(&cfg, "/override"), 0);
 	cr_expect_str_eq(cfg.highrisk_files[0], "/override/highrisk.txt");
 	cr_expect_str_eq(cfg.range_files[0], "/override/blocked-ranges.txt");
 	cr_expect_str_eq(cfg.highrisk_files[1], "extra.txt");
-	cr_expect_eq(zonesdir_apply(&cfg, ""), MOAT_EINVAL);
+	cr_expect_eq(config_set_zones_dir(&cfg, ""), MOAT_EINVAL);
 	config_free(&cfg);
 }

@@ -10,6 +10,7 @@
 #include "ctl.h"
 #include "moat/policy.h"
 #include "moat/policy_file.h"
+#include "moat/keyfile.h"
 #include "moat/policy_sig.h"
 
 static double now_s(void)
@@ -117,7 +118,7 @@ int ctl_verify_main(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "p:H", opts, NULL)) != -1) {
 		if (c == 'p') {
-			if (policy_sig_read_key(optarg, pk, sizeof(pk), err, sizeof(err))) {
+			if (keyfile_read(optarg, pk, sizeof(pk), err, sizeof(err))) {
 				fprintf(stderr, "moatctl verify: %s\n", err);
 				return 2;
 			}

@@ -15,6 +15,7 @@
 
 #include "moat/bytes.h"
 #include "moat/config.h"
+#include "moat/config_load.h"
 #include "moat/ctlproto.h"
 #include "moat/err.h"
 #include "moat/policy.h"

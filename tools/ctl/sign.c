@@ -8,6 +8,7 @@
 #include "ctl.h"
 #include "moat/policy.h"
 #include "moat/policy_file.h"
+#include "moat/keyfile.h"
 #include "moat/policy_sig.h"
 
 /* A header signature vouches for the blocks through the block table: so a compiled file is
@@ -42,7 +43,7 @@ int ctl_sign_main(int argc, char **argv)
 		fprintf(stderr, "usage: moatctl sign --key K FILE...\n");
 		return 2;
 	}
-	if (sodium_init() < 0 || policy_sig_read_key(key, sk, sizeof(sk), err, sizeof(err))) {
+	if (sodium_init() < 0 || keyfile_read(key, sk, sizeof(sk), err, sizeof(err))) {
 		fprintf(stderr, "moatctl sign: %s\n", err);
 		return 1;
 	}
@@ -74,7 +75,7 @@ int ctl_keygen_main(int argc, char **argv)
 		fprintf(stderr, "usage: moatctl keygen -o K\n");
 		return 2;
 	}
-	if (policy_sig_keygen(out, err, sizeof(err))) {
+	if (keyfile_keygen(out, err, sizeof(err))) {
 		fprintf(stderr, "moatctl keygen: %s\n", err);
 		return 1;
 	}

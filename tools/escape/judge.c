@@ -1,7 +1,7 @@
 /* judge.c owns what a reply means to moat-escape: the verdict on a DNS reply (deny, no data,
  * failure, data, malformed), the sinkhole and internal-address checks, and the reply's one-line
  * text. Replies are read with ldns, as a client library in the sandbox would read them, never
- * with moatd's own parser (resolver/wire_resp.c): the tool judges moatd, and a bug in moatd's
+ * with moatd's own parser (resolver/wire/wire_resp.c): the tool judges moatd, and a bug in moatd's
  * parser must not be able to hide itself by also reading the answers. A reply ldns cannot read
  * is malformed; otherwise what ldns reads is what is judged. */
 #include <arpa/inet.h>

@@ -1,0 +1,156 @@
+/* pset.h: the layout of a pattern set, private to policy.c (which builds and searches it) and
+ * policy_file.c (which writes it to a compiled file and opens it back). Both forms share this
+ * struct and policy.c's lookup; a compiled set has no slots or arena in memory: its filter, port
+ * rules and file names point into the read-only mapping, and its slots and records are read
+ * from the file (struct pset_file's find), so a lookup costs no resident memory. */
+#ifndef MOAT_PSET_H
+#define MOAT_PSET_H
+
+#include <sodium.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "moat/policy.h"
+
+/* 16 bytes a name. The tag (32 bits of the name's SipHash) picks the home slot and is compared
+ * before the name itself, so a probe rarely touches the name arena (a cache miss each), and the
+ * table grows without hashing or reading a single name again. A rule is packed as
+ * file index (8 bits, 1-based) and line (24 bits); 0 means "not listed". */
+struct pslot {
+	uint32_t name_off; /* into arena, plus one; 0 = empty slot (so calloc makes empty tables) */
+	uint32_t tag;
+	uint32_t exact; /* rule of "name" */
+	uint32_t wild;  /* rule of "*.name" */
+};
+
+#define RULE_LINE_MAX 0xFFFFFFu
+#define RULE_FILES_MAX 255
+#define RULE(file, line)                                                                           \
+	((uint32_t)(file) << 24 | ((line) > RULE_LINE_MAX ? RULE_LINE_MAX : (line)))
+#define RULE_FILE(r) ((r) >> 24)
+#define RULE_LINE(r) ((r)&RULE_LINE_MAX)
+
+struct pset_ports {
+	uint32_t rule;
+	struct policy_ports ports;
+};
+
+struct policy_set {
+	int refs;              /* atomic: snapshots share sets (a runtime agent edit) */
+	policy_set_dup_fn dup; /* policy_set_on_duplicate; NULL: duplicates pass silently */
+	void *dup_ctx;
+	uint8_t key[crypto_shorthash_KEYBYTES];
+	uint8_t *arena; /* owned (compiled: NULL): the wire names, back to back */
+	size_t arena_len, arena_cap;
+	struct pslot *slots; /* owned (compiled: NULL); cap is a power of two (compiled: any) */
+	size_t cap, used, npatterns;
+	char **files; /* owned: file names, index = pslot.*_file - 1 (mapped: the strings are in
+	               * the mapping, the array is owned) */
+	size_t nfiles;
+	struct pset_ports *ports; /* owned (mapped: in the mapping), sorted by rule */
+	size_t nports, ports_cap;
+	bool no_ports; /* policy_set_forbid_ports */
+	/* Compiled form only (policy_file.c): the mapping, and a blocked Bloom filter over the
+	 * tags that answers most misses without touching the slots (so a deny touches one line
+	 * of a small array instead of a page of a large one). NULL filter: none (in memory). */
+	void *map; /* owned: munmap on free; NULL for a set built in memory */
+	size_t map_len;
+	const uint8_t *filter;
+	size_t filter_blocks;
+	struct pfile_blocks *blocks;  /* compiled form: which 4 KiB blocks are verified (in the
+	                               * files allocation, freed with it); NULL in memory */
+	const struct pset_file *file; /* compiled form: its reads (policy_file.c); NULL in memory */
+	struct policy_set *next; /* owned: more sets matched after this one (high-risk chain) */
+};
+
+/* Large tables (slots, names, the compiled tables) sit on transparent huge pages: they are
+ * reached at random, and with 4 KiB pages nearly every access would also miss the TLB. */
+#define PSET_HUGE ((size_t)2 << 20)
+
+/* Ask for huge pages under the whole 2 MiB pages of [p, p+n) (a hint: without it all works). */
+static inline void pset_huge_hint(void *p, size_t n)
+{
+	uintptr_t a = ((uintptr_t)p + PSET_HUGE - 1) & ~(uintptr_t)(PSET_HUGE - 1);
+	uintptr_t e = ((uintptr_t)p + n) & ~(uintptr_t)(PSET_HUGE - 1);
+	if (n >= 2 * PSET_HUGE && e > a)
+		madvise((void *)a, e - a, MADV_HUGEPAGE);
+}
+
+/* n zeroed bytes, on huge pages when large. Ownership: the caller frees (free). */
+static inline void *pset_huge_calloc(size_t n)
+{
+	if (n < ((size_t)4 << 20))
+		return calloc(1, n ? n : 1);
+	void *p = NULL;
+	if (posix_memalign(&p, PSET_HUGE, n) != 0)
+		return NULL;
+	pset_huge_hint(p, n);
+	memset(p, 0, n);
+	return p;
+}
+
+/* The filter: 64-byte blocks, one per name picked from the tag, 7 bits set in it. About 10 bits
+ * a name give ~1% false positives (a false positive only costs the slot probe). */
+#define PFILTER_BLOCK 64
+#define PFILTER_K 7
+
+static inline uint64_t pfilter_mix(uint32_t tag)
+{
+	uint64_t h = (uint64_t)tag * 0x9E3779B97F4A7C15ull;
+	return (h ^ (h >> 29)) * 0xBF58476D1CE4E5B9ull;
+}
+
+static inline size_t pfilter_block(uint32_t tag, size_t nblocks)
+{
+	uint64_t h = (uint64_t)tag * 0x9E3779B97F4A7C15ull;
+	return (size_t)(((h >> 32) * (uint64_t)nblocks) >> 32);
+}
+
+static inline bool pfilter_maybe(const uint8_t *f, size_t nblocks, uint32_t tag)
+{
+	const uint8_t *b = f + pfilter_block(tag, nblocks) * PFILTER_BLOCK;
+	uint64_t m = pfilter_mix(tag);
+	for (int k = 0; k < PFILTER_K; k++, m >>= 9)
+		if (!(b[(m & 511) >> 3] & (1u << (m & 7))))
+			return false;
+	return true;
+}
+
+static inline void pfilter_add(uint8_t *f, size_t nblocks, uint32_t tag)
+{
+	uint8_t *b = f + pfilter_block(tag, nblocks) * PFILTER_BLOCK;
+	uint64_t m = pfilter_mix(tag);
+	for (int k = 0; k < PFILTER_K; k++, m >>= 9)
+		b[(m & 511) >> 3] |= (uint8_t)(1u << (m & 7));
+}
+
+/* fn for each name of a compiled set with its rules (0: none); name points into a buffer valid
+ * during the call. */
+typedef void (*pfile_each_fn)(void *arg, const uint8_t *name, uint32_t exact, uint32_t wild);
+
+/* How policy.c reads a compiled set: policy_file.c fills this in when it opens one, so the
+ * search code stays the same for both forms without knowing the file's layout. */
+struct pset_file {
+	/* True when every block of the mapping under [p, p+n) matches its hash in the file's block
+	 * table, hashing those used for the first time. False: a block is damaged (counted,
+	 * logged once); the lookup fails closed with damaged's slot. */
+	bool (*use)(const struct policy_set *s, const void *p, size_t n);
+	/* The slot a lookup that met a damaged block answers with: no rule in an allowlist (not
+	 * listed), both rules in a high-risk list (listed: denied and alerted). */
+	struct pslot *(*damaged)(const struct policy_set *s);
+	/* The rules of name (lower-cased wire, len bytes, tag its set_tag), read from the file
+	 * into out (only exact and wild mean anything; name_off is nonzero). Returns out, NULL
+	 * when name is not in the file, or damaged's slot when a block it needed is damaged. */
+	const struct pslot *(*find)(const struct policy_set *s, const uint8_t *name, size_t len,
+	                            uint32_t tag, struct pslot *out);
+	/* fn for each name of the file, in slot order; names in damaged blocks are skipped. */
+	void (*each)(const struct policy_set *s, pfile_each_fn fn, void *arg);
+	/* Unmap the file and close its descriptor (policy_set_free's part). */
+	void (*release)(struct policy_set *s);
+};
+
+#endif

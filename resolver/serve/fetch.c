@@ -1,0 +1,334 @@
+/* fetch.c owns the way from an allowed question to an upstream answer: the answer cache
+ * (moat/cache.h), the table of questions in flight (identical questions share one upstream
+ * query), and the hand-off to upstream.c. What it returns is only the upstream's answer, parsed;
+ * every policy check happens in query.c, for each query on its own, cached or not. A question
+ * is asked of one upstream set (the global upstreams or a forward zone's): the set's id is part
+ * of the cache key and of the in-flight match, so zones never share answers. */
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve/fetch.h"
+#include "moat/bytes.h"
+#include "moat/cache.h"
+#include "moat/err.h"
+#include "serve/upstream.h"
+#include "serve/worker.h"
+
+#define FETCH_BUCKETS 1024
+#define ANSWER_SPARE 64 /* freed answers kept for reuse, per worker */
+
+struct fetch {
+	struct dlist link; /* in its bucket */
+	struct worker *srv;
+	uint64_t hash;
+	uint8_t lname[NAME_MAXWIRE];
+	uint16_t qtype, qclass;
+	bool dnssec_ok;
+	uint32_t variant; /* cache key variant: DO bit | upstream set id << 1 */
+	struct upstream_req *up;
+	struct dlist waiters; /* struct fetch_wait */
+	struct answer *ans;   /* one reference; resp is filled by upstream.c */
+};
+
+struct fetch_wait {
+	struct dlist link;
+	struct fetch *f;
+	fetch_cb cb;
+	void *ctx;
+};
+
+struct fetch_table {
+	uint8_t key[crypto_shorthash_KEYBYTES];
+	struct dlist buckets[FETCH_BUCKETS];
+	/* A struct answer holds a whole parsed answer (~17 KB): reusing freed ones saves a large
+	 * malloc and free per query, and the page faults of the heap growing and shrinking. */
+	struct answer *spare[ANSWER_SPARE];
+	unsigned nspare;
+};
+
+void answer_unref(struct answer *a)
+{
+	if (!a || --a->refs > 0)
+		return;
+	free(a->pkt);
+	struct fetch_table *t = a->srv->fetches;
+	if (t && t->nspare < ANSWER_SPARE)
+		t->spare[t->nspare++] = a;
+	else
+		free(a);
+}
+
+static struct answer *answer_new(struct worker *srv)
+{
+	struct fetch_table *t = srv->fetches;
+	struct answer *a = t->nspare ? t->spare[--t->nspare] : malloc(sizeof(*a));
+	if (!a)
+		return NULL;
+	a->srv = srv;
+	a->refs = 1;
+	a->cached = false;
+	a->stale = false;
+	a->local = false; /* a spare may have been a local answer */
+	memset(&a->upstream, 0, sizeof(a->upstream));
+	a->up_us = -1;
+	a->len = 0;
+	a->pkt = NULL;
+	return a;
+}
+
+/* The in-flight table hashes the cache's key bytes (moat/cache.h) under its own random key. */
+static uint64_t question_hash(const struct fetch_table *t, const uint8_t *lname, uint16_t qtype,
+                              uint16_t qclass, uint32_t variant)
+{
+	uint8_t key[CACHE_MAXKEY];
+	int kl = cache_key(key, lname, qtype, qclass, variant);
+	uint64_t h;
+	crypto_shorthash((unsigned char *)&h, key, (size_t)kl, t->key);
+	return h;
+}
+
+int fetch_init(struct worker *srv, size_t cache_bytes)
+{
+	struct fetch_table *t = malloc(sizeof(*t));
+	if (!t)
+		return MOAT_ENOMEM;
+	t->nspare = 0;
+	randombytes_buf(t->key, sizeof(t->key));
+	for (int i = 0; i < FETCH_BUCKETS; i++)
+		dlist_init(&t->buckets[i]);
+	srv->fetches = t;
+	srv->cache = NULL;
+	const struct config *cfg = srv->cfg;
+	if (cache_bytes) {
+		srv->cache = cache_new(cache_bytes, cfg->cache_min_ttl, cfg->cache_max_ttl);
+		if (!srv->cache)
+			return MOAT_ENOMEM;
+		cache_keep_stale(srv->cache, cfg->serve_stale);
+	}
+	return 0;
+}
+
+void fetch_deinit(struct worker *srv)
+{
+	cache_free(srv->cache);
+	srv->cache = NULL;
+	if (srv->fetches)
+		while (srv->fetches->nspare)
+			free(srv->fetches->spare[--srv->fetches->nspare]);
+	free(srv->fetches);
+	srv->fetches = NULL;
+}
+
+/* The TTL an answer may be cached for, or 0 when it must not be (RFC 2308 for negatives). */
+static uint32_t cacheable_ttl(const struct wire_resp *r)
+{
+	if (r->flags & WIRE_FLAG_TC)
+		return 0; /* truncated */
+	if (r->rcode == WIRE_NXDOMAIN)
+		return r->neg_ttl == UINT32_MAX ? 0 : r->neg_ttl;
+	if (r->rcode != WIRE_NOERROR)
+		return 0;
+	if (r->min_ttl != UINT32_MAX) {
+		/* A NOERROR with records; a chain that ends without data is negative for its
+		 * last name: the SOA then bounds it too. */
+		return r->neg_ttl < r->min_ttl ? r->neg_ttl : r->min_ttl;
+	}
+	return r->neg_ttl == UINT32_MAX ? 0 : r->neg_ttl; /* NODATA */
+}
+
+/* A cache value: the packet's length (2 bytes), the packet, and its parse packed
+ * (wire_resp_pack), so a hit needs no parse. Built in cache_val; returns its length or < 0. */
+static _Thread_local uint8_t cache_val[2 + WIRE_MAXMSG + WIRE_RESP_PACKED_MAX];
+
+static int cache_value(const uint8_t *pkt, size_t len, const struct wire_resp *r)
+{
+	be16_put(cache_val, (uint16_t)len);
+	memcpy(cache_val + 2, pkt, len);
+	int n = wire_resp_pack(r, cache_val + 2 + len, sizeof(cache_val) - 2 - len);
+	return n < 0 ? n : (int)(2 + len) + n;
+}
+
+/* An answer from a cache value (packet and packed parse), or NULL if it does not decode. */
+static struct answer *answer_from_value(struct worker *srv, const uint8_t *v, size_t vlen,
+                                        uint32_t age)
+{
+	size_t len = vlen >= 2 ? be16_get(v) : 0;
+	if (vlen < 2 + len || len < WIRE_HDR)
+		return NULL;
+	struct answer *a = answer_new(srv);
+	if (a && (a->pkt = malloc(len))) {
+		memcpy(a->pkt, v + 2, len);
+		a->len = len;
+		if (wire_resp_unpack(v + 2 + len, vlen - 2 - len, &a->resp) == 0) {
+			a->resp.age = age;
+			a->cached = true;
+			return a;
+		}
+	}
+	answer_unref(a);
+	return NULL;
+}
+
+static void fetch_free(struct fetch *f)
+{
+	dlist_del(&f->link);
+	answer_unref(f->ans);
+	free(f);
+}
+
+static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
+                        const struct sockaddr *from, int64_t elapsed_us)
+{
+	struct fetch *f = ctx;
+	struct worker *srv = f->srv;
+	struct answer *a = f->ans;
+	f->up = NULL;
+	dlist_del(&f->link); /* later questions start afresh (or hit the cache) */
+	dlist_init(&f->link);
+
+	if (status == 0) {
+		a->up_us = elapsed_us;
+		memcpy(&a->upstream, from,
+		       from->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+		                                   : sizeof(struct sockaddr_in));
+		if (!(a->pkt = malloc(len))) {
+			status = MOAT_ENOMEM;
+		} else {
+			memcpy(a->pkt, pkt, len);
+			a->len = len;
+			uint32_t ttl = srv->cache ? cacheable_ttl(&a->resp) : 0;
+			int vl = ttl ? cache_value(pkt, len, &a->resp) : -1;
+			if (vl > 0)
+				cache_put(srv->cache, f->lname, f->qtype, f->qclass, f->variant,
+				          cache_val, (size_t)vl, ttl, uv_now(srv->loop));
+		}
+	}
+	/* Serve-stale (RFC 8767): no upstream answered, or one said SERVFAIL/REFUSED; an answer
+	 * that expired less than serve_stale seconds ago is better than none. It goes through
+	 * the same checks and grant as any answer, TTLs capped by answer_ttl_cap. */
+	struct answer *stale = NULL;
+	if (srv->cache && srv->cfg->serve_stale &&
+	    (status < 0 || a->resp.rcode == WIRE_SERVFAIL || a->resp.rcode == WIRE_REFUSED)) {
+		size_t vlen;
+		const uint8_t *v = cache_get_stale(srv->cache, f->lname, f->qtype, f->qclass,
+		                                   f->variant, uv_now(srv->loop), &vlen);
+		if (v && (stale = answer_from_value(srv, v, vlen, 0))) {
+			stale->stale = true;
+			a = stale;
+			status = 0;
+		}
+	}
+	/* Each waiter's callback may free its query (and so cancel only its own wait). */
+	while (!dlist_empty(&f->waiters)) {
+		struct fetch_wait *w = container_of(f->waiters.next, struct fetch_wait, link);
+		dlist_del(&w->link);
+		fetch_cb cb = w->cb;
+		void *wctx = w->ctx;
+		free(w);
+		cb(wctx, status, status == 0 ? a : NULL);
+	}
+	answer_unref(stale);
+	fetch_free(f);
+}
+
+int fetch_answer(struct worker *srv, const struct upstream_set *set, const uint8_t *lname,
+                 uint16_t qtype, uint16_t qclass, bool dnssec_ok, bool may_wait, fetch_cb cb,
+                 void *ctx, struct answer **hit, struct fetch_wait **wait)
+{
+	int nl = name_wire_len(lname, NAME_MAXWIRE);
+	if (nl < 0)
+		return nl;
+	uint32_t variant = (uint32_t)dnssec_ok | (set ? set->id << 1 : 0);
+
+	/* The cache: a hit comes with its parse (checked by wire_resp_unpack). */
+	if (srv->cache) {
+		size_t vlen;
+		uint32_t age;
+		const uint8_t *v = cache_get(srv->cache, lname, qtype, qclass, variant,
+		                             uv_now(srv->loop), &vlen, &age);
+		struct answer *a = v ? answer_from_value(srv, v, vlen, age) : NULL;
+		if (a) {
+			*hit = a;
+			return FETCH_HIT;
+		}
+	}
+
+	if (!may_wait)
+		return FETCH_BUSY;
+	struct fetch_table *t = srv->fetches;
+	uint64_t h = question_hash(t, lname, qtype, qclass, variant);
+	struct dlist *b = &t->buckets[h & (FETCH_BUCKETS - 1)];
+	struct fetch *f = NULL;
+	for (struct dlist *l = b->next; l != b; l = l->next) {
+		struct fetch *c = container_of(l, struct fetch, link);
+		if (c->hash == h && c->qtype == qtype && c->qclass == qclass &&
+		    c->variant == variant && !memcmp(c->lname, lname, (size_t)nl)) {
+			f = c;
+			break;
+		}
+	}
+	struct fetch_wait *w = malloc(sizeof(*w));
+	if (!w)
+		return MOAT_ENOMEM;
+	if (!f) {
+		if (!(f = calloc(1, sizeof(*f))) || !(f->ans = answer_new(srv))) {
+			free(f);
+			free(w);
+			return MOAT_ENOMEM;
+		}
+		f->srv = srv;
+		f->hash = h;
+		memcpy(f->lname, lname, (size_t)nl);
+		f->qtype = qtype;
+		f->qclass = qclass;
+		f->dnssec_ok = dnssec_ok;
+		f->variant = variant;
+		dlist_init(&f->waiters);
+		dlist_add(b, &f->link);
+		int rc = upstream_query(srv, set, lname, qtype, qclass, dnssec_ok, &f->ans->resp,
+		                        on_upstream, f, &f->up);
+		if (rc < 0) {
+			fetch_free(f);
+			free(w);
+			return rc;
+		}
+	}
+	w->f = f;
+	w->cb = cb;
+	w->ctx = ctx;
+	dlist_add(f->waiters.prev, &w->link);
+	*wait = w;
+	return FETCH_WAIT;
+}
+
+void fetch_cancel(struct fetch_wait *w)
+{
+	struct fetch *f = w->f;
+	dlist_del(&w->link);
+	free(w);
+	if (dlist_empty(&f->waiters) && f->up) {
+		upstream_cancel(f->up); /* nobody waits any more */
+		fetch_free(f);
+	}
+}
+
+void fetch_cancel_all(struct worker *srv)
+{
+	struct fetch_table *t = srv->fetches;
+	if (!t)
+		return;
+	for (int i = 0; i < FETCH_BUCKETS; i++)
+		while (!dlist_empty(&t->buckets[i])) {
+			struct fetch *f = container_of(t->buckets[i].next, struct fetch, link);
+			while (!dlist_empty(&f->waiters)) {
+				struct fetch_wait *w =
+				    container_of(f->waiters.next, struct fetch_wait, link);
+				dlist_del(&w->link);
+				free(w);
+			}
+			if (f->up)
+				upstream_cancel(f->up);
+			fetch_free(f);
+		}
+}
