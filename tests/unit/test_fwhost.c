@@ -1,8 +1,9 @@
 /* Unit tests for what moat-fw reads from the host and refuses at start (tools/fw/hostnet.c,
  * tools/fw/startck.c) and for its system-call filter (tools/fw/privs.c, loaded in a child):
  * the interface of a sandbox range from route-table text, each start-up refusal with its
- * message (and the flags it suggests), a bridge's gateway inside a sandbox range, and execve, io_uring and IPv4 sockets refused under the filter while Unix and
- * netlink sockets still work. */
+ * message (and the flags it suggests), a bridge's gateway inside a sandbox range, and
+ * execve, io_uring and IPv4 sockets refused under the filter while Unix and netlink sockets
+ * still work. */
 #include <criterion/criterion.h>
 
 #include <errno.h>
