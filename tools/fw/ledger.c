@@ -371,3 +371,41 @@ int ledger_purge(struct ledger *l, uint64_t now)
 	}
 	return mdb_txn_commit(txn) == 0 ? count : MOAT_EIO;
 }
+
+int ledger_delete_if(struct ledger *l, bool (*match)(const struct ledger_key *key, void *ctx),
+                     void *ctx)
+{
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	struct ledger_key key;
+	int count = 0, rc;
+
+	if (!l || !match || l->batch)
+		return MOAT_EINVAL;
+	if (ledger_walk_open(l, 0, &txn, &cur) != 0)
+		return MOAT_EIO;
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if (!ledger_key_ok(&k))
+			continue;
+		ledger_key_decode(k.mv_data, &key);
+		if (!match(&key, ctx))
+			continue;
+		if (mdb_cursor_del(cur, 0) != 0) {
+			rc = -1;
+			break;
+		}
+		count++;
+	}
+	mdb_cursor_close(cur);
+	if (rc != MDB_NOTFOUND) {
+		mdb_txn_abort(txn);
+		return MOAT_EIO;
+	}
+	if (count == 0) {
+		mdb_txn_abort(txn);
+		return 0;
+	}
+	return mdb_txn_commit(txn) == 0 ? count : MOAT_EIO;
+}

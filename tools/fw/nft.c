@@ -425,6 +425,8 @@ static int fwnft_sbx_set(const struct fwnft_setup *s, struct fwnft_buf *b, uint8
 	return fwnft_printf(b, "\t}\n");
 }
 
+#define FWNFT_RUNTIME_IFS "\"" FWNFT_RUNTIME_IFPREFIX "*\""
+
 /* Forward placement: the hooks, and the chains for routed traffic, traffic to the moat host
  * and traffic toward the sandbox. */
 static int fwnft_forward_chains(const struct fwnft_setup *s, struct fwnft_buf *b)
@@ -437,14 +439,20 @@ static int fwnft_forward_chains(const struct fwnft_setup *s, struct fwnft_buf *b
 	                "\t\ttype filter hook forward priority 0; policy accept;\n"
 	                "\t\toifname ");
 	fwnft_ifname_list(s, b);
-	fwnft_printf(b, " jump to_sandbox\n\t\tiifname ");
+	/* Runtime sandboxes' interfaces (FWNFT_RUNTIME_IFPREFIX*) always go through the chains:
+	 * one whose range is unknown has no valid source, so all it sends is dropped. */
+	fwnft_printf(b, " jump to_sandbox\n\t\toifname " FWNFT_RUNTIME_IFS " jump to_sandbox\n"
+	                "\t\tiifname ");
 	fwnft_ifname_list(s, b);
-	fwnft_printf(b, " jump sandbox\n\t}\n"
+	fwnft_printf(b, " jump sandbox\n\t\tiifname " FWNFT_RUNTIME_IFS " jump sandbox\n\t}\n"
 	                "\tchain input {\n"
 	                "\t\ttype filter hook input priority 0; policy accept;\n"
 	                "\t\tiifname ");
 	fwnft_ifname_list(s, b);
-	fwnft_printf(b, " jump host\n\t}\n\tchain sandbox {\n%s", spoof);
+	fwnft_printf(b,
+	             " jump host\n\t\tiifname " FWNFT_RUNTIME_IFS " jump host\n\t}\n"
+	             "\tchain sandbox {\n%s",
+	             spoof);
 	fwnft_filter_rules(s, b);
 	/* To the moat host itself: link-local ND (before the source check: its sources are
 	 * fe80:: and ::), then only DNS to the resolvers (and DHCP when asked). Multicast,

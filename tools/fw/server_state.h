@@ -1,7 +1,8 @@
 /* server_state.h: moat-fw's running state, shared by the parts of the daemon: server.c (start-up,
  * the loop's handles, stop), server_conn.c (the socket, its connections and their ACKs),
- * server_vet.c (the checks a grant must pass), server_batch.c (the end-of-turn batch) and
- * server_restore.c (the ledger's rebuild at start-up and its purge). Internal to moat-fw: only
+ * server_vet.c (the checks a grant must pass), server_batch.c (the end-of-turn batch),
+ * server_restore.c (the ledger's rebuild at start-up and its purge) and server_sandbox.c
+ * (runtime sandboxes). Internal to moat-fw: only
  * those files include it; everyone else knows server.h. */
 #ifndef MOAT_FW_SERVER_STATE_H
 #define MOAT_FW_SERVER_STATE_H
@@ -71,6 +72,12 @@ struct fwsrv {
 	size_t nown;
 	struct fwnft_range *link6; /* netns: on-link IPv6 prefixes of the sandbox */
 	size_t nlink6;
+	/* Runtime sandboxes (server_sandbox.c): o points at opts, a copy of the options whose
+	 * sandbox array is sbx, the --sandbox ranges (nsbx_start) followed by those added at
+	 * runtime; allocated once for FWSRV_RUNTIME_MAX more, so it never moves. */
+	struct fwsrv_opts opts;
+	struct fwnft_range *sbx;
+	size_t nsbx_start;
 };
 
 /* Milliseconds on the monotonic clock, for the timings moat-fw logs. */
