@@ -22,7 +22,7 @@ static int hostnft_run(const char *cmds, char *err, size_t errlen)
 		snprintf(err, errlen, "no libnftables context");
 		return -1;
 	}
-	nft_ctx_buffer_output(ctx);
+	nft_ctx_buffer_output(ctx); /* listings are not for the terminal */
 	nft_ctx_buffer_error(ctx);
 	int rc = nft_run_cmd_from_buffer(ctx, cmds);
 	if (rc != 0) {
@@ -85,6 +85,12 @@ int hostnft_sandbox_trace(const struct run_state *st, char *err, size_t errlen)
 {
 	struct hostnft_job j = {err, errlen};
 	return run_in_netns(st->sbx_ns, st->host_ns, hostnft_sandbox_job, &j);
+}
+
+bool hostnft_moat_here(void)
+{
+	char err[256];
+	return hostnft_run("list table inet moat\n", err, sizeof(err)) == 0;
 }
 
 int hostnft_del(const char *table)

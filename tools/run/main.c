@@ -426,6 +426,16 @@ static int run(struct run_opts *o, int sigfd)
 		return RUN_EXIT_FAIL;
 	if (o->mode == RUN_AUTO)
 		o->mode = system_present(o) ? RUN_SYSTEM : RUN_PRIVATE;
+	if (o->mode == RUN_PRIVATE && hostnft_moat_here()) {
+		/* Its forward rules would drop all the private sandbox sends: say so, not that. */
+		run_err(
+		    "this namespace has moat-fw's table inet moat, which drops what a link it was "
+		    "not told about sends: use the system's daemons (--system, with moatd's "
+		    "control "
+		    "socket), or remove a stale table with moat-fw --remove");
+		close(st.host_ns);
+		return RUN_EXIT_FAIL;
+	}
 	st.mode = o->mode;
 	int rc = slot_take(o, &st);
 	if (rc)
@@ -495,12 +505,21 @@ int main(int argc, char **argv)
 		        "rules; --rootless says why there is no unprivileged mode");
 		return RUN_EXIT_FAIL;
 	}
-	/* Blocked for good: read from the signalfd (and by the sandbox's init). */
+	/* Blocked for good: read from the signalfd (and by the sandbox's init). An ignored
+	 * signal never reaches a signalfd, so SIGINT, SIGTERM and SIGQUIT are taken back from
+	 * an inherited SIG_IGN (a shell's background job has SIGINT ignored): moat run forwards
+	 * them. SIGHUP stays ignored when it was (nohup). */
 	sigset_t set;
 	sigemptyset(&set);
-	int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD};
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+	int sigs[] = {SIGINT, SIGTERM, SIGQUIT, SIGCHLD, SIGHUP};
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		struct sigaction sa;
+		if (sigs[i] == SIGHUP && sigaction(SIGHUP, NULL, &sa) == 0 &&
+		    sa.sa_handler == SIG_IGN)
+			continue;
+		signal(sigs[i], SIG_DFL);
 		sigaddset(&set, sigs[i]);
+	}
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	int sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sigfd < 0)

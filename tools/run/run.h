@@ -110,6 +110,9 @@ int rtnl_ifindex(int netns, const char *name);
 int hostnft_add(const struct run_state *st, bool trace, char *err, size_t errlen);
 /* Table inet moatrun in the sandbox's namespace: its new flows traced (private mode). */
 int hostnft_sandbox_trace(const struct run_state *st, char *err, size_t errlen);
+/* True when this namespace has moat-fw's table inet moat (a forward placement judges every
+ * moat-* link, and drops those it was not told about). */
+bool hostnft_moat_here(void);
 /* Delete table inet NAME here (gone already: 0). */
 int hostnft_del(const char *table);
 

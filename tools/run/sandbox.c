@@ -47,6 +47,7 @@ static struct {
 	int last_cap;
 	char resolv[300];
 	char **argv;
+	bool hup_ignored; /* moat run was started with SIGHUP ignored (nohup): so is the command */
 } sbx;
 static int go_w = -1, status_r = -1;
 
@@ -134,7 +135,7 @@ static void sbx_exec(void)
 	sigset_t none;
 	sigemptyset(&none);
 	for (size_t i = 0; i < sizeof(sbx_fwd) / sizeof(sbx_fwd[0]); i++)
-		signal(sbx_fwd[i], SIG_DFL);
+		signal(sbx_fwd[i], sbx_fwd[i] == SIGHUP && sbx.hup_ignored ? SIG_IGN : SIG_DFL);
 	signal(SIGCHLD, SIG_DFL);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	int rc = 0;
@@ -251,6 +252,8 @@ int sandbox_start(struct run_state *st, const struct run_opts *o)
 	sbx.gid = o->gid;
 	sbx.argv = o->argv;
 	sbx.last_cap = sbx_last_cap();
+	struct sigaction hup;
+	sbx.hup_ignored = sigaction(SIGHUP, NULL, &hup) == 0 && hup.sa_handler == SIG_IGN;
 	snprintf(sbx.resolv, sizeof(sbx.resolv), "%s/resolv.conf", st->dir);
 	sbx_groups(o);
 	/* A raw clone works as fork does here (no stack given: the child runs on a copy). */
