@@ -5,7 +5,9 @@
  * The init waits until moat run has built the links and the daemons, then makes its mount
  * namespace its own (slave of the host's, so nothing it mounts is seen outside), mounts a
  * fresh /proc, hides the host's resolver sockets (systemd-resolved's varlink and D-Bus
- * endpoints, nscd: a name asked through them would be resolved outside moat) and binds the
+ * endpoints, nscd: a name asked through them would be resolved outside moat) and the sockets
+ * of the user's processes outside that run commands (systemd --user, session bus, X, tmux,
+ * screen), and binds the
  * run's resolv.conf, naming only moatd, over /etc/resolv.conf. Then it forks the command, which
  * drops to the invoking user with an empty capability bounding set, no inheritable or ambient
  * capability and no_new_privs before exec, keeping stdin/stdout/stderr, the environment and the
@@ -99,8 +101,15 @@ static int sbx_hide(const char *dir)
 
 static int sbx_mounts(void)
 {
-	static const char *const hidden[] = {"/run/systemd/resolve", "/run/nscd", "/var/run/nscd",
-	                                     "/run/dbus", "/var/run/dbus"};
+	/* Resolvers outside moat (systemd-resolved's varlink and D-Bus, nscd), and the sockets
+	 * of processes outside the sandbox that run what they are told (the user's systemd and
+	 * session bus under /run/user, an X server, tmux, screen): each a way around the
+	 * sandbox's network. */
+	static const char *const hidden[] = {
+	    "/run/systemd/resolve", "/run/nscd",    "/var/run/nscd",  "/run/dbus",
+	    "/var/run/dbus",        "/run/user",    "/tmp/.X11-unix", "/run/screen",
+	    "/var/run/screen",      "/tmp/tmux-%u",
+	};
 	char target[300];
 	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0)
 		return -1;
@@ -109,9 +118,17 @@ static int sbx_mounts(void)
 		snprintf(target, sizeof(target), "/etc/resolv.conf");
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
 		return -1;
-	for (size_t i = 0; i < sizeof(hidden) / sizeof(hidden[0]); i++)
-		if (sbx_hide(hidden[i]) != 0)
+	for (size_t i = 0; i < sizeof(hidden) / sizeof(hidden[0]); i++) {
+		char dir[64];
+		const char *u = strstr(hidden[i], "%u");
+		if (u)
+			snprintf(dir, sizeof(dir), "%.*s%u", (int)(u - hidden[i]), hidden[i],
+			         (unsigned)sbx.uid);
+		else
+			snprintf(dir, sizeof(dir), "%s", hidden[i]);
+		if (sbx_hide(dir) != 0)
 			return -1;
+	}
 	if (access(target, F_OK) != 0 && sbx_touch(target) != 0)
 		return -1;
 	if (mount(sbx.resolv, target, NULL, MS_BIND, NULL) != 0 ||
