@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# moat run's exit and clean-up (issue 24), in both daemon modes: the command's exit status 0
+# moat run's exit and clean-up (issue 24), in both daemon modes (and the refusal without root:
+# there is no rootless mode): the command's exit status 0
 # and 3 come back, SIGINT to moat run comes back as 130 and SIGTERM as 143 (both forwarded to
 # the command, which dies of them); after each nothing of the run is left. After kill -9 of
 # moat run itself, the sandbox's processes die with it, and `moat run --gc` removes what is
@@ -61,6 +62,16 @@ killed() {
 	e2e_assert_contains "$out" "1 slot(s) cleaned" "$mode: --gc"
 	run_leftovers "$mode: after kill -9 and --gc" "$ino"
 }
+
+# Not root: no rootless mode, refused clearly (exit 125, the reason and what the machine has).
+cp "$MOAT_BUILD/moat" "$RUN_BIN/"
+st=0
+out=$(ip netns exec "$RUN_HOST" setpriv --reuid $RUN_USER --regid $RUN_USER --clear-groups \
+	"$RUN_BIN/moat" run --allow a.test -- true 2>&1) || st=$?
+e2e_assert_eq 125 "$st" "a run without root: $out"
+e2e_assert_contains "$out" "no rootless mode: refused" "a run without root: the refusal"
+e2e_assert_contains "$out" "/dev/net/tun" "a run without root: what this machine has"
+run_leftovers "a refused rootless run"
 
 cat >"$RUN_BIN/waits" <<'P'
 self

@@ -500,11 +500,8 @@ int main(int argc, char **argv)
 		return rc;
 	if (o.mode == RUN_ROOTLESS)
 		return rootless_refuse();
-	if (geteuid() != 0) {
-		run_err("needs root (sudo moat run ...): it makes namespaces, links and firewall "
-		        "rules; --rootless says why there is no unprivileged mode");
-		return RUN_EXIT_FAIL;
-	}
+	if (geteuid() != 0)
+		return rootless_refuse(); /* namespaces, links and rules need root; it says why */
 	/* Blocked for good: read from the signalfd (and by the sandbox's init). An ignored
 	 * signal never reaches a signalfd, so SIGINT, SIGTERM and SIGQUIT are taken back from
 	 * an inherited SIG_IGN (a shell's background job has SIGINT ignored): moat run forwards
