@@ -34,10 +34,14 @@ P
 		pids+=("$RUN_BG_PID")
 	done
 	# Every run has its own grant (its first connection went through): now the cross attempts.
+	# A run that ended before that failed: say which and why at once.
 	all_granted() {
 		local k
 		for ((k = 0; k < N; k++)); do
-			grep -q "own-$mode-$k: ok" "$E2E_WORK/c-$mode-$k.out" 2>/dev/null || return 1
+			grep -q "own-$mode-$k: ok" "$E2E_WORK/c-$mode-$k.out" 2>/dev/null && continue
+			e2e__alive "${pids[k]}" ||
+				e2e_fail "$mode: run $k ended early: $(cat "$E2E_WORK/c-$mode-$k.out" "$E2E_WORK/c-$mode-$k.err")"
+			return 1
 		done
 	}
 	e2e_poll 120 all_granted || e2e_fail "$mode: not every run reached its own name"

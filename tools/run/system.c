@@ -24,7 +24,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#define SYS_TIMEOUT_MS 5000
+/* A daemon's answer, at most: each agent add is a store commit and a new policy snapshot, and
+ * many runs starting at once queue behind each other on a loaded host. */
+#define SYS_TIMEOUT_MS 30000
 
 static int sys_connect(const char *path, int type)
 {
@@ -123,8 +125,11 @@ static int sys_ctl(const char *path, const char *req, char *reply, size_t cap)
 	reply[0] = 0;
 	while (got + 1 < cap && !memchr(reply, '\n', got)) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
-		if (poll(&p, 1, SYS_TIMEOUT_MS) != 1)
-			break;
+		if (poll(&p, 1, SYS_TIMEOUT_MS) != 1) {
+			snprintf(reply, cap, "no answer in %d ms", SYS_TIMEOUT_MS);
+			close(fd);
+			return -1;
+		}
 		ssize_t n = recv(fd, reply + got, cap - 1 - got, 0);
 		if (n <= 0)
 			break;
