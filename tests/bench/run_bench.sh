@@ -18,12 +18,8 @@ run_sys_start
 # Private runs cannot share a namespace with moat-fw's forward table (moat run refuses): they
 # get a host namespace of their own, host2, with its own link to "net". Every command below
 # starts with the same `ip netns exec NS`, so none pays more for it than another.
-e2e_peer host2
+run_host host2 h2 n1 198.51.100.17 198.51.100.18
 HOST2=$E2E_PEER
-e2e_veth "$HOST2" h2 "$E2E_NS" n1
-e2e_addr_dev "$HOST2" h2 198.51.100.17/28
-e2e_addr_dev "$E2E_NS" n1 198.51.100.18/28
-ip -n "$HOST2" route add default via 198.51.100.18
 mkdir -m 0711 "$E2E_WORK/runstate2"
 
 M=("$MOAT_BUILD/moat" run --quiet --state-dir "$RUN_STATE" --pool "$RUN_POOL")

@@ -16,7 +16,7 @@
 # The command inside moat run runs as uid 65534 (SUDO_UID/SUDO_GID, as sudo sets them), so
 # the tools it runs are copied to RUN_BIN (a checkout may be in a 0700 home).
 #
-# API: run_env_init NAME; run_sys_start [FW ARGS...]; run_sys_stop; moat_run ARGS...
+# API: run_env_init NAME; run_host NAME HOSTIF NETIF HOSTADDR NETADDR; run_sys_start [FW ARGS...]; run_sys_stop; moat_run ARGS...
 # (moat run in the host namespace with the test's state directory and pool); moat_run_bg OUT
 # ERR ARGS... (the same in the background, PID in RUN_BG_PID);
 # run_leftovers WHAT: fails the test when anything of a run is left (links, tables, set
@@ -26,14 +26,20 @@
 RUN_POOL=192.0.2.128/25
 RUN_USER=65534
 
+# run_host NAME HOSTIF NETIF HOSTADDR NETADDR: a host namespace (moat-e2e-TEST-NAME-PID, in
+# E2E_PEER) linked to "net" by a veth (/28s), its default route through net.
+run_host() {
+	e2e_peer "$1"
+	e2e_veth "$E2E_PEER" "$2" "$E2E_NS" "$3"
+	e2e_addr_dev "$E2E_PEER" "$2" "$4/28"
+	e2e_addr_dev "$E2E_NS" "$3" "$5/28"
+	ip -n "$E2E_PEER" route add default via "$5"
+}
+
 run_env_init() {
 	e2e_init "$1"
-	e2e_peer host
+	run_host host h1 n0 198.51.100.1 198.51.100.2
 	RUN_HOST=$E2E_PEER
-	e2e_veth "$RUN_HOST" h1 "$E2E_NS" n0
-	e2e_addr_dev "$RUN_HOST" h1 198.51.100.1/28
-	e2e_addr_dev "$E2E_NS" n0 198.51.100.2/28
-	ip -n "$RUN_HOST" route add default via 198.51.100.2
 	local a
 	for a in 203.0.113.53 203.0.113.54 203.0.113.80 203.0.113.81 203.0.113.82 203.0.113.83 \
 		203.0.113.123; do

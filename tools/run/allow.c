@@ -7,6 +7,8 @@
  * not read through it what they could not read themselves. */
 #include "run.h"
 
+#include "moat/bytes.h"
+
 #include "moat/config.h"
 #include "moat/config_load.h"
 
@@ -26,18 +28,12 @@ const char *allow_origin_of(size_t i)
 
 static int allow_push(struct run_opts *o, const char *line, const char *origin)
 {
-	if (o->nlines == o->caplines) {
-		size_t cap = o->caplines ? 2 * o->caplines : 16;
-		char **l = realloc(o->lines, cap * sizeof(*l));
-		if (!l)
-			return -1;
-		o->lines = l;
-		char **g = realloc(allow_origin, cap * sizeof(*g));
-		if (!g)
-			return -1;
-		allow_origin = g;
-		o->caplines = cap;
-	}
+	/* The two arrays grow together: origins have the lines' capacity. */
+	size_t cap = o->caplines;
+	if (grow_one(&o->lines, &o->caplines, o->nlines, sizeof(*o->lines), 16) < 0 ||
+	    (cap != o->caplines &&
+	     !(allow_origin = realloc(allow_origin, o->caplines * sizeof(*allow_origin)))))
+		return -1;
 	o->lines[o->nlines] = strdup(line);
 	allow_origin[o->nlines] = strdup(origin);
 	if (!o->lines[o->nlines] || !allow_origin[o->nlines])

@@ -9,6 +9,8 @@
  * ("--allow 'a.test tcp/80'", "list.txt:3"). */
 #include "run.h"
 
+#include "moat/bytes.h"
+
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,14 +56,8 @@ void summary_drop(uint8_t family, const uint8_t *dst, uint8_t proto, uint16_t po
 			return;
 		}
 	}
-	if (sum.ndrops == sum.capdrops) {
-		size_t cap = sum.capdrops ? 2 * sum.capdrops : 16;
-		struct sum_drop *v = realloc(sum.drops, cap * sizeof(*v));
-		if (!v)
-			return;
-		sum.drops = v;
-		sum.capdrops = cap;
-	}
+	if (grow_one(&sum.drops, &sum.capdrops, sum.ndrops, sizeof(*sum.drops), 16) < 0)
+		return;
 	struct sum_drop *d = &sum.drops[sum.ndrops++];
 	memset(d, 0, sizeof(*d));
 	d->family = family;
@@ -194,14 +190,8 @@ static void sum_add(const char (*v)[SUM_FIELD])
 			return;
 		}
 	}
-	if (sum.nnames == sum.capnames) {
-		size_t cap = sum.capnames ? 2 * sum.capnames : 16;
-		struct sum_name *n = realloc(sum.names, cap * sizeof(*n));
-		if (!n)
-			return;
-		sum.names = n;
-		sum.capnames = cap;
-	}
+	if (grow_one(&sum.names, &sum.capnames, sum.nnames, sizeof(*sum.names), 16) < 0)
+		return;
 	struct sum_name *s = &sum.names[sum.nnames++];
 	snprintf(s->name, sizeof(s->name), "%s", v[1]);
 	snprintf(s->type, sizeof(s->type), "%s", v[2]);
