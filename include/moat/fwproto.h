@@ -23,7 +23,8 @@
  *     u32 seq               u32 lifetime (seconds granted after moat-fw's min/max clamp)
  *     u32 reserved (0)
  * moatd tells the client no TTL longer than the granted lifetime. Any status but FWPROTO_OK
- * means the answer is not released (SERVFAIL: fail closed). */
+ * means the answer is not released (SERVFAIL: fail closed).
+ * Types 16..18 (runtime sandboxes, sent by a root client: moat run) are in fwproto_sandbox.h. */
 #ifndef MOAT_FWPROTO_H
 #define MOAT_FWPROTO_H
 

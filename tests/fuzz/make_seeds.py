@@ -461,6 +461,43 @@ def fwproto():
     return f
 
 
+# ---------------------------------------------------------------- runtime sandboxes (fwproto_sandbox)
+def fwproto_sandbox():
+    f = {}
+
+    def req(typ, seq, fam, bits, ad, ifname, flags=0, version=2, ifl=None):
+        out = struct.pack("!BBHIBB", version, typ, flags, seq, fam, bits) + ad.ljust(16, b"\0")
+        return out + bytes([len(ifname) if ifl is None else ifl]) + ifname
+
+    def reply(status, seq, res, text, version=2, typ=18, nres=None):
+        out = struct.pack("!BBHIB", version, typ, status, seq, len(res) if nres is None else nres)
+        for fam, ad, port in res:
+            out += bytes([fam]) + ad.ljust(16, b"\0") + struct.pack("!H", port)
+        return out + bytes([len(text)]) + text
+
+    f["add-v4"] = req(16, 1, 4, 32, a("10.77.0.2"), b"moat-3")
+    f["add-private"] = req(16, 2, 4, 30, a("10.77.0.4"), b"moat-4", flags=1)
+    f["del-v6"] = req(17, 3, 6, 64, aaaa("2001:db8:7::"), b"moat-5")
+    f["add-host-bits"] = req(16, 4, 4, 30, a("10.77.0.2"), b"moat-3")
+    f["add-bad-flag"] = req(16, 5, 4, 32, a("10.77.0.2"), b"moat-3", flags=2)
+    f["add-bad-ifname"] = req(16, 6, 4, 32, a("10.77.0.2"), b"moat 3")
+    f["add-long-ifname"] = req(16, 7, 4, 32, a("10.77.0.2"), b"m" * 16)
+    f["add-ifl-lies"] = req(16, 8, 4, 32, a("10.77.0.2"), b"moat-3", ifl=9)
+    f["add-v4-padding"] = req(16, 9, 4, 32, a("10.77.0.2") + b"\1", b"moat-3")
+    f["add-version-1"] = req(16, 10, 4, 32, a("10.77.0.2"), b"moat-3", version=1)
+    r4 = (4, a("192.0.2.1"), 53)
+    r6 = (6, aaaa("2001:db8::1"), 5353)
+    f["reply-ok"] = reply(0, 1, [r4, r6], b"")
+    f["reply-denied"] = reply(1, 2, [], b"overlaps 10.77.0.0/30 on moat-1")
+    f["reply-max"] = reply(2, 3, [r4] * 16, b"x" * 200)
+    f["reply-17"] = reply(0, 4, [r4] * 17, b"")
+    f["reply-port-0"] = reply(0, 5, [(4, a("192.0.2.1"), 0)], b"")
+    f["reply-ctl-text"] = reply(1, 6, [], b"a\nb")
+    f["reply-nres-lies"] = reply(0, 7, [r4], b"", nres=2)
+    f["reply-status-4"] = reply(4, 8, [], b"")
+    return f
+
+
 # ---------------------------------------------------------------- svcb and IP literals
 def svcb():
     s = {}
@@ -494,7 +531,8 @@ def svcb():
 
 def main():
     sets = {"query": queries(), "resp": responses(), "name": names(), "policy": policy(),
-            "fwproto": fwproto(), "svcb": svcb()}
+            "fwproto": fwproto(), "fwproto_sandbox": fwproto_sandbox(),
+            "svcb": svcb()}
     for target, seeds in sets.items():
         d = os.path.join(ROOT, target)
         os.makedirs(d, exist_ok=True)

@@ -337,21 +337,22 @@ int ledger_iterate(struct ledger *l, uint64_t now,
 	return count;
 }
 
-int ledger_purge(struct ledger *l, uint64_t now)
+/* Delete, in one write transaction, every record doomed(k, v, ctx) says is to go. The number
+ * deleted, or MOAT_EIO. */
+static int ledger_delete_where(struct ledger *l,
+                               bool (*doomed)(const MDB_val *k, const MDB_val *v, void *ctx),
+                               void *ctx)
 {
 	MDB_txn *txn;
 	MDB_cursor *cur;
 	MDB_val k, v;
 	int count = 0, rc;
 
-	if (!l || l->batch)
-		return MOAT_EINVAL;
 	if (ledger_walk_open(l, 0, &txn, &cur) != 0)
 		return MOAT_EIO;
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		if ((ledger_key_ok(&k) && ledger_val_parse(&v, NULL) > now) ||
-		    ledger_is_version_key(&k))
+		if (!doomed(&k, &v, ctx))
 			continue;
 		/* After a cursor delete, MDB_NEXT moves to the record that followed. */
 		if (mdb_cursor_del(cur, 0) != 0) {
@@ -370,4 +371,43 @@ int ledger_purge(struct ledger *l, uint64_t now)
 		return 0;
 	}
 	return mdb_txn_commit(txn) == 0 ? count : MOAT_EIO;
+}
+
+/* Expired and malformed records (never the version record). */
+static bool ledger_stale(const MDB_val *k, const MDB_val *v, void *ctx)
+{
+	uint64_t now = *(const uint64_t *)ctx;
+	return !((ledger_key_ok(k) && ledger_val_parse(v, NULL) > now) || ledger_is_version_key(k));
+}
+
+int ledger_purge(struct ledger *l, uint64_t now)
+{
+	if (!l || l->batch)
+		return MOAT_EINVAL;
+	return ledger_delete_where(l, ledger_stale, &now);
+}
+
+struct ledger_match {
+	bool (*match)(const struct ledger_key *key, void *ctx);
+	void *ctx;
+};
+
+static bool ledger_matched(const MDB_val *k, const MDB_val *v, void *ctx)
+{
+	const struct ledger_match *m = ctx;
+	struct ledger_key key;
+	(void)v;
+	if (!ledger_key_ok(k))
+		return false;
+	ledger_key_decode(k->mv_data, &key);
+	return m->match(&key, m->ctx);
+}
+
+int ledger_delete_if(struct ledger *l, bool (*match)(const struct ledger_key *key, void *ctx),
+                     void *ctx)
+{
+	if (!l || !match || l->batch)
+		return MOAT_EINVAL;
+	struct ledger_match m = {match, ctx};
+	return ledger_delete_where(l, ledger_matched, &m);
 }

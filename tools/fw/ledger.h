@@ -27,6 +27,7 @@
 #ifndef MOAT_FW_LEDGER_H
 #define MOAT_FW_LEDGER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -89,6 +90,12 @@ int ledger_iterate(struct ledger *l, uint64_t now,
 /* Delete every record with expiry <= now and every malformed record, in one write transaction.
  * Returns the number deleted or MOAT_EIO. Must not be called while a batch is open. */
 int ledger_purge(struct ledger *l, uint64_t now);
+
+/* Delete every well-formed record whose key match() accepts (live or expired), in one write
+ * transaction (a runtime sandbox's removal takes its grants with it). Returns the number
+ * deleted or MOAT_EIO. Must not be called while a batch is open. */
+int ledger_delete_if(struct ledger *l, bool (*match)(const struct ledger_key *key, void *ctx),
+                     void *ctx);
 
 /* Serialized forms, exposed for tests and tools. key_out: LEDGER_KEYLEN bytes. */
 void ledger_key_encode(const struct ledger_key *key, uint8_t *key_out);

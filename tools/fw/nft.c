@@ -479,24 +479,33 @@ static int fwnft_hostsrc_chain(const struct fwnft_setup *s, struct fwnft_buf *b)
 	                       "\t}\n");
 }
 
+#define FWNFT_RUNTIME_IFS "\"" FWNFT_RUNTIME_IFPREFIX "*\""
+
 /* Forward placement: the base chains. What passes to_sandbox and is not from a sandbox leaves
- * chain forward at its end, marked there. */
+ * chain forward at its end, marked there. Runtime sandboxes' interfaces (FWNFT_RUNTIME_IFPREFIX*)
+ * always go through the chains: one whose range is unknown has no valid source, so all it sends
+ * is dropped. */
 static int fwnft_forward_hooks(const struct fwnft_setup *s, struct fwnft_buf *b)
 {
 	fwnft_printf(b, "\tchain forward {\n"
 	                "\t\ttype filter hook forward priority 0; policy accept;\n"
 	                "\t\toifname ");
 	fwnft_ifname_list(s, b);
-	fwnft_printf(b, " jump to_sandbox\n\t\tiifname ");
+	fwnft_printf(b, " jump to_sandbox\n\t\toifname " FWNFT_RUNTIME_IFS " jump to_sandbox\n"
+	                "\t\tiifname ");
 	fwnft_ifname_list(s, b);
-	fwnft_printf(b, " jump sandbox\n\t\toifname ");
+	fwnft_printf(b,
+	             " jump sandbox\n\t\tiifname " FWNFT_RUNTIME_IFS " jump sandbox\n\t\toifname ");
 	fwnft_ifname_list(s, b);
-	fwnft_printf(b, " meta mark set meta mark | " FWNFT_MARK_TEXT "\n\t}\n"
+	fwnft_printf(b, " meta mark set meta mark | " FWNFT_MARK_TEXT "\n"
+	                "\t\toifname " FWNFT_RUNTIME_IFS
+	                " meta mark set meta mark | " FWNFT_MARK_TEXT "\n"
+	                "\t}\n"
 	                "\tchain input {\n"
 	                "\t\ttype filter hook input priority 0; policy accept;\n"
 	                "\t\tiifname ");
 	fwnft_ifname_list(s, b);
-	return fwnft_printf(b, " jump host\n\t}\n");
+	return fwnft_printf(b, " jump host\n\t\tiifname " FWNFT_RUNTIME_IFS " jump host\n\t}\n");
 }
 
 /* Forward placement: the hooks, and the chains for routed traffic, traffic to the moat host
@@ -535,7 +544,8 @@ static int fwnft_forward_chains(const struct fwnft_setup *s, struct fwnft_buf *b
 
 /* Table moat_guard (nft.h): for each hook, a chain before moat's that drops sandbox-interface
  * packets already carrying the mark, and one after it that passes (and unmarks) what moat's
- * table accepted and drops the rest of the sandbox interfaces' traffic. */
+ * table accepted and drops the rest of the sandbox interfaces' traffic; runtime sandboxes'
+ * interfaces (FWNFT_RUNTIME_IFPREFIX*) count as sandbox interfaces whatever ranges are known. */
 static int fwnft_guard(const struct fwnft_setup *s, struct fwnft_buf *b)
 {
 	static const char *const hooks[] = {"forward", "input"};
@@ -555,7 +565,9 @@ static int fwnft_guard(const struct fwnft_setup *s, struct fwnft_buf *b)
 		for (int d = 0; d < ndirs; d++) {
 			fwnft_printf(b, "\t\t%s %s ", marked, dirs[d]);
 			fwnft_ifname_list(s, b);
-			fwnft_printf(b, " counter drop\n");
+			fwnft_printf(
+			    b, " counter drop\n\t\t%s %s " FWNFT_RUNTIME_IFS " counter drop\n",
+			    marked, dirs[d]);
 		}
 		fwnft_printf(b,
 		             "\t}\n\tchain guard_%s {\n"
@@ -565,7 +577,9 @@ static int fwnft_guard(const struct fwnft_setup *s, struct fwnft_buf *b)
 		for (int d = 0; d < ndirs; d++) {
 			fwnft_printf(b, "\t\t%s ", dirs[d]);
 			fwnft_ifname_list(s, b);
-			fwnft_printf(b, " counter drop\n");
+			fwnft_printf(b,
+			             " counter drop\n\t\t%s " FWNFT_RUNTIME_IFS " counter drop\n",
+			             dirs[d]);
 		}
 		fwnft_printf(b, "\t}\n");
 	}

@@ -57,6 +57,9 @@ enum fwnft_placement {
 };
 
 #define FWNFT_IFNAMSIZ 16 /* IFNAMSIZ, without pulling in <net/if.h> */
+/* Interfaces of runtime sandboxes (SANDBOX_ADD, moat run's veths) are named so: the forward
+ * placement sends every one of them through the sandbox chains, known or not. */
+#define FWNFT_RUNTIME_IFPREFIX "moat-"
 
 /* An address range; bits counts within the family (<= 32 for IPv4). IPv4 in addr[0..3]. A
  * sandbox range also names the interface its traffic arrives on (forward placement) and

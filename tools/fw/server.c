@@ -18,6 +18,7 @@
 #include "server_batch.h"
 #include "server_conn.h"
 #include "server_restore.h"
+#include "server_sandbox.h"
 #include "server_state.h"
 #include "server_watch.h"
 #include "startck.h"
@@ -297,6 +298,7 @@ static void fwsrv_free(struct fwsrv *srv, bool loop)
 	free(srv->pending);
 	free(srv->elems);
 	free(srv->nelems);
+	fwsrv_sandbox_free(srv);
 	free(srv);
 }
 
@@ -307,6 +309,10 @@ int fwsrv_run(const struct fwsrv_opts *o)
 		return 1;
 	srv->o = o;
 	srv->listen_fd = -1;
+	if (fwsrv_sandbox_init(srv, o) < 0) {
+		free(srv);
+		return 1;
+	}
 	dlist_init(&srv->conns);
 	signal(SIGPIPE, SIG_IGN);
 	srv->pending = calloc(FWSRV_BATCH_MAX, sizeof(*srv->pending));

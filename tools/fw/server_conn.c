@@ -1,6 +1,7 @@
 /* server_conn.c owns moat-fw's grant socket: creating and binding the SOCK_SEQPACKET socket,
- * accepting only the --moatd-user uid (SO_PEERCRED) within its share of the slots, reading
- * each connection's grant messages into the turn's pending list (srv->pending, decoded, not yet
+ * accepting only the --moatd-user uid (SO_PEERCRED) and root (whose only requests are runtime
+ * sandboxes, handed to server_sandbox.c) within their share of the slots, reading each
+ * connection's grant messages into the turn's pending list (srv->pending, decoded, not yet
  * checked) and sending the ACKs, queued per connection when the socket cannot take them yet.
  *
  * The sockets are plain fds watched with uv_poll_t: uv_pipe_t has no SOCK_SEQPACKET, and message
@@ -8,6 +9,7 @@
 #include "server_conn.h"
 
 #include "server_batch.h"
+#include "server_sandbox.h"
 #include "moat/bytes.h"
 #include "moat/err.h"
 
@@ -123,7 +125,21 @@ static void fwsrv_conn_read(struct fwsrv_conn *c)
 			fwsrv_conn_close(c);
 			return;
 		}
+		/* Runtime sandboxes (root peers only) are answered at once. */
+		if ((size_t)n <= FWPROTO_MAXMSG && fwsrv_sandbox_msg(c, buf, (size_t)n))
+			continue;
 		struct fwsrv_pending *p = &srv->pending[srv->npending];
+		/* A root peer that is not --moatd-user may only add and remove sandboxes: its
+		 * grant closes the connection, as a refusal at accept did (a moatd that connected
+		 * as root before dropping to its user reconnects as that user). */
+		if (c->uid != srv->o->moatd_uid) {
+			fprintf(stderr,
+			        "moat-fw: grant from uid %u refused: only uid %u "
+			        "(--moatd-user) may grant; connection closed\n",
+			        (unsigned)c->uid, (unsigned)srv->o->moatd_uid);
+			fwsrv_conn_close(c);
+			return;
+		}
 		if ((size_t)n > FWPROTO_MAXMSG ||
 		    fwproto_grant_decode(buf, (size_t)n, &p->g) != 0) {
 			uint32_t seq = n >= 8 ? be32_get(buf + 4) : 0;
@@ -167,7 +183,8 @@ static bool fwsrv_peer_ok(struct fwsrv *srv, int fd, uid_t *uid)
 		return false;
 	}
 	*uid = cr.uid;
-	if (cr.uid != srv->o->moatd_uid) {
+	/* root too, for runtime sandboxes (server_sandbox.c); its grants are refused */
+	if (cr.uid != srv->o->moatd_uid && cr.uid != 0) {
 		fprintf(stderr,
 		        "moat-fw: connection from uid %u (pid %d) refused: only uid %u "
 		        "(--moatd-user) may grant\n",

@@ -117,6 +117,10 @@ int fwsrv_rebuild(struct fwsrv *srv, bool restore)
 	double t0 = fwsrv_ms();
 	int purged = ledger_purge(srv->ledger, (uint64_t)time(NULL));
 	int rc = ledger_iterate(srv->ledger, (uint64_t)time(NULL), fwsrv_restore_cb, &r);
+	/* The sandboxes as they are now: those of --sandbox and those added at runtime
+	 * (server_sandbox.c), which extend the same array. */
+	srv->setup.sandbox = srv->o->sandbox;
+	srv->setup.nsandbox = srv->o->nsandbox;
 	if (rc >= 0)
 		rc = fwsrv_gateways(srv);
 

@@ -23,9 +23,9 @@ static const char *fwsrv_addr_text(uint8_t family, const uint8_t *addr, char *ou
 }
 
 /* The sandbox source an element for an address of this family binds to: the client itself when
- * it speaks that family; otherwise the one --sandbox host route of that family (a dual-stack
- * sandbox asks for AAAA over IPv4 all the time, and its IPv6 source is only known from the
- * configuration). False when there is no such single address. */
+ * it speaks that family; otherwise the one --sandbox host route of that family on the client's
+ * interface (a dual-stack sandbox asks for AAAA over IPv4 all the time, and its IPv6 source is
+ * only known from the configuration). False when there is no such single address. */
 bool fwsrv_source(const struct fwsrv_opts *o, const struct fwproto_addr *client, uint8_t family,
                   uint8_t *src)
 {
@@ -33,10 +33,15 @@ bool fwsrv_source(const struct fwsrv_opts *o, const struct fwproto_addr *client,
 		memcpy(src, client->addr, 16);
 		return true;
 	}
-	const struct fwnft_range *found = NULL;
+	/* Only a range on the client's own interface can be the same sandbox: with several
+	 * sandboxes (runtime ones, moat run's), another's address must never be taken. */
+	const struct fwnft_range *found = NULL, *home = NULL;
+	for (size_t i = 0; i < o->nsandbox && !home && client->family; i++)
+		if (fwnft_range_contains(&o->sandbox[i], client->family, client->addr))
+			home = &o->sandbox[i];
 	for (size_t i = 0; i < o->nsandbox; i++) {
 		const struct fwnft_range *r = &o->sandbox[i];
-		if (r->family != family)
+		if (r->family != family || (home && strcmp(r->ifname, home->ifname) != 0))
 			continue;
 		if (found || r->bits != (family == 4 ? 32 : 128))
 			return false; /* several or a range: which sandbox asked is unknown */
