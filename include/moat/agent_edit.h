@@ -20,6 +20,7 @@
 struct agent_spec {
 	char name[CONFIG_NAME_MAX];
 	enum deny_form deny;
+	enum agent_mode mode; /* enforce, or audit (moat/config.h) */
 	struct cidr clients[AGENT_CLIENTS_MAX];
 	size_t nclients;
 	char **patterns; /* owned, each owned (NUL-terminated, no newline) */

@@ -12,7 +12,8 @@
 
 #include "moat/agent_edit.h"
 
-#define AGENTSTORE_VERSION 1
+#define AGENTSTORE_VERSION 2 /* the newest record version written (agentstore.c) */
+#define AGENTSTORE_FORMAT 1  /* the store's own version, in its "!format" record */
 /* Encode spec as a record value. Ownership: *out is malloc'd, the caller frees it. Returns 0,
  * MOAT_EINVAL (a field out of range) or MOAT_ENOMEM. Pure. */
 int agentstore_encode(const struct agent_spec *spec, uint8_t **out, size_t *len);

@@ -13,7 +13,8 @@
  *   explain NAME [client=ADDR] [type=T]
  *                               the daemon's decision on NAME for the agent of ADDR (default:
  *                               the first agent), with the rule (file:line) that decided
- *   agent add NAME client=CIDR [client=CIDR...] [deny=nxdomain|refused|sinkhole] patterns=N
+ *   agent add NAME client=CIDR [client=CIDR...] [deny=nxdomain|refused|sinkhole]
+ *             [mode=enforce|audit] patterns=N
  *                               followed by N lines, the agent's allowlist (one pattern and
  *                               optional ports a line, as in a file): a runtime agent, in the
  *                               state store before the reply (moat/agentstore.h)
@@ -21,7 +22,7 @@
  * A connection may carry several requests; each gets exactly one reply, in order.
  * A reply is one JSON object on one line:
  *   {"v":1,"ok":true,"cmd":"explain",...fields of that command...}
- *   {"v":1,"ok":false,"error":"text"}
+ *   {"v":1,"ok":false,"cmd":"agent add","error":"text"}   ("cmd" when the request was read)
  * Unknown commands, extra words and overlong lines get an error reply, never a disconnect. */
 #ifndef MOAT_CTLPROTO_H
 #define MOAT_CTLPROTO_H
@@ -48,8 +49,8 @@ enum ctl_cmd {
 	CTL_AGENT_DEL,
 };
 
-/* Words of the longest request: agent add NAME, a client= per range, deny=, patterns=. */
-#define CTLPROTO_WORDS_MAX (3 + AGENT_CLIENTS_MAX + 2)
+/* Words of the longest request: agent add NAME, a client= per range, deny=, mode=, patterns=. */
+#define CTLPROTO_WORDS_MAX (3 + AGENT_CLIENTS_MAX + 3)
 
 struct ctl_request {
 	enum ctl_cmd cmd;
@@ -61,6 +62,7 @@ struct ctl_request {
 	/* agent add / agent del */
 	char agent[CONFIG_NAME_MAX];
 	enum deny_form deny;
+	enum agent_mode mode;
 	struct cidr clients[AGENT_CLIENTS_MAX];
 	size_t nclients;
 	uint32_t npatterns; /* lines that follow an agent add */
@@ -89,5 +91,8 @@ const char *ctlproto_cmd_str(enum ctl_cmd c);
 
 /* {"v":1,"ok":false,"error":"msg"}\n, msg escaped. Returns the length or MOAT_ESPACE. */
 int ctlproto_error(const char *msg, char *out, size_t cap);
+/* The same naming the command it answers (cmd an enum ctl_cmd; < 0: none):
+ * {"v":1,"ok":false,"cmd":"agent add","error":"msg"}\n */
+int ctlproto_error_cmd(int cmd, const char *msg, char *out, size_t cap);
 
 #endif

@@ -138,6 +138,12 @@ void policy_set_each(const struct policy_set *set, policy_set_each_cb cb, void *
 typedef void (*policy_set_dup_fn)(void *ctx, const char *file, uint32_t line, const char *what);
 void policy_set_on_duplicate(struct policy_set *set, policy_set_dup_fn fn, void *ctx);
 
+/* Keep loading past bad lines: each one's "file:line: reason" goes to fn(ctx, msg) and the load
+ * goes on with the next line (fn NULL: the first bad line stops it, the default). What --check
+ * uses to report every error of a file in one run; allocation failures still stop a load. */
+typedef void (*policy_set_err_fn)(void *ctx, const char *msg);
+void policy_set_on_error(struct policy_set *set, policy_set_err_fn fn, void *ctx);
+
 struct policy_agent {
 	struct config_agent cfg; /* copied scalars; pointer members borrowed from nothing (NULL) */
 	struct cidr *clients;    /* owned copy */
@@ -226,6 +232,7 @@ struct policy_decision {
 	struct policy_rule rule; /* the rule that allowed or denied, if any */
 	bool alert;              /* worth an operator's attention (high-risk, internal address) */
 	bool nodata;             /* deny as NOERROR without records (an RPZ "CNAME *." trigger) */
+	bool audit; /* allowed only by audit mode: enforce would deny it (moat/policy_audit.h) */
 	char
 	    reason[160]; /* for the EDE text and the log: "moat: not on allowlist of agent ci-42" */
 };

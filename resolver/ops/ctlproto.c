@@ -14,8 +14,9 @@
 #include "moat/wire.h"
 
 static const char *const cmd_names[] = {
-    [CTL_STATUS] = "status", [CTL_STATS] = "stats",   [CTL_RELOAD] = "reload",
-    [CTL_FLUSH] = "flush",   [CTL_AGENTS] = "agents", [CTL_EXPLAIN] = "explain",
+    [CTL_STATUS] = "status",       [CTL_STATS] = "stats",         [CTL_RELOAD] = "reload",
+    [CTL_FLUSH] = "flush",         [CTL_AGENTS] = "agents",       [CTL_EXPLAIN] = "explain",
+    [CTL_AGENT_ADD] = "agent add", [CTL_AGENT_DEL] = "agent del",
 };
 #define NCMDS (sizeof(cmd_names) / sizeof(cmd_names[0]))
 
@@ -158,8 +159,17 @@ int ctlproto_format(const struct ctl_request *r, char *out, size_t cap)
 
 int ctlproto_error(const char *msg, char *out, size_t cap)
 {
+	return ctlproto_error_cmd(-1, msg, out, cap);
+}
+
+int ctlproto_error_cmd(int cmd, const char *msg, char *out, size_t cap)
+{
 	char q[600];
 	log_json_quote(msg, q, sizeof(q));
-	int n = snprintf(out, cap, "{\"v\":%d,\"ok\":false,\"error\":%s}\n", CTLPROTO_VERSION, q);
+	int n =
+	    cmd < 0
+	        ? snprintf(out, cap, "{\"v\":%d,\"ok\":false,\"error\":%s}\n", CTLPROTO_VERSION, q)
+	        : snprintf(out, cap, "{\"v\":%d,\"ok\":false,\"cmd\":\"%s\",\"error\":%s}\n",
+	                   CTLPROTO_VERSION, ctlproto_cmd_str((enum ctl_cmd)cmd), q);
 	return n < 0 || (size_t)n >= cap ? MOAT_ESPACE : n;
 }

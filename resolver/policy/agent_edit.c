@@ -163,12 +163,15 @@ static int agent_build(const struct policy *cur, const struct agent_spec *spec,
 		return refuse(err, errlen, "agent '%s': 1 to 64 client ranges%s", spec->name, "");
 	if ((unsigned)spec->deny > DENY_SINKHOLE)
 		return refuse(err, errlen, "agent '%s': bad deny form%s", spec->name, "");
+	if ((unsigned)spec->mode > AGENT_AUDIT)
+		return refuse(err, errlen, "agent '%s': bad mode%s", spec->name, "");
 	int rc = check_new(cur, spec->name, spec->clients, spec->nclients, err, errlen);
 	if (rc)
 		return rc;
 	memset(a, 0, sizeof(*a));
 	snprintf(a->cfg.name, sizeof(a->cfg.name), "%s", spec->name);
 	a->cfg.deny = spec->deny;
+	a->cfg.mode = spec->mode;
 	a->cfg.sink_ttl = 60;
 	a->runtime = true;
 	a->nclients = spec->nclients;

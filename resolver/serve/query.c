@@ -18,6 +18,7 @@
 #include "moat/log.h"
 #include "moat/metrics.h"
 #include "moat/policy.h"
+#include "moat/policy_audit.h"
 #include "moat/ratelimit.h"
 #include "serve/fetch.h"
 #include "serve/fwchan.h"
@@ -109,10 +110,11 @@ void query_handle(struct worker *srv, struct reply_to *to, const uint8_t *pkt, s
 		return;
 	}
 
-	/* Decide on the name. A deny is answered here and never leaves the box. */
+	/* Decide on the name. A deny is answered here and never leaves the box, unless the agent
+	 * audits and enforce mode would deny it only for want of a rule (policy_audit.h). */
 	struct policy_decision d;
 	policy_decide(srv->policy, agent, q.lname, q.qclass, &d);
-	if (d.verdict != POLICY_ALLOW) {
+	if (d.verdict != POLICY_ALLOW && !policy_audit(agent, &d)) {
 		answer_denied(srv, to, &q, agent, &d);
 		return;
 	}
@@ -120,7 +122,7 @@ void query_handle(struct worker *srv, struct reply_to *to, const uint8_t *pkt, s
 	/* ANY is answered here (RFC 8482): never forwarded, never an amplifier. */
 	if (q.qtype == WIRE_ANY) {
 		int rc = local_answer_any(srv, to, &q);
-		log_it(srv, to, &q, agent->cfg.name, "allow",
+		log_it(srv, to, &q, agent->cfg.name, policy_audit_word(&d, "allow"),
 		       "moat: ANY answered locally (RFC 8482)", rc, false, NULL, -1);
 		return;
 	}
@@ -276,12 +278,13 @@ static void forward(struct worker *srv, struct reply_to *to, const struct wire_q
 		snprintf(why, sizeof(why), "moat: %s", inflight_result_str(cap));
 		int rcode = local_answer_send(srv, to, q, agent, false, WIRE_SERVFAIL,
 		                              WIRE_EDE_NOT_READY, why);
-		log_it(srv, to, q, agent->cfg.name, "allow", why, rcode, false, NULL, -1);
+		log_it(srv, to, q, agent->cfg.name, policy_audit_word(d, "allow"), why, rcode,
+		       false, NULL, -1);
 		query_free(qr);
 	} else if (rc < 0) {
 		int rcode = local_answer_send(srv, to, q, agent, false, WIRE_SERVFAIL, 0, NULL);
-		log_it(srv, to, q, agent->cfg.name, "allow", "moat: could not reach upstream",
-		       rcode, false, NULL, -1);
+		log_it(srv, to, q, agent->cfg.name, policy_audit_word(d, "allow"),
+		       "moat: could not reach upstream", rcode, false, NULL, -1);
 		query_free(qr);
 	} else {
 		srv->stats.forwarded++;
@@ -322,8 +325,8 @@ static void on_answer(struct query *qr)
 
 	if (reply_gone(&qr->to)) {
 		srv->stats.dropped++;
-		log_it(srv, &qr->to, &qr->q, agent, "allow", "client went away", -1, false, from,
-		       a->up_us);
+		log_it(srv, &qr->to, &qr->q, agent, policy_audit_word(&qr->decision, "allow"),
+		       "client went away", -1, false, from, a->up_us);
 		query_free(qr);
 		return;
 	}
@@ -377,9 +380,16 @@ static bool answer_passes(struct query *qr, struct policy_decision *d)
 		snprintf(d->reason, sizeof(d->reason), "moat: CNAME chain loops or is too long");
 		return false;
 	}
-	for (unsigned i = 1; i < r->nchain; i++)
-		if (policy_check_chain(qr->policy, qr->agent, r->chain[i], d) != POLICY_ALLOW)
+	for (unsigned i = 1; i < r->nchain; i++) {
+		if (policy_check_chain(qr->policy, qr->agent, r->chain[i], d) == POLICY_ALLOW)
+			continue;
+		if (!policy_audit(qr->agent,
+		                  d)) /* a strict-chain name: audited like the question */
 			return false;
+		if (!qr->decision.audit)
+			memcpy(qr->decision.reason, d->reason, sizeof(d->reason));
+		qr->decision.audit = true;
+	}
 	/* Private answers pass when the agent or the forward zone that answered allows them. */
 	struct addr_check c = {.policy = qr->policy,
 	                       .agent = qr->agent,
@@ -591,6 +601,8 @@ static void log_query_done(struct query *qr, const char *decision, const char *r
                            bool alert, bool released)
 {
 	const struct answer *a = qr->ans; /* NULL: no upstream answered */
+	if (!strncmp(decision, "allow", 5))
+		decision = policy_audit_word(&qr->decision, decision);
 	struct addr_list al;
 	al.n = 0;
 	al.used = 0;

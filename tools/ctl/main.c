@@ -34,8 +34,9 @@ static void usage(FILE *f)
 	      "  reload                       load the config and policy again\n"
 	      "  flush [NAME]                 drop cached answers (all, or NAME's)\n"
 	      "  agents                       the running policy's agents\n"
-	      "  explain NAME [--client ADDR] [--type T]\n"
-	      "                               which rule allows or denies NAME, and why\n"
+	      "  explain NAME [--client ADDR] [--type T] [--state DIR]\n"
+	      "                               which rule allows or denies NAME, and why, its\n"
+	      "                               ports, and whether moat-fw holds its grant\n"
 	      "  grants [AGENT] [--state DIR] moat-fw's live grants (its ledger, "
 	      "default " DEFAULT_STATE ")\n"
 	      "  check CONFIG                 validate a config and its policy files\n"
@@ -183,12 +184,21 @@ void ctl_print_error(const char *reply)
 	fputc('\n', stderr);
 }
 
+void ctl_print_reply_error(const char *reply, bool raw)
+{
+	if (raw) /* the whole reply, as a program reading --json expects it */
+		ctl_print_json(reply, true);
+	else
+		ctl_print_error(reply);
+}
+
 static int cmd_check(const char *path)
 {
 	struct config cfg;
 	struct policy *p = NULL;
-	char err[512];
+	char err[8192];
 	config_init(&cfg);
+	cfg.check_max_errors = CONFIG_CHECK_ERRORS; /* every error in one run */
 	int rc = config_load_file(&cfg, path, err, sizeof(err));
 	if (rc == 0)
 		rc = config_validate(&cfg, err, sizeof(err));
@@ -196,7 +206,7 @@ static int cmd_check(const char *path)
 		rc = policy_load(&cfg, &p, err, sizeof(err));
 	config_free(&cfg);
 	if (rc < 0) {
-		printf("%s\n", err);
+		config_print_errors(stdout, "", err);
 		return 1;
 	}
 	printf("moatctl: configuration OK: %zu agent(s), %zu allow pattern(s)\n", p->nagents,
@@ -325,10 +335,17 @@ int main(int argc, char **argv)
 	if (!reply)
 		return 2; /* the daemon could not be asked (moatctl(8)) */
 	bool ok = strncmp(reply, "{\"v\":1,\"ok\":true", 16) == 0;
+	if (ok && !strcmp(words[0], "explain")) { /* and whether moat-fw holds its grant */
+		char *full = ctl_explain_grant(reply, o.state);
+		if (full) {
+			free(reply);
+			reply = full;
+		}
+	}
 	if (ok)
 		ctl_print_json(reply, o.raw);
 	else
-		ctl_print_error(reply);
+		ctl_print_reply_error(reply, o.raw);
 	free(reply);
 	return ok ? 0 : 1;
 }
