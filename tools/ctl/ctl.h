@@ -13,6 +13,9 @@ int ctl_grants(const char *dir, const char *agent, bool raw);
  * out of memory. */
 char *ctl_explain_grant(const char *reply, const char *state_dir);
 
+/* report_out.c: `moatctl report ...` (argv[0] is "report"); the exit status. */
+int ctl_report_main(int argc, char **argv);
+
 /* main.c: print a JSON reply, raw (one line as received) or indented. */
 void ctl_print_json(const char *json, bool raw);
 

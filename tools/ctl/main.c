@@ -40,6 +40,10 @@ static void usage(FILE *f)
 	      "  grants [AGENT] [--state DIR] moat-fw's live grants (its ledger, "
 	      "default " DEFAULT_STATE ")\n"
 	      "  check CONFIG                 validate a config and its policy files\n"
+	      "  report [AGENT] [--since TIME] [--format text|json|allowlist] [--log FILE]...\n"
+	      "         [--fw-log FILE]... [--highrisk FILE]... [--wildcard-min N]\n"
+	      "                               what agents tried, from the logs, and the\n"
+	      "                               allowlist that lets it through\n"
 	      "  compile [--highrisk] -o OUT.mpol FILE...\n"
 	      "                               compile text lists into one mapped file\n"
 	      "  verify [--pubkey K.pub] [--highrisk] FILE.mpol...\n"
@@ -287,6 +291,8 @@ int main(int argc, char **argv)
 	int ch;
 	if (ctl_policy_command(argc, argv, &ch)) /* compile, verify, sign, keygen: no daemon */
 		return ch;
+	if (argc > 1 && !strcmp(argv[1], "report")) /* reads the logs: no daemon either */
+		return ctl_report_main(argc - 1, argv + 1);
 	while ((ch = getopt_long(argc, argv, "+s:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 's':
