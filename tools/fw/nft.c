@@ -13,6 +13,7 @@
  * also refusing prefix lengths with leading zeros), and the server loads the same files into an
  * addrguard too, so a file the two readings disagree on stops moat-fw at start-up. */
 #include "nft.h"
+#include "droplog.h"
 #include "moat/bytes.h"
 #include "moat/err.h"
 #include "moat/netaddr.h"
@@ -234,6 +235,15 @@ static int fwnft_range_list(struct fwnft_buf *b, const struct fwnft_range *v, si
 	"icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit, "               \
 	"nd-router-advert } ip6 hoplimit 255"
 
+/* The drop log's statement for a rule of chain (droplog.h): "" without --drop-log. A few
+ * rotating buffers: one printf may take several. */
+static const char *L(const struct fwnft_setup *s, const char *chain, const char *kind)
+{
+	static _Thread_local char buf[8][96];
+	static _Thread_local unsigned i;
+	return fwdroplog_stmt(s->log_group, chain, kind, buf[i++ % 8], sizeof(buf[0]));
+}
+
 /* The allow sets (layout in nft_batch.h): allow = any port, port = port-scoped, echo = the
  * addresses of port-scoped grants. In the forward placement each key starts with the sandbox
  * source. */
@@ -258,20 +268,23 @@ static int fwnft_allow_sets(const struct fwnft_setup *s, struct fwnft_buf *b)
  * those (protocol, port) pairs, and ICMP echo follows any grant of the address: the echo lines
  * look at both address-only views (the first two lines already accept echo today; the echo
  * lines keep it so wherever ICMP rules end up before them). */
-static int fwnft_allow_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
+static int fwnft_allow_rules(const struct fwnft_setup *s, struct fwnft_buf *b, const char *chain)
 {
 	const char *s4 = s->placement == FWNFT_FORWARD ? "ip saddr . " : "";
 	const char *s6 = s->placement == FWNFT_FORWARD ? "ip6 saddr . " : "";
+	/* A flow's first packet reaches these (established ones were accepted before): with the
+	 * drop log each new connection is logged, for the ports `moatctl report` recommends. */
+	const char *c = L(s, chain, "connect");
 	return fwnft_printf(b,
-	                    "\t\t%sip daddr @allow4 accept\n"
-	                    "\t\t%sip6 daddr @allow6 accept\n"
-	                    "\t\t%sip daddr . meta l4proto . th dport @port4 accept\n"
-	                    "\t\t%sip6 daddr . meta l4proto . th dport @port6 accept\n"
+	                    "\t\t%sip daddr @allow4%s accept\n"
+	                    "\t\t%sip6 daddr @allow6%s accept\n"
+	                    "\t\t%sip daddr . meta l4proto . th dport @port4%s accept\n"
+	                    "\t\t%sip6 daddr . meta l4proto . th dport @port6%s accept\n"
 	                    "\t\ticmp type echo-request %sip daddr @allow4 accept\n"
 	                    "\t\ticmp type echo-request %sip daddr @echo4 accept\n"
 	                    "\t\ticmpv6 type echo-request %sip6 daddr @allow6 accept\n"
 	                    "\t\ticmpv6 type echo-request %sip6 daddr @echo6 accept\n",
-	                    s4, s6, s4, s6, s4, s4, s6, s6);
+	                    s4, c, s6, c, s4, c, s6, c, s4, s4, s6, s6);
 }
 
 /* DNS to each --resolver (UDP and TCP), from chain sandbox/output and chain host. */
@@ -318,7 +331,7 @@ static int fwnft_dhcp_rules(const struct fwnft_setup *s, struct fwnft_buf *b, bo
  * ports, nothing else. In the forward placement what passes returns to chain forward, so a
  * packet that also comes from a sandbox is judged by chain sandbox as well: one sandbox's grant
  * never opens another sandbox's ports. */
-static int fwnft_toward_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
+static int fwnft_toward_rules(const struct fwnft_setup *s, struct fwnft_buf *b, const char *chain)
 {
 	const char *v = s->placement == FWNFT_NETNS ? "accept" : "return";
 	fwnft_printf(b, "\t\tct state established,related ct direction reply %s\n", v);
@@ -326,11 +339,11 @@ static int fwnft_toward_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
 		fwnft_printf(b, "\t\tct direction original %s dport %u %s\n",
 		             s->inbound[i].proto == 6 ? "tcp" : "udp", s->inbound[i].port, v);
 	fwnft_dhcp_rules(s, b, false);
-	return fwnft_printf(b, "\t\tcounter drop\n");
+	return fwnft_printf(b, "\t\tcounter%s drop\n", L(s, chain, "inbound"));
 }
 
 /* What the sandbox sends once its source is known good, in their required order. */
-static int fwnft_filter_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
+static int fwnft_filter_rules(const struct fwnft_setup *s, struct fwnft_buf *b, const char *chain)
 {
 	/* Flows the sandbox started carry on; answers on an --inbound flow (which only the
 	 * toward-the-sandbox rules can admit) too. */
@@ -341,14 +354,20 @@ static int fwnft_filter_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
 		 * keeps it to the link (RFC 4861) and link6 (link-local, ff02::/16 and the on-link
 		 * prefixes) to neighbours: an ND packet to a remote address would be routed. */
 		fwnft_printf(b, "\t\t" FWNFT_ND " ip6 daddr @link6 accept\n");
-	fwnft_printf(b, "\t\tip daddr @deny4 counter drop\n"
-	                "\t\tip6 daddr @deny6 counter drop\n");
+	const char *deny = L(s, chain, "always-deny"), *icmp = L(s, chain, "icmp");
+	fwnft_printf(b,
+	             "\t\tip daddr @deny4 counter%s drop\n"
+	             "\t\tip6 daddr @deny6 counter%s drop\n",
+	             deny, deny);
 	fwnft_resolver_rules(s, b);
 	/* ICMP errors pass only as related to a flow (above); echo follows the allow sets. */
-	fwnft_printf(b, "\t\ticmp type != echo-request counter drop\n"
-	                "\t\ticmpv6 type != echo-request counter drop\n");
-	fwnft_allow_rules(s, b);
-	return fwnft_printf(b, "\t\tcounter drop\n");
+	fwnft_printf(b,
+	             "\t\ticmp type != echo-request counter%s drop\n"
+	             "\t\ticmpv6 type != echo-request counter%s drop\n",
+	             icmp, icmp);
+	fwnft_allow_rules(s, b, chain);
+	/* Never granted, expired, or another port: the drop log tells them apart (ledger). */
+	return fwnft_printf(b, "\t\tcounter%s drop\n", L(s, chain, "unresolved"));
 }
 
 static bool fwnft_ifname_ok(const char *n)
@@ -429,8 +448,14 @@ static int fwnft_sbx_set(const struct fwnft_setup *s, struct fwnft_buf *b, uint8
  * and traffic toward the sandbox. */
 static int fwnft_forward_chains(const struct fwnft_setup *s, struct fwnft_buf *b)
 {
-	static const char spoof[] = "\t\tiifname . ip saddr != @sbx4 counter drop\n"
-	                            "\t\tiifname . ip6 saddr != @sbx6 counter drop\n";
+	char spoof[2][400]; /* in chain sandbox and in chain host */
+	for (int i = 0; i < 2; i++) {
+		const char *l = L(s, i ? "host" : "sandbox", "spoofed");
+		snprintf(spoof[i], sizeof(spoof[i]),
+		         "\t\tiifname . ip saddr != @sbx4 counter%s drop\n"
+		         "\t\tiifname . ip6 saddr != @sbx6 counter%s drop\n",
+		         l, l);
+	}
 	fwnft_sbx_set(s, b, 4);
 	fwnft_sbx_set(s, b, 6);
 	fwnft_printf(b, "\tchain forward {\n"
@@ -444,8 +469,8 @@ static int fwnft_forward_chains(const struct fwnft_setup *s, struct fwnft_buf *b
 	                "\t\ttype filter hook input priority 0; policy accept;\n"
 	                "\t\tiifname ");
 	fwnft_ifname_list(s, b);
-	fwnft_printf(b, " jump host\n\t}\n\tchain sandbox {\n%s", spoof);
-	fwnft_filter_rules(s, b);
+	fwnft_printf(b, " jump host\n\t}\n\tchain sandbox {\n%s", spoof[0]);
+	fwnft_filter_rules(s, b, "sandbox");
 	/* To the moat host itself: link-local ND (before the source check: its sources are
 	 * fe80:: and ::), then only DNS to the resolvers (and DHCP when asked). Multicast,
 	 * link-local and every other service of the host are dropped. */
@@ -459,10 +484,10 @@ static int fwnft_forward_chains(const struct fwnft_setup *s, struct fwnft_buf *b
 	             "\t\t" FWNFT_ND " ip6 daddr ff02::/16 accept\n"
 	             "\t\t" FWNFT_ND " fib daddr type local accept\n"
 	             "\t\tct state established,related accept\n",
-	             spoof);
+	             spoof[1]);
 	fwnft_resolver_rules(s, b);
-	fwnft_printf(b, "\t\tcounter drop\n\t}\n\tchain to_sandbox {\n");
-	fwnft_toward_rules(s, b);
+	fwnft_printf(b, "\t\tcounter%s drop\n\t}\n\tchain to_sandbox {\n", L(s, "host", "host"));
+	fwnft_toward_rules(s, b, "to_sandbox");
 	return fwnft_printf(b, "\t}\n");
 }
 
@@ -478,23 +503,28 @@ static int fwnft_netns_chains(const struct fwnft_setup *s, struct fwnft_buf *b)
 	fwnft_range_list(b, s->link6, s->nlink6, 6, ", ", "");
 	/* 0.0.0.0 and :: first: the kernel turns a connect to them into loopback, and nothing
 	 * addressed to them may pass the loopback rule. */
-	fwnft_printf(b, " }\n\t}\n"
-	                "\tchain output {\n"
-	                "\t\ttype filter hook output priority 0; policy drop;\n"
-	                "\t\tip daddr 0.0.0.0/8 counter drop\n"
-	                "\t\tip6 daddr :: counter drop\n"
-	                "\t\toif \"lo\" accept\n");
+	const char *deny = L(s, "output", "always-deny"), *spoof = L(s, "output", "spoofed");
+	fwnft_printf(b,
+	             " }\n\t}\n"
+	             "\tchain output {\n"
+	             "\t\ttype filter hook output priority 0; policy drop;\n"
+	             "\t\tip daddr 0.0.0.0/8 counter%s drop\n"
+	             "\t\tip6 daddr :: counter%s drop\n"
+	             "\t\toif \"lo\" accept\n",
+	             deny, deny);
 	fwnft_dhcp_rules(s, b, true);
 	/* Only the namespace's own addresses as source, and never loopback off lo. */
-	fwnft_printf(b, "\t\tfib saddr type != local counter drop\n"
-	                "\t\tip saddr 127.0.0.0/8 counter drop\n"
-	                "\t\tip6 saddr ::1 counter drop\n");
-	fwnft_filter_rules(s, b);
+	fwnft_printf(b,
+	             "\t\tfib saddr type != local counter%s drop\n"
+	             "\t\tip saddr 127.0.0.0/8 counter%s drop\n"
+	             "\t\tip6 saddr ::1 counter%s drop\n",
+	             spoof, spoof, spoof);
+	fwnft_filter_rules(s, b, "output");
 	fwnft_printf(b, "\t}\n\tchain input {\n"
 	                "\t\ttype filter hook input priority 0; policy drop;\n"
 	                "\t\tiif \"lo\" accept\n"
 	                "\t\t" FWNFT_ND " accept\n");
-	fwnft_toward_rules(s, b);
+	fwnft_toward_rules(s, b, "input");
 	return fwnft_printf(b, "\t}\n");
 }
 

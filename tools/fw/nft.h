@@ -74,7 +74,9 @@ struct fwnft_setup {
 	size_t ninbound;
 	const struct fwnft_range *link6; /* netns: on-link IPv6 prefixes (ND targets) */
 	size_t nlink6;
-	bool dhcp; /* DHCP (v4 67/68, v6 546/547) between the sandbox and its link */
+	bool dhcp;          /* DHCP (v4 67/68, v6 546/547) between the sandbox and its link */
+	uint16_t log_group; /* --drop-log: drop and allow rules log to this nflog group (droplog.h);
+	                     * 0: no log statements */
 };
 
 /* A growable text buffer. Zero-initialise; fwnft_buf_free releases it. The first failure to

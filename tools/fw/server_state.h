@@ -18,6 +18,7 @@
 #include "server.h"
 
 struct fwsrv;
+struct fwdroplog;
 
 struct fwsrv_conn {
 	uv_poll_t poll;
@@ -71,6 +72,7 @@ struct fwsrv {
 	size_t nown;
 	struct fwnft_range *link6; /* netns: on-link IPv6 prefixes of the sandbox */
 	size_t nlink6;
+	struct fwdroplog *droplog; /* --drop-log (droplog.h); NULL: none */
 };
 
 /* Milliseconds on the monotonic clock, for the timings moat-fw logs. */
