@@ -125,22 +125,21 @@ static void grant_text(const char *reply, const char *dir, char *out, size_t cap
 		return;
 	}
 	ledger_close(l);
-	size_t n = (size_t)snprintf(out, cap, "{\"held\":%s,\"addresses\":[", "false");
-	bool any = false;
-	for (unsigned i = 0; i < g.n && n < cap; i++) {
+	char held[GRANT_ADDRS * 48] = "";
+	size_t h = 0;
+	for (unsigned i = 0; i < g.n; i++) {
 		char a[64];
 		if (!g.held[i])
 			continue;
 		inet_ntop(g.family[i] == 4 ? AF_INET : AF_INET6, g.addr[i], a, sizeof(a));
-		n += (size_t)snprintf(out + n, cap - n, "%s\"%s\"", any ? "," : "", a);
-		any = true;
+		h += (size_t)snprintf(held + h, sizeof(held) - h, "%s\"%s\"", h ? "," : "", a);
 	}
-	if (any)
-		memcpy(out + 9, "true,", 5); /* {"held": is 9 bytes; "false" -> "true," */
-	n += (size_t)snprintf(out + n, cap - n,
-	                      "],\"remaining_s\":%llu,\"ports\":", (unsigned long long)g.remaining);
-	if (!any || g.any_port) {
-		snprintf(out + n, cap - n, "%s}", any ? "\"any\"" : "null");
+	size_t n = (size_t)snprintf(out, cap,
+	                            "{\"held\":%s,\"addresses\":[%s],\"remaining_s\":%llu,"
+	                            "\"ports\":",
+	                            h ? "true" : "false", held, (unsigned long long)g.remaining);
+	if (!h || g.any_port) {
+		snprintf(out + n, cap - n, "%s}", h ? "\"any\"" : "null");
 		return;
 	}
 	n += (size_t)snprintf(out + n, cap - n, "[");

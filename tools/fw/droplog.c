@@ -412,6 +412,9 @@ int fwdroplog_start(uv_loop_t *loop, uint16_t group, const char *path, struct le
 	if (!(d->gh = nflog_bind_group(d->h, group)) ||
 	    nflog_set_mode(d->gh, NFULNL_COPY_PACKET, COPY_BYTES) < 0 ||
 	    nflog_set_flags(d->gh, NFULNL_CFG_F_SEQ) < 0 ||
+	    /* each message at once: the kernel's default holds up to 100 for a second, and
+	     * what it holds when moat-fw stops is lost */
+	    nflog_set_qthresh(d->gh, 1) < 0 ||
 	    nflog_callback_register(d->gh, on_packet, d) < 0)
 		goto nflog_fail;
 	d->fd = nflog_fd(d->h);
