@@ -31,7 +31,9 @@
 #include "config/config_flags.h"
 #include "ops/control.h"
 #include "ops/control_agents.h"
+#include "ops/control_ask.h"
 #include "serve/dnstap_out.h"
+#include "serve/ask.h"
 #include "serve/fetch.h"
 #include "serve/fwchan.h"
 #include "serve/limits.h"
@@ -136,7 +138,8 @@ static int reload(char *err, size_t errlen)
 	}
 	ncfg.lint_max_patterns = cfg.lint_max_patterns;
 	int rc = policy_load(opts.config_path ? &ncfg : &cfg, &np, err, errlen);
-	if (rc == 0 && workers[0].policy->nagents > workers[0].policy->nconfig) {
+	if (rc == 0 && (workers[0].policy->nagents > workers[0].policy->nconfig ||
+	                agent_edit_has_decided(workers[0].policy))) {
 		struct policy *loaded = np; /* the runtime agents stay, on top of the new files */
 		rc = agent_edit_rebase(loaded, workers[0].policy, &np, err, errlen);
 		policy_unref(loaded);
@@ -159,6 +162,7 @@ static int reload(char *err, size_t errlen)
 	 * (explain) already sees it. */
 	policy_unref(workers[0].policy);
 	workers[0].policy = policy_ref(np);
+	ask_policy_changed(&workers[0]);
 	for (unsigned i = 1; i < nworkers; i++)
 		worker_post_policy(&workers[i], np);
 	fprintf(stderr, "moatd: policy reloaded (%zu agents)\n", np->nagents);
@@ -304,7 +308,8 @@ static int load_start(int argc, char **argv, struct policy **policy, int *done)
 		return 0;
 	}
 	lint_report(*policy);
-	if (agents_restore(policy, err, sizeof(err)) < 0) {
+	if (agents_restore(policy, err, sizeof(err)) < 0 ||
+	    control_ask_restore(store, policy, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moatd: %s\n", err);
 		return 1;
 	}

@@ -49,6 +49,9 @@
  *       strict_chain: false                   # every CNAME/DNAME target must be allowed too
  *       allow_private: false                  # private/shared answers allowed for this agent
  *       mode: enforce                         # enforce | audit (answer and log "would-deny")
+ *       on_unknown: deny                      # deny | ask (hold the query; moatctl allow/deny)
+ *       ask_timeout_ms: 10000                 # no answer in time: deny
+ *       ask_max_pending: 64                   # names waiting per agent; more: denied at once
  *       forward: [...]                        # forward zones of this agent (as below)
  *   forward:                                  # forward zones: the longest matching one wins
  *     - zone: corp.internal                   # required; UTF-8 or A-labels
@@ -100,6 +103,16 @@ enum agent_mode {
 	AGENT_AUDIT,
 };
 
+/* What an enforcing agent does with a name no rule decides: deny it, or hold the query and ask
+ * (moatctl watch shows it; moatctl allow / deny answer it; ask_timeout_ms without an answer:
+ * deny). At most ask_max_pending names wait per agent; more are denied at once. */
+enum agent_unknown {
+	UNKNOWN_DENY = 0,
+	UNKNOWN_ASK,
+};
+#define CONFIG_ASK_TIMEOUT_MS 10000
+#define CONFIG_ASK_PENDING 64
+
 /* A forward zone: names at or below zone go to its own upstreams (after the policy allowed
  * them: a zone allows nothing by itself), with their own timeouts and failover. */
 struct config_forward {
@@ -135,6 +148,9 @@ struct config_agent {
 	bool strict_chain;
 	bool allow_private;
 	enum agent_mode mode;
+	enum agent_unknown on_unknown;
+	uint32_t ask_timeout_ms;  /* 100..600000 */
+	uint32_t ask_max_pending; /* 1..100000 */
 	/* Where it was written (0: not from a file), for errors found after parsing. */
 	int line;
 	int *client_lines; /* owned: one per clients entry */

@@ -153,6 +153,10 @@ struct policy_agent {
 	size_t *allow_rpz;        /* owned: indices into policy.rpz of its RPZ allow zones */
 	size_t nallow_rpz;
 	bool runtime; /* added by `moatctl agent add` (agent_edit.c), not the config */
+	/* Decided at runtime (moatctl allow / deny, agent_edit_decided): one reference each in
+	 * every snapshot that points at them; NULL: none. A deny here wins over the allowlists,
+	 * an allow here adds to them. */
+	struct policy_set *decided_allow, *decided_deny;
 };
 
 struct policy {
@@ -232,7 +236,8 @@ struct policy_decision {
 	struct policy_rule rule; /* the rule that allowed or denied, if any */
 	bool alert;              /* worth an operator's attention (high-risk, internal address) */
 	bool nodata;             /* deny as NOERROR without records (an RPZ "CNAME *." trigger) */
-	bool audit; /* allowed only by audit mode: enforce would deny it (moat/policy_audit.h) */
+	bool audit;   /* allowed only by audit mode: enforce would deny it (moat/policy_audit.h) */
+	bool decided; /* denied by a runtime decision (moatctl deny): never asked about again */
 	char
 	    reason[160]; /* for the EDE text and the log: "moat: not on allowlist of agent ci-42" */
 };

@@ -138,6 +138,8 @@ void config_agent_init(struct config_agent *a)
 	a->sink_ttl = 60;
 	a->strict_chain = false;
 	a->allow_private = false;
+	a->ask_timeout_ms = CONFIG_ASK_TIMEOUT_MS;
+	a->ask_max_pending = CONFIG_ASK_PENDING;
 }
 
 void config_forwards_free(struct config_forward **v, size_t *n)

@@ -334,6 +334,22 @@ static int config_agent_key(struct config_ctx *c, const char *ks, size_t klen, s
 		rc = config_bool(c, v, kline, "allow_private", &a->allow_private);
 	} else if (config_key_is(ks, klen, "forward")) {
 		rc = config_forwards(c, v, kline, &a->forwards, &a->nforwards);
+	} else if (config_key_is(ks, klen, "on_unknown")) {
+		const char *s = NULL;
+		size_t len = 0;
+		if ((rc = config_text(c, v, kline, "on_unknown", "deny or ask", &s, &len)) != 0)
+			return rc;
+		if (config_key_is(s, len, "ask"))
+			a->on_unknown = UNKNOWN_ASK;
+		else if (config_key_is(s, len, "deny"))
+			a->on_unknown = UNKNOWN_DENY;
+		else
+			return config_fail(c, config_node_line(v, kline),
+			                   "on_unknown: expected deny or ask");
+	} else if (config_key_is(ks, klen, "ask_timeout_ms")) {
+		rc = config_u32(c, v, kline, "ask_timeout_ms", 100, 600000, &a->ask_timeout_ms);
+	} else if (config_key_is(ks, klen, "ask_max_pending")) {
+		rc = config_u32(c, v, kline, "ask_max_pending", 1, 100000, &a->ask_max_pending);
 	} else if (config_key_is(ks, klen, "mode")) {
 		const char *s = NULL;
 		size_t len = 0;

@@ -340,3 +340,70 @@ int agentstore_each(struct agentstore *st, agentstore_cb cb, agentstore_bad_cb b
 		return lmdb_fail(err, errlen, "read", rc);
 	return out;
 }
+
+#define DECIDED_PREFIX "!decided:"
+
+int agentstore_put_decided(struct agentstore *st, const char *agent, const char *text, char *err,
+                           size_t errlen)
+{
+	char key[sizeof(DECIDED_PREFIX) + CONFIG_NAME_MAX];
+	snprintf(key, sizeof(key), DECIDED_PREFIX "%s", agent);
+	int rc = batch(st, err, errlen);
+	if (rc)
+		return rc;
+	MDB_val k = {strlen(key), key};
+	if (!*text) {
+		rc = mdb_del(st->batch, st->dbi, &k, NULL);
+		return rc && rc != MDB_NOTFOUND ? lmdb_fail(err, errlen, "del", rc) : 0;
+	}
+	size_t tl = strlen(text), n = 1 + tl + CHECK_LEN;
+	uint8_t *val = malloc(n);
+	if (!val)
+		return bad(err, errlen, "out of memory");
+	val[0] = 1;
+	memcpy(val + 1, text, tl);
+	check_of((const uint8_t *)key, strlen(key), val, 1 + tl, val + 1 + tl);
+	MDB_val v = {n, val};
+	rc = mdb_put(st->batch, st->dbi, &k, &v, 0);
+	free(val);
+	return rc ? lmdb_fail(err, errlen, "put", rc) : 0;
+}
+
+int agentstore_each_decided(struct agentstore *st, agentstore_decided_cb cb, void *ctx, char *err,
+                            size_t errlen)
+{
+	MDB_txn *txn;
+	MDB_cursor *cur;
+	MDB_val k = {sizeof(DECIDED_PREFIX) - 1, DECIDED_PREFIX}, v;
+	int rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return lmdb_fail(err, errlen, "begin", rc);
+	if ((rc = mdb_cursor_open(txn, st->dbi, &cur))) {
+		mdb_txn_abort(txn);
+		return lmdb_fail(err, errlen, "cursor", rc);
+	}
+	int out = 0;
+	size_t pl = sizeof(DECIDED_PREFIX) - 1;
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+	     rc == 0 && !out && k.mv_size > pl && !memcmp(k.mv_data, DECIDED_PREFIX, pl);
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		uint8_t check[CHECK_LEN];
+		char agent[CONFIG_NAME_MAX];
+		const uint8_t *val = v.mv_data;
+		size_t al = k.mv_size - pl;
+		if (al >= sizeof(agent) || v.mv_size < 1 + CHECK_LEN || val[0] != 1)
+			continue;
+		check_of(k.mv_data, k.mv_size, val, v.mv_size - CHECK_LEN, check);
+		if (sodium_memcmp(check, val + v.mv_size - CHECK_LEN, CHECK_LEN) != 0 ||
+		    memchr(val + 1, 0, v.mv_size - 1 - CHECK_LEN))
+			continue; /* a damaged record is left out, never half-read */
+		memcpy(agent, (const char *)k.mv_data + pl, al);
+		agent[al] = 0;
+		char *text = strndup((const char *)val + 1, v.mv_size - 1 - CHECK_LEN);
+		out = text ? cb(ctx, agent, text) : MOAT_ENOMEM;
+		free(text);
+	}
+	mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	return out;
+}

@@ -26,6 +26,8 @@
 #include "moat/wire.h"
 #include "ops/control.h"
 #include "ops/control_agents.h"
+#include "ops/control_ask.h"
+#include "serve/ask.h"
 #include "serve/fetch.h"
 #include "serve/fwchan.h"
 #include "serve/metrics_workers.h"
@@ -55,6 +57,7 @@ struct ctl_conn {
 	size_t len;
 	bool overlong;           /* skipping the rest of a line that was too long */
 	bool busy;               /* a flush is out; reading resumes after its reply */
+	bool watching;           /* `watch`: ask-mode events are streamed to it */
 	struct ctl_addbody *add; /* owned: an agent add gathering its lines, or NULL */
 	struct ctl_held *held;   /* owned: replies waiting for the commit */
 	size_t nheld;
@@ -67,6 +70,7 @@ struct ctl_write {
 };
 
 static struct control_ops ops;
+static uv_async_t watch_wake; /* ask.c queued events for the watchers */
 static uv_pipe_t server;
 static bool started;
 static struct dlist conns;
@@ -201,22 +205,24 @@ static void status_firewall(char *out, size_t cap)
 
 static void cmd_status(struct ctl_conn *c)
 {
-	char body[4096], cfgq[600], fw[1200], rerr[1100];
+	char body[8192], cfgq[600], fw[1200], rerr[1100], asks[2048];
 	const struct policy *p = ops.ws[0].policy;
 	const char *re = ops.reload_error ? ops.reload_error() : "";
 	log_json_quote(ops.config_path, cfgq, sizeof(cfgq));
 	log_json_quote(re, rerr, sizeof(rerr));
 	status_firewall(fw, sizeof(fw));
+	if (ask_status_json(asks, sizeof(asks)) < 0)
+		snprintf(asks, sizeof(asks), "null");
 	snprintf(body, sizeof(body),
 	         "\"version\":\"%s\",\"pid\":%ld,\"uptime_s\":%llu,\"workers\":%u,\"agents\":%zu,"
 	         "\"patterns\":%zu,\"config\":%s,\"last_reload\":%llu,\"last_reload_ok\":%s,"
-	         "\"last_reload_error\":%s,\"firewall\":%s,\"control_protocol\":%d",
+	         "\"last_reload_error\":%s,\"firewall\":%s,\"asks\":%s,\"control_protocol\":%d",
 	         ops.version, (long)getpid(),
 	         (unsigned long long)((uint64_t)time(NULL) - metrics_global.start_unix), ops.n,
 	         p->nagents, policy_allow_count(p), cfgq,
 	         (unsigned long long)metrics_get(&metrics_global.last_reload_unix),
 	         metrics_get(&metrics_global.last_reload_ok) ? "true" : "false",
-	         *re ? rerr : "null", fw, CTLPROTO_VERSION);
+	         *re ? rerr : "null", fw, asks, CTLPROTO_VERSION);
 	reply_ok(c, CTL_STATUS, body);
 }
 
@@ -600,6 +606,48 @@ static void agent_begin(struct ctl_conn *c, const struct ctl_request *r)
 		agent_run_add(c, b);
 }
 
+/* watch: the ok reply, the asks waiting now, then every event as it comes (on_watch). */
+static void cmd_watch(struct ctl_conn *c)
+{
+	char *pending = ask_pending_lines();
+	c->watching = true;
+	reply_ok(c, CTL_WATCH, "");
+	if (pending && *pending)
+		reply(c, pending, strlen(pending));
+	else
+		free(pending);
+}
+
+static void on_watch(uv_async_t *a)
+{
+	(void)a;
+	char *text = ask_events_take();
+	size_t len = text ? strlen(text) : 0;
+	for (struct dlist *it = conns.next; len && it != &conns; it = it->next) {
+		struct ctl_conn *c = container_of(it, struct ctl_conn, link);
+		char *copy = c->watching ? strdup(text) : NULL;
+		if (copy)
+			reply(c, copy, len);
+	}
+	free(text);
+}
+
+/* ask.c's notice, from any worker's thread: wake the control loop. */
+static void watch_notify(void *ctx)
+{
+	(void)ctx;
+	uv_async_send(&watch_wake);
+}
+
+static void cmd_decide(struct ctl_conn *c, const struct ctl_request *r)
+{
+	char body[1024], err[600];
+	if (control_ask_decide(r, body, sizeof(body), err, sizeof(err)) < 0)
+		reply_error_cmd(c, (int)r->cmd, err);
+	else
+		reply_ok(c, r->cmd, body);
+}
+
 static void handle_line(struct ctl_conn *c, const char *line, size_t len)
 {
 	struct ctl_request r;
@@ -639,6 +687,13 @@ static void handle_line(struct ctl_conn *c, const char *line, size_t len)
 		break;
 	case CTL_EXPLAIN:
 		cmd_explain(c, &r);
+		break;
+	case CTL_WATCH:
+		cmd_watch(c);
+		break;
+	case CTL_ALLOW:
+	case CTL_DENY:
+		cmd_decide(c, &r);
 		break;
 	case CTL_AGENT_ADD:
 	case CTL_AGENT_DEL:
@@ -748,6 +803,9 @@ int control_start(uv_loop_t *loop, const char *path, const char *group, const st
 		return MOAT_EIO;
 	}
 	uv_async_init(loop, &fl.done, on_flushed);
+	uv_async_init(loop, &watch_wake, on_watch);
+	control_ask_init(loop);
+	ask_set_notify(watch_notify, NULL);
 	started = true;
 	return 0;
 }
@@ -761,4 +819,7 @@ void control_stop(void)
 		conn_close(container_of(conns.next, struct ctl_conn, link));
 	uv_close((uv_handle_t *)&server, NULL);
 	uv_close((uv_handle_t *)&fl.done, NULL);
+	ask_set_notify(NULL, NULL);
+	uv_close((uv_handle_t *)&watch_wake, NULL);
+	control_ask_stop();
 }

@@ -37,6 +37,20 @@ const struct policy_agent *agent_edit_find(const struct policy *p, const char *n
 	return by_name(p, name, p->nconfig);
 }
 
+static struct policy_set *ref_or_null(struct policy_set *s)
+{
+	return s ? policy_set_ref(s) : NULL;
+}
+
+/* The runtime decisions of the agent named like a's in old (moatctl allow / deny) onto a, with
+ * references of a's own: they outlive an edit and a reload that keeps the agent. */
+static void carry_decided(struct policy_agent *a, const struct policy *old)
+{
+	const struct policy_agent *o = old ? by_name(old, a->cfg.name, 0) : NULL;
+	a->decided_allow = o ? ref_or_null(o->decided_allow) : NULL;
+	a->decided_deny = o ? ref_or_null(o->decided_deny) : NULL;
+}
+
 /* A runtime agent copied for a new snapshot: its own ranges, its set shared. */
 static int agent_copy(const struct policy_agent *from, struct policy_agent *to)
 {
@@ -89,6 +103,8 @@ static int assemble(struct policy *base, const struct policy *old, const char *s
 	p->local = base->local;
 	memcpy(p->agents, base->agents, base->nagents * sizeof(*p->agents));
 	p->nagents = p->nconfig = base->nagents;
+	for (size_t i = 0; i < p->nagents; i++)
+		carry_decided(&p->agents[i], old);
 	const struct policy *zsrc = old && (old->base ? old->base : old) == base ? old : base;
 	if (carry_rpz(p, zsrc, base)) {
 		policy_unref(p);
@@ -102,6 +118,7 @@ static int assemble(struct policy *base, const struct policy *old, const char *s
 			policy_unref(p);
 			goto nomem;
 		}
+		carry_decided(&p->agents[p->nagents], old);
 		p->nagents++;
 	}
 	if (extra) {
@@ -229,6 +246,30 @@ int agent_edit_del(struct policy *cur, const char *name, struct policy **out, ch
 	return rc;
 }
 
+int agent_edit_decided(struct policy *cur, const char *name, struct policy_set *allow,
+                       struct policy_set *deny, struct policy **out, char *err, size_t errlen)
+{
+	int rc = by_name(cur, name, 0) ? assemble(cur, cur, NULL, NULL, out) : MOAT_EINVAL;
+	if (rc) {
+		policy_set_free(allow);
+		policy_set_free(deny);
+		if (rc == MOAT_EINVAL)
+			return refuse(err, errlen, "no agent '%.64s'%s", name, "");
+		snprintf(err, errlen, "agent '%s': %s", name, moat_strerror(rc));
+		return rc;
+	}
+	for (size_t i = 0; i < (*out)->nagents; i++) {
+		struct policy_agent *a = &(*out)->agents[i];
+		if (strcmp(a->cfg.name, name))
+			continue;
+		policy_set_free(a->decided_allow);
+		policy_set_free(a->decided_deny);
+		a->decided_allow = allow;
+		a->decided_deny = deny;
+	}
+	return 0;
+}
+
 int agent_edit_rebase(struct policy *base, struct policy *old, struct policy **out, char *err,
                       size_t errlen)
 {
@@ -244,4 +285,12 @@ int agent_edit_rebase(struct policy *base, struct policy *old, struct policy **o
 		}
 	}
 	return assemble(base, old, NULL, NULL, out);
+}
+
+bool agent_edit_has_decided(const struct policy *p)
+{
+	for (size_t i = 0; i < p->nagents; i++)
+		if (p->agents[i].decided_allow || p->agents[i].decided_deny)
+			return true;
+	return false;
 }

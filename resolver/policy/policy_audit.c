@@ -1,7 +1,7 @@
-/* policy_audit.c owns the audit verdict (moat/policy_audit.h): which denials an agent in audit
- * mode lets through, and how they are logged. Only the default deny is audited; what moat denies
- * for safety is decided before it (policy_decide.c checks IP literals, high-risk names and
- * embedded addresses first) and never reaches the audit. */
+/* policy_audit.c owns the verdicts of the agent modes (moat/policy_audit.h): which denials an
+ * agent in audit mode lets through, and how they are logged; which ones an asking agent holds. Only
+ * the default deny is audited; what moat denies for safety is decided before it (policy_decide.c
+ * checks IP literals, high-risk names and embedded addresses first) and never reaches the audit. */
 #include "moat/policy_audit.h"
 
 #include <string.h>
@@ -23,4 +23,10 @@ bool policy_audit(const struct policy_agent *agent, struct policy_decision *d)
 const char *policy_audit_word(const struct policy_decision *d, const char *allowed)
 {
 	return d->audit ? "would-deny" : allowed;
+}
+
+bool policy_ask_wanted(const struct policy_agent *agent, const struct policy_decision *d)
+{
+	return agent && agent->cfg.on_unknown == UNKNOWN_ASK && agent->cfg.mode == AGENT_ENFORCE &&
+	       d->verdict == POLICY_DENY_NOT_ALLOWED && !d->decided;
 }

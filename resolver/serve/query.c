@@ -20,6 +20,7 @@
 #include "moat/policy.h"
 #include "moat/policy_audit.h"
 #include "moat/ratelimit.h"
+#include "serve/ask.h"
 #include "serve/fetch.h"
 #include "serve/fwchan.h"
 #include "serve/reply.h"
@@ -110,24 +111,48 @@ void query_handle(struct worker *srv, struct reply_to *to, const uint8_t *pkt, s
 		return;
 	}
 
-	/* Decide on the name. A deny is answered here and never leaves the box, unless the agent
-	 * audits and enforce mode would deny it only for want of a rule (policy_audit.h). */
+	/* Decide on the name. An agent that asks holds a name no rule decides (ask.c) until a
+	 * rule does or its time is up; over its cap of waiting names it is denied now. */
 	struct policy_decision d;
 	policy_decide(srv->policy, agent, q.lname, q.qclass, &d);
-	if (d.verdict != POLICY_ALLOW && !policy_audit(agent, &d)) {
-		answer_denied(srv, to, &q, agent, &d);
+	if (policy_ask_wanted(agent, &d)) {
+		enum ask_result r = ask_hold(srv, to, &q, agent, query_decided);
+		if (r == ASK_HELD)
+			return;
+		snprintf(d.reason, sizeof(d.reason),
+		         "moat: not on allowlist of agent %s (%u names already wait for an answer)",
+		         agent->cfg.name, agent->cfg.ask_max_pending);
+	}
+	query_decided(srv, to, &q, agent, &d);
+}
+
+void query_decided(struct worker *srv, struct reply_to *to, const struct wire_query *q,
+                   const struct policy_agent *agent, struct policy_decision *d)
+{
+	if (!agent) {
+		int rc =
+		    local_answer_send(srv, to, q, NULL, false, WIRE_REFUSED, WIRE_EDE_PROHIBITED,
+		                      "moat: client is not in any agent's range");
+		log_it(srv, to, q, NULL, "refuse-client", "client is not in any agent's range", rc,
+		       false, NULL, -1);
+		return;
+	}
+	/* A deny is answered here and never leaves the box, unless the agent audits and enforce
+	 * mode would deny it only for want of a rule (policy_audit.h). */
+	if (d->verdict != POLICY_ALLOW && !policy_audit(agent, d)) {
+		answer_denied(srv, to, q, agent, d);
 		return;
 	}
 
 	/* ANY is answered here (RFC 8482): never forwarded, never an amplifier. */
-	if (q.qtype == WIRE_ANY) {
-		int rc = local_answer_any(srv, to, &q);
-		log_it(srv, to, &q, agent->cfg.name, policy_audit_word(&d, "allow"),
+	if (q->qtype == WIRE_ANY) {
+		int rc = local_answer_any(srv, to, q);
+		log_it(srv, to, q, agent->cfg.name, policy_audit_word(d, "allow"),
 		       "moat: ANY answered locally (RFC 8482)", rc, false, NULL, -1);
 		return;
 	}
 
-	forward(srv, to, &q, agent, &d);
+	forward(srv, to, q, agent, d);
 }
 
 /* What stops a message before policy sees it: nothing to answer (a response, no header), the
@@ -667,6 +692,7 @@ static void query_free(struct query *qr)
 
 void query_cancel_all(struct worker *srv)
 {
+	ask_cancel_all(srv); /* held queries of ask mode: not in live_queries yet */
 	/* At shutdown: every query still waiting is dropped, and counted so (queries read =
 	 * answered + dropped, also when a client kept many waiting). */
 	while (!dlist_empty(&srv->live_queries)) {

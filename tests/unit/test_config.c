@@ -407,6 +407,28 @@ Test(config, agent_mode)
 	             "mode: expected enforce or audit");
 }
 
+Test(config, ask_mode)
+{
+	struct config cfg;
+	char err[512] = "";
+	cr_assert_eq(load(&cfg,
+	                  "agents:\n  - name: a\n    clients: [10.0.0.0/8]\n    on_unknown: ask\n"
+	                  "    ask_timeout_ms: 2500\n    ask_max_pending: 7\n"
+	                  "  - name: b\n    clients: [10.1.0.0/16]\n",
+	                  err, sizeof(err)),
+	             0, "%s", err);
+	cr_assert_eq(cfg.agents[0].on_unknown, UNKNOWN_ASK);
+	cr_assert_eq(cfg.agents[0].ask_timeout_ms, 2500);
+	cr_assert_eq(cfg.agents[0].ask_max_pending, 7);
+	cr_assert_eq(cfg.agents[1].on_unknown, UNKNOWN_DENY, "deny is the default");
+	cr_assert_eq(cfg.agents[1].ask_timeout_ms, 10000, "10 s is the default");
+	config_free(&cfg);
+	expect_error("agents:\n  - name: a\n    clients: [10.0.0.0/8]\n    on_unknown: maybe\n", 4,
+	             "on_unknown: expected deny or ask");
+	expect_error("agents:\n  - name: a\n    clients: [10.0.0.0/8]\n    ask_timeout_ms: 5\n", 4,
+	             "ask_timeout_ms");
+}
+
 Test(config, expected_list)
 {
 	expect_error("listen: 127.0.0.1\n", 1, "listen: expected a list");

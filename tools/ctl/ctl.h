@@ -13,6 +13,9 @@ int ctl_grants(const char *dir, const char *agent, bool raw);
  * out of memory. */
 char *ctl_explain_grant(const char *reply, const char *state_dir);
 
+/* ask.c: `moatctl watch|allow|deny ...` (argv[0] is the command); the exit status. */
+int ctl_ask_cmd(int argc, char **argv, const char *sock, bool raw);
+
 /* report_out.c: `moatctl report ...` (argv[0] is "report"); the exit status. */
 int ctl_report_main(int argc, char **argv);
 

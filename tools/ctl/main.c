@@ -55,6 +55,10 @@ static void usage(FILE *f)
 	      "                               add a runtime agent (kept in moatd's state_dir)\n"
 	      "  agent del NAME               remove a runtime agent\n"
 	      "  batch                        agent add/del lines from stdin, one connection\n"
+	      "  watch [--count N]            ask mode: asks, decisions, timeouts as JSON lines\n"
+	      "  allow NAME --agent A [--ports tcp/443,8443]... [--for DURATION]\n"
+	      "  deny NAME --agent A          a runtime rule (kept in state_dir unless --for);\n"
+	      "                               answers the asks it decides\n"
 	      "  -s, --socket PATH            moatd's control socket (default " DEFAULT_SOCKET ")\n"
 	      "  --json                       print replies as one line of JSON\n",
 	      f);
@@ -322,6 +326,9 @@ int main(int argc, char **argv)
 		return ctl_agent(argc - optind - 1, argv + optind + 1, o.sock, o.raw);
 	if (optind < argc && !strcmp(argv[optind], "batch"))
 		return ctl_batch(o.sock, o.raw);
+	if (optind < argc && (!strcmp(argv[optind], "watch") || !strcmp(argv[optind], "allow") ||
+	                      !strcmp(argv[optind], "deny")))
+		return ctl_ask_cmd(argc - optind, argv + optind, o.sock, o.raw);
 	char *words[8];
 	int nwords = collect_words(argc, argv, words, 8, &o);
 	bool check = nwords > 0 && !strcmp(words[0], "check");
