@@ -303,19 +303,29 @@ void agentstore_abort(struct agentstore *st)
 	st->batch = NULL;
 }
 
+/* A read transaction and a cursor on the store's records. */
+static int read_open(struct agentstore *st, MDB_txn **txn, MDB_cursor **cur, char *err,
+                     size_t errlen)
+{
+	int rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, txn);
+	if (rc)
+		return lmdb_fail(err, errlen, "begin", rc);
+	if ((rc = mdb_cursor_open(*txn, st->dbi, cur))) {
+		mdb_txn_abort(*txn);
+		return lmdb_fail(err, errlen, "cursor", rc);
+	}
+	return 0;
+}
+
 int agentstore_each(struct agentstore *st, agentstore_cb cb, agentstore_bad_cb badcb, void *ctx,
                     char *err, size_t errlen)
 {
 	MDB_txn *txn;
 	MDB_cursor *cur;
 	MDB_val k, v;
-	int rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
+	int rc = read_open(st, &txn, &cur, err, errlen);
 	if (rc)
-		return lmdb_fail(err, errlen, "begin", rc);
-	if ((rc = mdb_cursor_open(txn, st->dbi, &cur))) {
-		mdb_txn_abort(txn);
-		return lmdb_fail(err, errlen, "cursor", rc);
-	}
+		return rc;
 	int out = 0;
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0 && !out;
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
@@ -375,13 +385,9 @@ int agentstore_each_decided(struct agentstore *st, agentstore_decided_cb cb, voi
 	MDB_txn *txn;
 	MDB_cursor *cur;
 	MDB_val k = {sizeof(DECIDED_PREFIX) - 1, DECIDED_PREFIX}, v;
-	int rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
+	int rc = read_open(st, &txn, &cur, err, errlen);
 	if (rc)
-		return lmdb_fail(err, errlen, "begin", rc);
-	if ((rc = mdb_cursor_open(txn, st->dbi, &cur))) {
-		mdb_txn_abort(txn);
-		return lmdb_fail(err, errlen, "cursor", rc);
-	}
+		return rc;
 	int out = 0;
 	size_t pl = sizeof(DECIDED_PREFIX) - 1;
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);

@@ -407,6 +407,16 @@ static void explain_worker(struct worker *w, void *arg)
 		uv_async_send(&fl.done);
 }
 
+/* The round's asker waits (its reading pauses) while fn runs on every worker. */
+static void round_start(struct ctl_conn *c, void (*fn)(struct worker *w, void *arg))
+{
+	fl.conn = c;
+	c->busy = true;
+	__atomic_store_n(&fl.pending, ops.n, __ATOMIC_RELEASE);
+	for (unsigned i = 0; i < ops.n; i++)
+		worker_post_call(&ops.ws[i], fn, NULL);
+}
+
 static void explain_round(struct ctl_conn *c, const uint8_t *lname, const struct policy_agent *a,
                           const char *body)
 {
@@ -424,11 +434,7 @@ static void explain_round(struct ctl_conn *c, const uint8_t *lname, const struct
 	fl.set = forward_pick(&a->fwd, &fl.policy->fwd, lname);
 	memcpy(fl.lname, lname, sizeof(fl.lname));
 	fl.naddr = 0;
-	fl.conn = c;
-	c->busy = true;
-	__atomic_store_n(&fl.pending, ops.n, __ATOMIC_RELEASE);
-	for (unsigned i = 0; i < ops.n; i++)
-		worker_post_call(&ops.ws[i], explain_worker, NULL);
+	round_start(c, explain_worker);
 }
 
 /* explain's reply once every worker looked: the decision and the cached addresses. */
@@ -504,11 +510,7 @@ static void cmd_flush(struct ctl_conn *c, const struct ctl_request *r)
 	if (r->has_name)
 		memcpy(fl.lname, r->lname, sizeof(fl.lname));
 	fl.removed = 0;
-	fl.conn = c;
-	c->busy = true;
-	__atomic_store_n(&fl.pending, ops.n, __ATOMIC_RELEASE);
-	for (unsigned i = 0; i < ops.n; i++)
-		worker_post_call(&ops.ws[i], flush_worker, NULL);
+	round_start(c, flush_worker);
 }
 
 /* Hold a reply until the commit: body (a copy) or err. */

@@ -9,10 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 #include <time.h>
 
 #include "moat/dlist.h"
+#include "moat/isotime.h"
 #include "moat/log.h"
 #include "moat/name.h"
 #include "moat/policy.h"
@@ -92,23 +92,13 @@ static void event_add(const char *fmt, ...)
 	reg.elen += (size_t)n;
 }
 
-static void ts_now(char *out, size_t cap)
-{
-	struct timeval tv;
-	struct tm tm;
-	gettimeofday(&tv, NULL);
-	gmtime_r(&tv.tv_sec, &tm);
-	size_t n = strftime(out, cap, "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(out + n, cap - n, ".%03ldZ", (long)(tv.tv_usec / 1000));
-}
-
 /* The event line of entry e: {"event":KIND,"id":..,"agent":..,"name":.., extra}. */
 static void entry_event(const struct ask_entry *e, const char *kind, const char *extra)
 {
 	char name[NAME_MAXTEXT], nameq[NAME_MAXTEXT * 2], ts[40];
 	name_to_text(e->lname, name, sizeof(name));
 	log_json_quote(name, nameq, sizeof(nameq));
-	ts_now(ts, sizeof(ts));
+	isotime_now(ts, sizeof(ts));
 	event_add("{\"ts\":\"%s\",\"event\":\"%s\",\"id\":%llu,\"agent\":\"%s\",\"name\":%s%s%s}\n",
 	          ts, kind, (unsigned long long)e->id, e->agent, nameq, *extra ? "," : "", extra);
 }

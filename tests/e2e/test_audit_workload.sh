@@ -22,40 +22,20 @@ chown "$(id -u moat 2>/dev/null || id -u nobody)" "$E2E_WORK"
 PY=$E2E_PY
 H="$E2E_DIR/peers/hostile.py"
 CTL="$MOAT_BUILD/moatctl"
-SBX="moat-e2e-auditwl-sbx-$$"
-NET="moat-e2e-auditwl-net-$$"
-wl_cleanup() {
-	[[ "${BASHPID:-$$}" == "$E2E_OWNER_PID" ]] || return 0
-	local pid ns
-	for ns in "$SBX" "$NET"; do
-		for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -TERM "$pid" 2>/dev/null || true; done
-		ip netns del "$ns" 2>/dev/null || true
-	done
-}
-trap 'wl_rc=$?; wl_cleanup; (exit $wl_rc); e2e__cleanup' EXIT
-bg_in() {
-	local ns=$1 name=$2
-	shift 2
-	ip netns exec "$ns" "$@" >"$E2E_WORK/$name.log" 2>&1 </dev/null &
-	E2E_PIDS+=("$!")
-	E2E_BG[$name]=$!
-}
+e2e_peer sbx
+SBX=$E2E_PEER
+e2e_peer net
+NET=$E2E_PEER
 for ns in "$SBX" "$NET"; do
-	ip netns add "$ns"
-	ip -n "$ns" link set lo up
 	# IPv4 only: IPv6 link-local chatter (DAD, MLD) would be drops of their own
 	ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
 done
-ip link add sb0 netns "$SBX" type veth peer name hb0 netns "$E2E_NS"
-ip link add nt0 netns "$NET" type veth peer name hn0 netns "$E2E_NS"
-ip -n "$SBX" addr add 198.51.100.2/24 dev sb0
-ip -n "$E2E_NS" addr add 198.51.100.1/24 dev hb0
-ip -n "$NET" addr add 203.0.113.2/24 dev nt0
-ip -n "$E2E_NS" addr add 203.0.113.1/24 dev hn0
-for l in "$SBX sb0" "$NET nt0" "$E2E_NS hb0" "$E2E_NS hn0"; do
-	set -- $l
-	ip -n "$1" link set "$2" up
-done
+e2e_veth "$SBX" sb0 "$E2E_NS" hb0
+e2e_veth "$NET" nt0 "$E2E_NS" hn0
+e2e_addr_dev "$SBX" sb0 198.51.100.2/24
+e2e_addr_dev "$E2E_NS" hb0 198.51.100.1/24
+e2e_addr_dev "$NET" nt0 203.0.113.2/24
+e2e_addr_dev "$E2E_NS" hn0 203.0.113.1/24
 ip -n "$SBX" route add default via 198.51.100.1
 ip -n "$NET" route add default via 203.0.113.1
 e2e_run sysctl -qw net.ipv4.ip_forward=1
@@ -111,8 +91,8 @@ for a in 10 20 30 40 50 60 70 80 90 95; do ip -n "$NET" addr add "203.0.113.$a/3
 listen=()
 for a in 10 30 40 50 60 70 90; do listen+=("203.0.113.$a:443"); done
 listen+=(203.0.113.20:80 203.0.113.60:80 203.0.113.10:8443)
-bg_in "$NET" web "$PY" "$H" tcp-listen 300 "${listen[@]}"
-bg_in "$NET" ntp "$PY" "$H" udp-log 300 203.0.113.80:123
+e2e_bg web ip netns exec "$NET" "$PY" "$H" tcp-listen 300 "${listen[@]}"
+e2e_bg ntp ip netns exec "$NET" "$PY" "$H" udp-log 300 203.0.113.80:123
 for ((i = 0; i < 50; i++)); do
 	(($(ip netns exec "$NET" ss -Hlnt | wc -l) >= ${#listen[@]})) && break
 	sleep 0.1

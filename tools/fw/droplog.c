@@ -13,11 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "metrics.h"
+#include "moat/isotime.h"
 #include "moat/err.h"
 
 #define PREFIX "moat "
@@ -162,16 +162,6 @@ static enum reason reason_of(const char *kind)
 
 /* --- writing ------------------------------------------------------------------------------- */
 
-static void ts_now(char *out, size_t cap)
-{
-	struct timeval tv;
-	struct tm tm;
-	gettimeofday(&tv, NULL);
-	gmtime_r(&tv.tv_sec, &tm);
-	size_t n = strftime(out, cap, "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(out + n, cap - n, ".%03ldZ", (long)(tv.tv_usec / 1000));
-}
-
 /* The sandbox a source belongs to: the netns label, or the --sandbox range holding it. */
 static void sandbox_of(const struct fwdroplog *d, const struct fwdroplog_pkt *k, char *out,
                        size_t cap)
@@ -193,7 +183,7 @@ static void write_line(struct fwdroplog *d, const struct fwdroplog_pkt *k, const
 {
 	char ts[40], src[INET6_ADDRSTRLEN], dst[INET6_ADDRSTRLEN], sbx[80], proto[8];
 	int af = k->family == 4 ? AF_INET : AF_INET6;
-	ts_now(ts, sizeof(ts));
+	isotime_now(ts, sizeof(ts));
 	inet_ntop(af, k->src, src, sizeof(src));
 	inet_ntop(af, k->dst, dst, sizeof(dst));
 	sandbox_of(d, k, sbx, sizeof(sbx));
@@ -353,7 +343,7 @@ static void on_tick(uv_timer_t *t)
 {
 	struct fwdroplog *d = t->data;
 	char ts[40], m[4096];
-	ts_now(ts, sizeof(ts));
+	isotime_now(ts, sizeof(ts));
 	for (int r = 0; r < R_N; r++) {
 		if (!d->held[r])
 			continue;
@@ -414,8 +404,7 @@ int fwdroplog_start(uv_loop_t *loop, uint16_t group, const char *path, struct le
 	    nflog_set_flags(d->gh, NFULNL_CFG_F_SEQ) < 0 ||
 	    /* each message at once: the kernel's default holds up to 100 for a second, and
 	     * what it holds when moat-fw stops is lost */
-	    nflog_set_qthresh(d->gh, 1) < 0 ||
-	    nflog_callback_register(d->gh, on_packet, d) < 0)
+	    nflog_set_qthresh(d->gh, 1) < 0 || nflog_callback_register(d->gh, on_packet, d) < 0)
 		goto nflog_fail;
 	d->fd = nflog_fd(d->h);
 	int rcv = RCVBUF;
