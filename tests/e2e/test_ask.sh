@@ -8,7 +8,8 @@
 # once) and, while they wait, another agent and the agent's own allowed names are answered. A
 # kept rule survives a restart (state_dir); a temporary one (--for) expires.
 # Topology: this namespace is the sandbox (moat-fw's netns placement) and the moat host (moatd,
-# NSD on loopback, which moat-fw never filters); "net" one veth away holds 192.0.2.10 (TCP 80, 443).
+# NSD on loopback, which moat-fw never filters; two workers); "net" one veth away holds 192.0.2.10
+# (TCP 80, 443).
 source "$(dirname "$0")/lib.sh"
 e2e_init ask
 chown "$(id -u moat 2>/dev/null || id -u nobody)" "$E2E_WORK"
@@ -34,6 +35,7 @@ log: {file: $E2E_WORK/queries.jsonl}
 control: $E2E_WORK/ctl.sock
 state_dir: $E2E_WORK/state
 firewall_socket: $E2E_WORK/fw.sock
+workers: 2  # held queries on both workers: one registry, each its own list
 agents:
   - name: asker
     clients: [127.0.0.1/32]
