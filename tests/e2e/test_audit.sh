@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Audit mode and the explanations of issue 25. An agent with `mode: audit` gets the upstream's
-# answer for a name no allowlist allows, logged `would-deny` with enforce's own reason (and the
-# upstream saw the question); what moat denies for safety stays denied in audit mode: metadata
-# and other high-risk names (alert, never forwarded), IP literals, names that embed an internal
-# address, answers that hold one. A runtime agent added with --audit audits too, and is still in
-# audit mode after a restart (its store record). explain names the rule's ports and the audit;
-# `status` shows the last reload error; a failed `agent add` names its command; `--check`
-# reports every bad line of a file in one run, `name:443` with the `name tcp/443` form, and an
-# unknown config key with the nearest known one.
+# Audit mode and the explanations of issue 25. An agent with `mode: audit` (every agent with
+# --audit) gets the upstream's answer for a name no allowlist allows, logged `would-deny` with
+# enforce's own reason (and the upstream saw the question); what moat denies for safety stays
+# denied in audit mode: metadata and other high-risk names (alert, never forwarded), IP
+# literals, names that embed an internal address, answers that hold one. A runtime agent added
+# with --audit audits too, and is still in audit mode after a restart (its store record).
+# explain names the rule's ports and the audit; `status` shows the last reload error; a failed
+# `agent add` names its command; `--check` reports every bad line of a file in one run,
+# `name:443` with the `name tcp/443` form, and an unknown config key with the nearest known one.
 source "$(dirname "$0")/lib.sh"
 e2e_init audit
 chown "$(id -u moat 2>/dev/null || id -u nobody)" "$E2E_WORK"
@@ -61,6 +61,14 @@ e2e_assert_not_contains "$(e2e_upstream_queries)" "mail.example.test. MX" "enfor
 # A listed name keeps its rule in audit mode.
 e2e_assert_contains "$(e2e_dig @127.0.0.1 www.example.test A)" "192.0.2.10" "audit: listed name"
 e2e_assert_contains "$(logline www.example.test.)" '"decision":"allow"' "audit: listed name's decision"
+
+# --audit in flag mode: the default agent audits.
+e2e_addr 127.0.0.4/32
+start_moatd flagaud --listen 127.0.0.4:53 --upstream 127.0.0.1:5300 --allow "$E2E_WORK/allow.txt" --audit
+e2e_assert_contains "$(e2e_dig @127.0.0.4 mail.example.test A)" "192.0.2.25" "--audit: unlisted name not answered"
+e2e_assert_contains "$(jq -c 'select(.qname == "mail.example.test.")' "$E2E_WORK/flagaud.jsonl")" \
+	'"decision":"would-deny","reason":"moat: not on allowlist of agent default"' "--audit: decision"
+stop_moatd flagaud
 
 # --- what audit never relaxes ---
 e2e_upstream_reset
