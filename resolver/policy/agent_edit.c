@@ -42,13 +42,25 @@ static struct policy_set *ref_or_null(struct policy_set *s)
 	return s ? policy_set_ref(s) : NULL;
 }
 
-/* The runtime decisions of the agent named like a's in old (moatctl allow / deny) onto a, with
- * references of a's own: they outlive an edit and a reload that keeps the agent. */
-static void carry_decided(struct policy_agent *a, const struct policy *old)
+/* The runtime decisions (moatctl allow / deny) of o onto a, with references of a's own. */
+static void carry_from(struct policy_agent *a, const struct policy_agent *o)
 {
-	const struct policy_agent *o = old ? by_name(old, a->cfg.name, 0) : NULL;
 	a->decided_allow = o ? ref_or_null(o->decided_allow) : NULL;
 	a->decided_deny = o ? ref_or_null(o->decided_deny) : NULL;
+}
+
+/* Config agent i of a new snapshot takes the decisions of the agent of that name in old: they
+ * outlive an edit and a reload that keeps the agent. Old's agent i is looked at first (an edit
+ * keeps the order); the search by name only when it differs (a reload), and none at all when
+ * old holds no decision (the common case: an edit then costs what it did). */
+static void carry_decided(struct policy_agent *a, size_t i, const struct policy *old, bool any)
+{
+	const struct policy_agent *o = NULL;
+	if (any && i < old->nagents && !strcmp(old->agents[i].cfg.name, a->cfg.name))
+		o = &old->agents[i];
+	else if (any)
+		o = by_name(old, a->cfg.name, 0);
+	carry_from(a, o);
 }
 
 /* A runtime agent copied for a new snapshot: its own ranges, its set shared. */
@@ -103,8 +115,9 @@ static int assemble(struct policy *base, const struct policy *old, const char *s
 	p->local = base->local;
 	memcpy(p->agents, base->agents, base->nagents * sizeof(*p->agents));
 	p->nagents = p->nconfig = base->nagents;
+	bool any = old && agent_edit_has_decided(old);
 	for (size_t i = 0; i < p->nagents; i++)
-		carry_decided(&p->agents[i], old);
+		carry_decided(&p->agents[i], i, old, any);
 	const struct policy *zsrc = old && (old->base ? old->base : old) == base ? old : base;
 	if (carry_rpz(p, zsrc, base)) {
 		policy_unref(p);
@@ -118,7 +131,7 @@ static int assemble(struct policy *base, const struct policy *old, const char *s
 			policy_unref(p);
 			goto nomem;
 		}
-		carry_decided(&p->agents[p->nagents], old);
+		carry_from(&p->agents[p->nagents], a); /* the same agent: its own decisions */
 		p->nagents++;
 	}
 	if (extra) {
