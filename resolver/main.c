@@ -31,7 +31,9 @@
 #include "config/config_flags.h"
 #include "ops/control.h"
 #include "ops/control_agents.h"
+#include "ops/control_ask.h"
 #include "serve/dnstap_out.h"
+#include "serve/ask.h"
 #include "serve/fetch.h"
 #include "serve/fwchan.h"
 #include "serve/limits.h"
@@ -83,17 +85,28 @@ static void lint_report(struct policy *p)
 		        LINT_AT_START_MAX);
 }
 
+/* The last failed reload's reason, for moatctl status (main thread; "" after a good one). */
+static char reload_error[512];
+
+static const char *last_reload_error(void)
+{
+	return reload_error;
+}
+
 /* The running policy's size, for the metrics. */
 static void policy_measured(const struct policy *p, bool ok)
 {
+	if (ok)
+		reload_error[0] = 0;
 	metrics_set(&metrics_global.policy_agents, p->nagents);
 	metrics_set(&metrics_global.policy_patterns, policy_allow_count(p));
 	metrics_set(&metrics_global.last_reload_unix, (uint64_t)time(NULL));
 	metrics_set(&metrics_global.last_reload_ok, ok);
 }
 
-static void reload_failed(void)
+static void reload_failed(const char *why)
 {
+	snprintf(reload_error, sizeof(reload_error), "%s", why);
 	metrics_inc(&metrics_global.reloads_failed);
 	metrics_set(&metrics_global.last_reload_unix, (uint64_t)time(NULL));
 	metrics_set(&metrics_global.last_reload_ok, 0);
@@ -113,17 +126,20 @@ static int reload(char *err, size_t errlen)
 		    config_validate(&ncfg, err, errlen) < 0) {
 			fprintf(stderr, "moatd: reload failed, running policy kept: %s\n", err);
 			config_free(&ncfg);
-			reload_failed();
+			reload_failed(err);
 			return MOAT_EINVAL;
 		}
 		for (size_t i = 0; i < ncfg.nagents; i++) {
 			ncfg.agents[i].strict_chain |= opts.strict_chain;
 			ncfg.agents[i].allow_private |= opts.allow_private;
+			if (opts.audit)
+				ncfg.agents[i].mode = AGENT_AUDIT;
 		}
 	}
 	ncfg.lint_max_patterns = cfg.lint_max_patterns;
 	int rc = policy_load(opts.config_path ? &ncfg : &cfg, &np, err, errlen);
-	if (rc == 0 && workers[0].policy->nagents > workers[0].policy->nconfig) {
+	if (rc == 0 && (workers[0].policy->nagents > workers[0].policy->nconfig ||
+	                agent_edit_has_decided(workers[0].policy))) {
 		struct policy *loaded = np; /* the runtime agents stay, on top of the new files */
 		rc = agent_edit_rebase(loaded, workers[0].policy, &np, err, errlen);
 		policy_unref(loaded);
@@ -131,7 +147,7 @@ static int reload(char *err, size_t errlen)
 	if (rc < 0) {
 		config_free(&ncfg);
 		fprintf(stderr, "moatd: reload failed, running policy kept: %s\n", err);
-		reload_failed();
+		reload_failed(err);
 		return rc;
 	}
 	lint_report(np);
@@ -146,6 +162,7 @@ static int reload(char *err, size_t errlen)
 	 * (explain) already sees it. */
 	policy_unref(workers[0].policy);
 	workers[0].policy = policy_ref(np);
+	ask_policy_changed(&workers[0]);
 	for (unsigned i = 1; i < nworkers; i++)
 		worker_post_policy(&workers[i], np);
 	fprintf(stderr, "moatd: policy reloaded (%zu agents)\n", np->nagents);
@@ -253,7 +270,8 @@ static int agents_restore(struct policy **p, char *err, size_t errlen)
 /* The control socket and the metrics endpoint: bound as root, before the filter. */
 static int start_ops(uv_loop_t *loop, char *err, size_t errlen)
 {
-	struct control_ops ops = {workers, nworkers, reload, MOAT_VERSION, opts.config_path, store};
+	struct control_ops ops = {workers,          nworkers, reload,           MOAT_VERSION,
+	                          opts.config_path, store,    last_reload_error};
 	if (cfg.control_path &&
 	    control_start(loop, cfg.control_path, cfg.control_group, &ops, err, errlen) < 0)
 		return MOAT_EIO;
@@ -268,7 +286,7 @@ static int start_ops(uv_loop_t *loop, char *err, size_t errlen)
  * policy). With --check the report is the whole run: *done is set with its status. */
 static int load_start(int argc, char **argv, struct policy **policy, int *done)
 {
-	char err[512];
+	char err[8192]; /* --check: up to CONFIG_CHECK_ERRORS lines */
 
 	*done = -1;
 	if (config_flags_build(argc, argv, &cfg, &opts) < 0) {
@@ -280,7 +298,7 @@ static int load_start(int argc, char **argv, struct policy **policy, int *done)
 	if (!opts.check)
 		cfg.lint_max_patterns = LINT_AT_START_MAX;
 	if (policy_load(&cfg, policy, err, sizeof(err)) < 0) {
-		fprintf(stderr, "moatd: %s\n", err);
+		config_print_errors(stderr, "moatd: ", err);
 		return 1;
 	}
 	if (opts.check) {
@@ -290,7 +308,8 @@ static int load_start(int argc, char **argv, struct policy **policy, int *done)
 		return 0;
 	}
 	lint_report(*policy);
-	if (agents_restore(policy, err, sizeof(err)) < 0) {
+	if (agents_restore(policy, err, sizeof(err)) < 0 ||
+	    control_ask_restore(store, policy, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moatd: %s\n", err);
 		return 1;
 	}

@@ -138,6 +138,12 @@ void policy_set_each(const struct policy_set *set, policy_set_each_cb cb, void *
 typedef void (*policy_set_dup_fn)(void *ctx, const char *file, uint32_t line, const char *what);
 void policy_set_on_duplicate(struct policy_set *set, policy_set_dup_fn fn, void *ctx);
 
+/* Keep loading past bad lines: each one's "file:line: reason" goes to fn(ctx, msg) and the load
+ * goes on with the next line (fn NULL: the first bad line stops it, the default). What --check
+ * uses to report every error of a file in one run; allocation failures still stop a load. */
+typedef void (*policy_set_err_fn)(void *ctx, const char *msg);
+void policy_set_on_error(struct policy_set *set, policy_set_err_fn fn, void *ctx);
+
 struct policy_agent {
 	struct config_agent cfg; /* copied scalars; pointer members borrowed from nothing (NULL) */
 	struct cidr *clients;    /* owned copy */
@@ -147,6 +153,10 @@ struct policy_agent {
 	size_t *allow_rpz;        /* owned: indices into policy.rpz of its RPZ allow zones */
 	size_t nallow_rpz;
 	bool runtime; /* added by `moatctl agent add` (agent_edit.c), not the config */
+	/* Decided at runtime (moatctl allow / deny, agent_edit_decided): one reference each in
+	 * every snapshot that points at them; NULL: none. A deny here wins over the allowlists,
+	 * an allow here adds to them. */
+	struct policy_set *decided_allow, *decided_deny;
 };
 
 struct policy {
@@ -226,6 +236,8 @@ struct policy_decision {
 	struct policy_rule rule; /* the rule that allowed or denied, if any */
 	bool alert;              /* worth an operator's attention (high-risk, internal address) */
 	bool nodata;             /* deny as NOERROR without records (an RPZ "CNAME *." trigger) */
+	bool audit;   /* allowed only by audit mode: enforce would deny it (moat/policy_audit.h) */
+	bool decided; /* denied by a runtime decision (moatctl deny): never asked about again */
 	char
 	    reason[160]; /* for the EDE text and the log: "moat: not on allowlist of agent ci-42" */
 };

@@ -18,6 +18,7 @@
 #include "moat/policy.h"
 #include "ops/control_agents.h"
 #include "ops/rpz_feed.h"
+#include "serve/ask.h"
 #include "serve/worker.h"
 
 static struct worker *ws;
@@ -66,6 +67,21 @@ static int stage_stored(struct policy *np, int rc)
 	return 0;
 }
 
+struct policy *control_agents_current(void)
+{
+	return current();
+}
+
+struct agentstore *control_agents_store(void)
+{
+	return store;
+}
+
+void control_agents_stage(struct policy *np)
+{
+	stage(np);
+}
+
 int control_agents_add(const struct agent_spec *spec, char *body, size_t cap, char *err,
                        size_t errlen)
 {
@@ -110,6 +126,7 @@ int control_agents_commit(char *err, size_t errlen)
 		rpz_feed_set_current(feed, staged);
 	policy_unref(ws[0].policy);
 	ws[0].policy = staged; /* the staged reference passes to worker 0 */
+	ask_policy_changed(&ws[0]);
 	for (unsigned i = 1; i < nws && !feed; i++)
 		worker_post_policy(&ws[i], staged);
 	metrics_set(&metrics_global.policy_agents, staged->nagents);

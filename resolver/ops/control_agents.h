@@ -22,6 +22,14 @@ int control_agents_add(const struct agent_spec *spec, char *body, size_t cap, ch
                        size_t errlen);
 int control_agents_del(const char *name, char *body, size_t cap, char *err, size_t errlen);
 
+/* For the other commands that edit the snapshot (control_ask.c: moatctl allow / deny): the
+ * snapshot to edit (the staged one, else the running one; borrowed), the store (NULL: none),
+ * and staging an edit of it (np's reference is handed over), committed with the next commit. */
+struct policy;
+struct policy *control_agents_current(void);
+struct agentstore *control_agents_store(void);
+void control_agents_stage(struct policy *np);
+
 /* Anything staged? */
 bool control_agents_staged(void);
 

@@ -83,11 +83,42 @@ static int local_load(const struct config *cfg, struct policy *p, char *err, siz
 	return local_data_finish(p->local, p->guard, p->lint);
 }
 
+/* The errors --check collects (cfg->check_max_errors): every bad line of every file, one per
+ * line in the report, at most max of them (then how many more). */
+struct load_errs {
+	char *out;
+	size_t cap, len;
+	unsigned n, max;
+};
+
+static void errs_add(void *ctx, const char *msg)
+{
+	struct load_errs *e = ctx;
+	if (e->n++ >= e->max || e->len + 1 >= e->cap)
+		return;
+	int k = snprintf(e->out + e->len, e->cap - e->len, "%s%s", e->len ? "\n" : "", msg);
+	if (k > 0)
+		e->len = (size_t)k >= e->cap - e->len ? e->cap - 1 : e->len + (size_t)k;
+}
+
+/* A file-level error (rc): collected and passed over when --check collects, else kept. */
+static int errs_keep(struct load_errs *e, int rc, const char *err)
+{
+	if (!rc || !e || rc == MOAT_ENOMEM)
+		return rc;
+	errs_add(e, err);
+	return 0;
+}
+
+static int policy_load_all(const struct config *cfg, struct load_errs *errs, struct policy **out,
+                           char *err, size_t errlen);
+
 /* One agent of the config into a: its own copy of the client ranges, its forward zones and its
  * allowlists (linted into lint as they load). On error err says why (an allocation failure as
  * "policy: out of memory"); what a holds is freed with the snapshot. */
 static int agent_load(const struct config *cfg, const struct config_agent *ca,
-                      struct policy_agent *a, struct policy_lint *lint, char *err, size_t errlen)
+                      struct policy_agent *a, struct policy_lint *lint, struct load_errs *errs,
+                      char *err, size_t errlen)
 {
 	a->cfg = *ca;
 	a->cfg.clients = NULL;
@@ -104,14 +135,17 @@ static int agent_load(const struct config *cfg, const struct config_agent *ca,
 	if (!(a->allow = policy_set_new()))
 		goto oom;
 	policy_set_lint_to(a->allow, lint);
+	if (errs)
+		policy_set_on_error(a->allow, errs_add, errs);
 	for (size_t k = 0; k < ca->nallow; k++) {
 		policy_lint_file(lint, ca->allow_files[k]);
 		int rc = policy_source_load(cfg, a->allow, ca->allow_files[k], false, err, errlen);
-		if (rc) {
+		if (rc)
 			listed_at(cfg, ca, k, rc, err, errlen);
+		if ((rc = errs_keep(errs, rc, err)))
 			return rc;
-		}
 	}
+	policy_set_on_error(a->allow, NULL, NULL);
 	policy_set_lint_to(a->allow, NULL);
 	return 0;
 oom:
@@ -121,6 +155,29 @@ oom:
 
 int policy_load(const struct config *cfg, struct policy **out, char *err, size_t errlen)
 {
+	struct load_errs collect = {err, errlen, 0, 0, cfg->check_max_errors};
+	if (errlen)
+		err[0] = 0;
+	int rc = policy_load_all(cfg, collect.max > 1 ? &collect : NULL, out, err, errlen);
+	if (rc || !collect.n)
+		return rc;
+	if (collect.n > collect.max && collect.len + 1 < errlen)
+		snprintf(err + collect.len, errlen - collect.len, "\n... and %u more error(s)",
+		         collect.n - collect.max);
+	policy_unref(*out);
+	*out = NULL;
+	return MOAT_EINVAL;
+}
+
+/* policy_load; with errs, bad lines and files are collected there and loading goes on. */
+static int policy_load_all(const struct config *cfg, struct load_errs *errs, struct policy **out,
+                           char *err, size_t errlen)
+{
+	char ebuf[512] = "";
+	if (errs) { /* err collects; each error is written here first */
+		err = ebuf;
+		errlen = sizeof(ebuf);
+	}
 	int rc = MOAT_ENOMEM;
 	struct policy *p = calloc(1, sizeof(*p));
 	if (!p)
@@ -132,7 +189,8 @@ int policy_load(const struct config *cfg, struct policy **out, char *err, size_t
 		goto fail_msg;
 	for (size_t i = 0; i < cfg->nagents; i++) {
 		p->nagents = i + 1;
-		if ((rc = agent_load(cfg, &cfg->agents[i], &p->agents[i], p->lint, err, errlen)))
+		if ((rc = agent_load(cfg, &cfg->agents[i], &p->agents[i], p->lint, errs, err,
+		                     errlen)))
 			goto fail;
 	}
 	if (forward_table_build(&p->fwd, cfg->forwards, cfg->nforwards, cfg))
@@ -172,6 +230,8 @@ fail_msg:
 	rc = MOAT_ENOMEM; /* every jump here is an allocation that failed */
 	snprintf(err, errlen, "policy: %s", moat_strerror(rc));
 fail:
+	if (errs) /* the error that stopped the load, after those collected before it */
+		errs_add(errs, ebuf);
 	if (p)
 		policy_unref(p);
 	return rc;

@@ -39,6 +39,7 @@ struct fwchan {
 	struct dlist pending; /* oldest first */
 	uint32_t next_seq;
 	int last_errno; /* the cause of the last failed connect (reported); 0 once connected */
+	const char *last_step; /* where it failed ("connect"), for fwchan_state */
 };
 
 static uint64_t now_ms(const struct fwchan *fw)
@@ -101,8 +102,18 @@ static int connect_failed(struct fwchan *fw, int fd, const char *step, int e)
 		fprintf(stderr, "moatd: firewall channel %s: %s: %s\n", fw->path, step,
 		        strerror(e));
 	fw->last_errno = e;
+	fw->last_step = step;
 	errno = e;
 	return MOAT_EIO;
+}
+
+bool fwchan_state(const struct fwchan *fw, char *why, size_t cap)
+{
+	if (cap)
+		snprintf(why, cap, "%s%s%s", fw->last_errno ? fw->last_step : "",
+		         fw->last_errno ? ": " : "",
+		         fw->last_errno ? strerror(fw->last_errno) : "");
+	return fw->polling;
 }
 
 static int try_connect(struct fwchan *fw)

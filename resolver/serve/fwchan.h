@@ -5,6 +5,8 @@
 #ifndef MOAT_FWCHAN_H
 #define MOAT_FWCHAN_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -31,5 +33,10 @@ uint32_t fwchan_grant(struct fwchan *fw, struct fwproto_grant *g, fwchan_cb cb, 
 
 /* Forget a pending grant: its callback will not run. */
 void fwchan_cancel(struct fwchan *fw, uint32_t token);
+
+/* For moatctl status, on the channel's own loop thread: true when connected to moat-fw now;
+ * why gets the last failed connect ("connect: Permission denied"), "" when none since the last
+ * connect. */
+bool fwchan_state(const struct fwchan *fw, char *why, size_t cap);
 
 #endif

@@ -224,6 +224,64 @@ Test(edit, del_and_rebase)
 	policy_unref(p3);
 }
 
+static struct policy_set *set_of(const char *line)
+{
+	struct policy_set *s = policy_set_new();
+	char err[256] = "";
+	const char *lines[] = {line};
+	cr_assert_eq(policy_set_load_lines(s, lines, 1, "moatctl-allow:ops", err, sizeof(err)), 0,
+	             "%s", err);
+	return s;
+}
+
+/* Runtime decisions (moatctl allow / deny): a new snapshot with the agent's two sets; a deny
+ * wins over the allowlist, an allow adds to it; they go along with later edits and a reload
+ * (rebase, by agent name), and the older snapshots keep what they had. */
+Test(edit, decided_rules)
+{
+	struct policy *p1 = NULL, *p2 = NULL, *p3 = NULL, *p4 = NULL, *nb = NULL;
+	char err[512] = "";
+	cr_assert_not(agent_edit_has_decided(base));
+	cr_assert_eq(agent_edit_decided(base, "nosuch", NULL, NULL, &p1, err, sizeof(err)),
+	             MOAT_EINVAL);
+	cr_assert_eq(agent_edit_decided(base, "ops", set_of("new.test tcp/443"), set_of("ops.test"),
+	                                &p1, err, sizeof(err)),
+	             0, "%s", err);
+	cr_assert(agent_edit_has_decided(p1));
+	cr_assert(allows(p1, "10.1.2.3", "new.test"), "a runtime allow adds");
+	cr_assert_not(allows(p1, "10.1.2.3", "ops.test"), "a runtime deny wins over the list");
+	cr_assert(allows(base, "10.1.2.3", "ops.test"), "the older snapshot keeps its rules");
+	uint8_t w[NAME_MAXWIRE];
+	struct policy_decision d;
+	cr_assert_gt(name_from_text("ops.test", 8, w), 0);
+	policy_decide(p1, agent_at(p1, "10.1.2.3"), w, 1, &d);
+	cr_assert(d.decided, "a decided deny is not asked about again");
+	cr_assert_gt(name_from_text("new.test", 8, w), 0);
+	policy_decide(p1, agent_at(p1, "10.1.2.3"), w, 1, &d);
+	cr_assert_str_eq(d.rule.file, "moatctl-allow:ops");
+	cr_assert_eq(d.rule.ports->n, 1);
+	/* another edit keeps them; so does a reload */
+	p2 = add(p1, "a1", "198.51.100.1/32", "a1.test");
+	cr_assert(allows(p2, "10.1.2.3", "new.test"), "an agent add dropped the decisions");
+	cr_assert_eq(p2->agents[0].decided_allow, p1->agents[0].decided_allow, "shared");
+	cr_assert_eq(policy_load(&cfg, &nb, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(agent_edit_rebase(nb, p2, &p3, err, sizeof(err)), 0, "%s", err);
+	cr_assert(allows(p3, "10.1.2.3", "new.test"), "a reload dropped the decisions");
+	cr_assert_not(allows(p3, "10.1.2.3", "ops.test"));
+	cr_assert_not(allows(p3, "2001:db8::1", "new.test"), "another agent got them");
+	/* replaced: the allow gone, the deny gone */
+	cr_assert_eq(agent_edit_decided(p3, "ops", NULL, NULL, &p4, err, sizeof(err)), 0, "%s",
+	             err);
+	cr_assert_not(allows(p4, "10.1.2.3", "new.test"));
+	cr_assert(allows(p4, "10.1.2.3", "ops.test"));
+	cr_assert(allows(p3, "10.1.2.3", "new.test"), "p3 unchanged");
+	policy_unref(p4);
+	policy_unref(p3);
+	policy_unref(nb);
+	policy_unref(p2);
+	policy_unref(p1);
+}
+
 /* The index against the linear scan, over nested ranges of both families and random
  * addresses near them. */
 Test(edit, index_matches_linear)

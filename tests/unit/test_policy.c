@@ -371,6 +371,55 @@ Test(loadfile, two_tokens_rejected)
 	expect_load_error("http://x/ y\n", 1);
 }
 
+/* A port glued to the name gets the rule's own form as the hint. */
+Test(loadfile, glued_port_hint)
+{
+	char *path = write_tmp("ok.example\napi.example.com:443\n");
+	char err[512] = "";
+	cr_assert_eq(policy_set_load_file(set, path, err, sizeof(err)), MOAT_EINVAL);
+	cr_assert(strstr(err, ":2: bad pattern 'api.example.com:443': a port glued to the name; "
+	                      "ports follow it after a blank: api.example.com tcp/443"),
+	          "%s", err);
+	drop_tmp(path);
+	/* not a port: the general hint */
+	path = write_tmp("api.example.com:http\n");
+	cr_assert_eq(policy_set_load_file(set, path, err, sizeof(err)), MOAT_EINVAL);
+	cr_assert_null(strstr(err, "tcp/"), "%s", err);
+	drop_tmp(path);
+}
+
+struct bad_lines {
+	char text[8][200];
+	int n;
+};
+
+static void on_bad(void *ctx, const char *msg)
+{
+	struct bad_lines *b = ctx;
+	if (b->n < 8)
+		snprintf(b->text[b->n], sizeof(b->text[0]), "%s", msg);
+	b->n++;
+}
+
+/* With an error collector the load goes on past bad lines: each one reported, the good lines
+ * loaded. */
+Test(loadfile, keep_going)
+{
+	char *path = write_tmp("a.example\nb..example\nc.example tcp/0\nd.example\n*x.example\n");
+	char err[512] = "";
+	struct bad_lines b = {0};
+	policy_set_on_error(set, on_bad, &b);
+	cr_assert_eq(policy_set_load_file(set, path, err, sizeof(err)), 0);
+	cr_assert_eq(b.n, 3);
+	cr_assert(strstr(b.text[0], ":2: bad pattern 'b..example'"), "%s", b.text[0]);
+	cr_assert(strstr(b.text[1], ":3: bad port"), "%s", b.text[1]);
+	cr_assert(strstr(b.text[2], ":5: bad pattern"), "%s", b.text[2]);
+	cr_assert(match("a.example", NULL));
+	cr_assert(match("d.example", NULL));
+	cr_assert_eq(policy_set_count(set), 2);
+	drop_tmp(path);
+}
+
 Test(loadfile, missing_file)
 {
 	char err[256] = "";

@@ -87,6 +87,14 @@ void ledger_batch_abort(struct ledger *l);
 int ledger_iterate(struct ledger *l, uint64_t now,
                    int (*cb)(const struct ledger_entry *e, void *ctx), void *ctx);
 
+/* Call cb for every well-formed record of one destination (family, src: all zero or NULL in
+ * the netns placement, dst), expired ones too (remaining 0) until the purge removes them, so
+ * the drop log can tell an expired grant and a wrong port from a never-resolved address. One
+ * read transaction; cb must not write. Returns the number visited, cb's non-zero return, or
+ * MOAT_EIO / MOAT_EINVAL (a batch is open). */
+int ledger_each_dst(struct ledger *l, uint8_t family, const uint8_t *src, const uint8_t *dst,
+                    uint64_t now, int (*cb)(const struct ledger_entry *e, void *ctx), void *ctx);
+
 /* Delete every record with expiry <= now and every malformed record, in one write transaction.
  * Returns the number deleted or MOAT_EIO. Must not be called while a batch is open. */
 int ledger_purge(struct ledger *l, uint64_t now);

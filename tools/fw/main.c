@@ -6,6 +6,7 @@
 #include "moat/version.h"
 #include "nft.h"
 #include "remove.h"
+#include "droplog.h"
 #include "server.h"
 #include "startck.h"
 
@@ -29,6 +30,7 @@ static void fw_usage(FILE *f)
 	    "               [--inbound tcp/PORT|udp/PORT]... [--dhcp] [--allow-private]\n"
 	    "               [--moatd-user USER] [--socket-group GROUP] [--user USER]\n"
 	    "               [--min-lifetime S] [--max-lifetime S] [--metrics ADDR:PORT]\n"
+	    "               [--drop-log FILE [--log-group N]]\n"
 	    "       moat-fw --remove [--force] [--netns NAME|PATH]\n"
 	    "  --socket PATH       Unix SOCK_SEQPACKET socket moatd sends grants to (mode 0660)\n"
 	    "  --netns NAME|PATH   filter inside the sandbox's network namespace: a name under\n"
@@ -56,6 +58,9 @@ static void fw_usage(FILE *f)
 	    "  --max-lifetime S    longest grant in seconds (default %d, at most %d)\n"
 	    "  --metrics ADDR:PORT serve Prometheus metrics on GET /metrics there, in the\n"
 	    "                      namespace moat-fw starts in (off by default)\n"
+	    "  --drop-log FILE     every dropped packet of a sandbox and every new connection\n"
+	    "                      it makes, as JSON lines (rate-limited, counted exactly)\n"
+	    "  --log-group N       the nfnetlink_log group the rules log to (default 27)\n"
 	    "  --remove            delete tables inet moat and moat_guard and say what they\n"
 	    "                      held, then exit; refused while a moat-fw holds them\n"
 	    "  --force             with --remove: remove them anyway (after stopping moat-fw)\n"
@@ -207,6 +212,7 @@ static const char *fw_option(struct fw_cli *cli, int c, const char *arg)
 	                    : c == 'd' ? &o->state_dir
 	                    : c == 'U' ? &cli->user
 	                    : c == 'P' ? &o->metrics
+	                    : c == 'L' ? &o->drop_log
 	                               : NULL;
 	bool *flag = c == 'f'   ? &cli->forward
 	             : c == 'D' ? &o->dhcp
@@ -248,6 +254,14 @@ static const char *fw_option(struct fw_cli *cli, int c, const char *arg)
 	case 'u':
 		return fw_user(arg, &o->moatd_uid, &ignored) != 0 ? "--moatd-user: no such user"
 		                                                  : NULL;
+	case 'G': {
+		char *end;
+		unsigned long g = strtoul(arg, &end, 10);
+		if (*arg < '1' || *arg > '9' || *end || g > 65535)
+			return "--log-group wants 1..65535";
+		o->log_group = (uint16_t)g;
+		return NULL;
+	}
 	default: /* 'g' */
 		return fw_group(arg, &o->socket_group) != 0 ? "--socket-group: no such group"
 		                                            : NULL;
@@ -298,6 +312,8 @@ int main(int argc, char **argv)
 	    {"socket-group", required_argument, NULL, 'g'},
 	    {"user", required_argument, NULL, 'U'},
 	    {"metrics", required_argument, NULL, 'P'},
+	    {"drop-log", required_argument, NULL, 'L'},
+	    {"log-group", required_argument, NULL, 'G'},
 	    {"remove", no_argument, NULL, 'X'},
 	    {"force", no_argument, NULL, 'F'},
 	    {"help", no_argument, NULL, 'h'},
@@ -311,6 +327,7 @@ int main(int argc, char **argv)
 	            .min_lifetime = FWSRV_DEFAULT_MIN,
 	            .max_lifetime = FWSRV_DEFAULT_MAX,
 	            .socket_group = (gid_t)-1,
+	            .log_group = FWDROPLOG_GROUP,
 	        },
 	};
 	struct fwsrv_opts *o = &cli.o;

@@ -33,7 +33,8 @@ static const char *fwm_version;
 static uint64_t fwm_grants[4]; /* received, ok, denied, failed; atomics */
 static uint64_t fwm_tables[3]; /* changes by others, restores ok, restores failed; atomics */
 static pthread_mutex_t snap_lock = PTHREAD_MUTEX_INITIALIZER;
-static char *snap; /* rendered table and ledger metrics, under snap_lock */
+static char *snap;  /* rendered table and ledger metrics, under snap_lock */
+static char *extra; /* the drop log's counters (fwmetrics_extra), under snap_lock */
 
 struct fwm_drop {
 	char chain[64];
@@ -222,6 +223,17 @@ void fwmetrics_refresh(struct fwnft *nft, struct ledger *l)
 	pthread_mutex_unlock(&snap_lock);
 }
 
+void fwmetrics_extra(const char *text)
+{
+	if (!http)
+		return;
+	char *copy = text ? strdup(text) : NULL;
+	pthread_mutex_lock(&snap_lock);
+	free(extra);
+	extra = copy;
+	pthread_mutex_unlock(&snap_lock);
+}
+
 /* The whole scrape (a metrics_http body): the grant counters, the snapshot, build info. */
 static char *fwm_scrape(void *ctx, size_t *len)
 {
@@ -245,6 +257,8 @@ static char *fwm_scrape(void *ctx, size_t *len)
 	pthread_mutex_lock(&snap_lock);
 	if (snap)
 		metrics_emit(&o, "%s", snap);
+	if (extra)
+		metrics_emit(&o, "%s", extra);
 	pthread_mutex_unlock(&snap_lock);
 	char v[128];
 	if (metrics_label_escape(fwm_version, v, sizeof(v)) < 0)
@@ -302,4 +316,6 @@ void fwmetrics_stop(void)
 	listen_fd = -1;
 	free(snap);
 	snap = NULL;
+	free(extra);
+	extra = NULL;
 }

@@ -31,6 +31,10 @@ void fwmetrics_grants(size_t received, size_t ok, size_t denied, size_t failed);
 void fwmetrics_table_change(void);
 void fwmetrics_table_restore(int ok);
 
+/* More metrics text for every scrape (the drop log's counters, droplog.c), replacing the last
+ * (copied; no-op when off). Loop thread. */
+void fwmetrics_extra(const char *text);
+
 /* Re-read the table and the ledger into the snapshot a scrape serves (no-op when off). */
 void fwmetrics_refresh(struct fwnft *nft, struct ledger *l);
 

@@ -13,6 +13,7 @@
  * also refusing prefix lengths with leading zeros), and the server loads the same files into an
  * addrguard too, so a file the two readings disagree on stops moat-fw at start-up. */
 #include "nft.h"
+#include "droplog.h"
 #include "moat/bytes.h"
 #include "moat/err.h"
 #include "moat/netaddr.h"
@@ -234,6 +235,15 @@ static int fwnft_range_list(struct fwnft_buf *b, const struct fwnft_range *v, si
 	"icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit, "               \
 	"nd-router-advert } ip6 hoplimit 255"
 
+/* The drop log's statement for a rule of chain (droplog.h): "" without --drop-log. A few
+ * rotating buffers: one printf may take several. */
+static const char *L(const struct fwnft_setup *s, const char *chain, const char *kind)
+{
+	static _Thread_local char buf[8][96];
+	static _Thread_local unsigned i;
+	return fwdroplog_stmt(s->log_group, chain, kind, buf[i++ % 8], sizeof(buf[0]));
+}
+
 /* The allow sets (layout in nft_batch.h): allow = any port, port = port-scoped, echo = the
  * addresses of port-scoped grants. In the forward placement each key starts with the sandbox
  * source. */
@@ -267,21 +277,24 @@ static const char *fwnft_acc(const struct fwnft_setup *s)
  * those (protocol, port) pairs, and ICMP echo follows any grant of the address: the echo lines
  * look at both address-only views (the first two lines already accept echo today; the echo
  * lines keep it so wherever ICMP rules end up before them). */
-static int fwnft_allow_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
+static int fwnft_allow_rules(const struct fwnft_setup *s, struct fwnft_buf *b, const char *chain)
 {
 	const char *s4 = s->placement == FWNFT_FORWARD ? "ip saddr . " : "";
 	const char *s6 = s->placement == FWNFT_FORWARD ? "ip6 saddr . " : "";
 	const char *a = fwnft_acc(s);
+	/* A flow's first packet reaches these (established ones were accepted before): with the
+	 * drop log each new connection is logged, for the ports `moatctl report` recommends. */
+	const char *c = L(s, chain, "connect");
 	return fwnft_printf(b,
-	                    "\t\t%sip daddr @allow4 %s\n"
-	                    "\t\t%sip6 daddr @allow6 %s\n"
-	                    "\t\t%sip daddr . meta l4proto . th dport @port4 %s\n"
-	                    "\t\t%sip6 daddr . meta l4proto . th dport @port6 %s\n"
+	                    "\t\t%sip daddr @allow4%s %s\n"
+	                    "\t\t%sip6 daddr @allow6%s %s\n"
+	                    "\t\t%sip daddr . meta l4proto . th dport @port4%s %s\n"
+	                    "\t\t%sip6 daddr . meta l4proto . th dport @port6%s %s\n"
 	                    "\t\ticmp type echo-request %sip daddr @allow4 %s\n"
 	                    "\t\ticmp type echo-request %sip daddr @echo4 %s\n"
 	                    "\t\ticmpv6 type echo-request %sip6 daddr @allow6 %s\n"
 	                    "\t\ticmpv6 type echo-request %sip6 daddr @echo6 %s\n",
-	                    s4, a, s6, a, s4, a, s6, a, s4, a, s4, a, s6, a, s6, a);
+	                    s4, c, a, s6, c, a, s4, c, a, s6, c, a, s4, a, s4, a, s6, a, s6, a);
 }
 
 /* DNS to each --resolver (UDP and TCP), from chain sandbox/output and chain host. */
@@ -329,7 +342,7 @@ static int fwnft_dhcp_rules(const struct fwnft_setup *s, struct fwnft_buf *b, bo
  * ports, nothing else. In the forward placement what passes returns to chain forward, so a
  * packet that also comes from a sandbox is judged by chain sandbox as well: one sandbox's grant
  * never opens another sandbox's ports. */
-static int fwnft_toward_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
+static int fwnft_toward_rules(const struct fwnft_setup *s, struct fwnft_buf *b, const char *chain)
 {
 	const char *v = s->placement == FWNFT_NETNS ? "accept" : "return";
 	fwnft_printf(b, "\t\tct state established,related ct direction reply %s\n", v);
@@ -337,11 +350,11 @@ static int fwnft_toward_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
 		fwnft_printf(b, "\t\tct direction original %s dport %u %s\n",
 		             s->inbound[i].proto == 6 ? "tcp" : "udp", s->inbound[i].port, v);
 	fwnft_dhcp_rules(s, b, false);
-	return fwnft_printf(b, "\t\tcounter drop\n");
+	return fwnft_printf(b, "\t\tcounter%s drop\n", L(s, chain, "inbound"));
 }
 
 /* What the sandbox sends once its source is known good, in their required order. */
-static int fwnft_filter_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
+static int fwnft_filter_rules(const struct fwnft_setup *s, struct fwnft_buf *b, const char *chain)
 {
 	/* Flows the sandbox started carry on; answers on an --inbound flow (which only the
 	 * toward-the-sandbox rules can admit) too. */
@@ -354,14 +367,20 @@ static int fwnft_filter_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
 		 * keeps it to the link (RFC 4861) and link6 (link-local, ff02::/16 and the on-link
 		 * prefixes) to neighbours: an ND packet to a remote address would be routed. */
 		fwnft_printf(b, "\t\t" FWNFT_ND " ip6 daddr @link6 accept\n");
-	fwnft_printf(b, "\t\tip daddr @deny4 counter drop\n"
-	                "\t\tip6 daddr @deny6 counter drop\n");
+	const char *deny = L(s, chain, "always-deny"), *icmp = L(s, chain, "icmp");
+	fwnft_printf(b,
+	             "\t\tip daddr @deny4 counter%s drop\n"
+	             "\t\tip6 daddr @deny6 counter%s drop\n",
+	             deny, deny);
 	fwnft_resolver_rules(s, b);
 	/* ICMP errors pass only as related to a flow (above); echo follows the allow sets. */
-	fwnft_printf(b, "\t\ticmp type != echo-request counter drop\n"
-	                "\t\ticmpv6 type != echo-request counter drop\n");
-	fwnft_allow_rules(s, b);
-	return fwnft_printf(b, "\t\tcounter drop\n");
+	fwnft_printf(b,
+	             "\t\ticmp type != echo-request counter%s drop\n"
+	             "\t\ticmpv6 type != echo-request counter%s drop\n",
+	             icmp, icmp);
+	fwnft_allow_rules(s, b, chain);
+	/* Never granted, expired, or another port: the drop log tells them apart (ledger). */
+	return fwnft_printf(b, "\t\tcounter%s drop\n", L(s, chain, "unresolved"));
 }
 
 static bool fwnft_ifname_ok(const char *n)
@@ -472,11 +491,14 @@ static int fwnft_hostsrc_chain(const struct fwnft_setup *s, struct fwnft_buf *b)
 {
 	if (s->nhostsrc == 0)
 		return 0;
-	return fwnft_printf(b, "\tchain prerouting {\n"
-	                       "\t\ttype filter hook prerouting priority -300; policy accept;\n"
-	                       "\t\tiifname . ip saddr @hostsrc4 counter drop\n"
-	                       "\t\tiifname . ip6 saddr @hostsrc6 counter drop\n"
-	                       "\t}\n");
+	const char *l = L(s, "prerouting", "spoofed");
+	return fwnft_printf(b,
+	                    "\tchain prerouting {\n"
+	                    "\t\ttype filter hook prerouting priority -300; policy accept;\n"
+	                    "\t\tiifname . ip saddr @hostsrc4 counter%s drop\n"
+	                    "\t\tiifname . ip6 saddr @hostsrc6 counter%s drop\n"
+	                    "\t}\n",
+	                    l, l);
 }
 
 #define FWNFT_RUNTIME_IFS "\"" FWNFT_RUNTIME_IFPREFIX "*\""
@@ -512,15 +534,21 @@ static int fwnft_forward_hooks(const struct fwnft_setup *s, struct fwnft_buf *b)
  * and traffic toward the sandbox. */
 static int fwnft_forward_chains(const struct fwnft_setup *s, struct fwnft_buf *b)
 {
-	static const char spoof[] = "\t\tiifname . ip saddr != @sbx4 counter drop\n"
-	                            "\t\tiifname . ip6 saddr != @sbx6 counter drop\n";
+	char spoof[2][400]; /* in chain sandbox and in chain host */
+	for (int i = 0; i < 2; i++) {
+		const char *l = L(s, i ? "host" : "sandbox", "spoofed");
+		snprintf(spoof[i], sizeof(spoof[i]),
+		         "\t\tiifname . ip saddr != @sbx4 counter%s drop\n"
+		         "\t\tiifname . ip6 saddr != @sbx6 counter%s drop\n",
+		         l, l);
+	}
 	const char *a = fwnft_acc(s);
 	fwnft_sbx_set(s, b, 4);
 	fwnft_sbx_set(s, b, 6);
 	fwnft_hostsrc_sets(s, b);
 	fwnft_forward_hooks(s, b);
-	fwnft_printf(b, "\tchain sandbox {\n%s", spoof);
-	fwnft_filter_rules(s, b);
+	fwnft_printf(b, "\tchain sandbox {\n%s", spoof[0]);
+	fwnft_filter_rules(s, b, "sandbox");
 	/* To the moat host itself: link-local ND (before the source check: its sources are
 	 * fe80:: and ::), then only DNS to the resolvers (and DHCP when asked). Multicast,
 	 * link-local and every other service of the host are dropped. */
@@ -534,10 +562,10 @@ static int fwnft_forward_chains(const struct fwnft_setup *s, struct fwnft_buf *b
 	             "\t\t" FWNFT_ND " ip6 daddr ff02::/16 %s\n"
 	             "\t\t" FWNFT_ND " fib daddr type local %s\n"
 	             "\t\tct state established,related %s\n",
-	             a, a, spoof, a, a, a);
+	             a, a, spoof[1], a, a, a);
 	fwnft_resolver_rules(s, b);
-	fwnft_printf(b, "\t\tcounter drop\n\t}\n\tchain to_sandbox {\n");
-	fwnft_toward_rules(s, b);
+	fwnft_printf(b, "\t\tcounter%s drop\n\t}\n\tchain to_sandbox {\n", L(s, "host", "host"));
+	fwnft_toward_rules(s, b, "to_sandbox");
 	fwnft_printf(b, "\t}\n");
 	return fwnft_hostsrc_chain(s, b);
 }
@@ -562,12 +590,16 @@ static int fwnft_guard(const struct fwnft_setup *s, struct fwnft_buf *b)
 		             "\tchain guard_pre_%s {\n"
 		             "\t\ttype filter hook %s priority -1; policy accept;\n",
 		             hooks[h], hooks[h]);
+		char pre[40], post[40];
+		snprintf(pre, sizeof(pre), "guard_pre_%s", hooks[h]);
+		snprintf(post, sizeof(post), "guard_%s", hooks[h]);
+		const char *lp = L(s, pre, "spoofed"), *lg = L(s, post, "guard");
 		for (int d = 0; d < ndirs; d++) {
 			fwnft_printf(b, "\t\t%s %s ", marked, dirs[d]);
 			fwnft_ifname_list(s, b);
 			fwnft_printf(
-			    b, " counter drop\n\t\t%s %s " FWNFT_RUNTIME_IFS " counter drop\n",
-			    marked, dirs[d]);
+			    b, " counter%s drop\n\t\t%s %s " FWNFT_RUNTIME_IFS " counter%s drop\n",
+			    lp, marked, dirs[d], lp);
 		}
 		fwnft_printf(b,
 		             "\t}\n\tchain guard_%s {\n"
@@ -577,9 +609,9 @@ static int fwnft_guard(const struct fwnft_setup *s, struct fwnft_buf *b)
 		for (int d = 0; d < ndirs; d++) {
 			fwnft_printf(b, "\t\t%s ", dirs[d]);
 			fwnft_ifname_list(s, b);
-			fwnft_printf(b,
-			             " counter drop\n\t\t%s " FWNFT_RUNTIME_IFS " counter drop\n",
-			             dirs[d]);
+			fwnft_printf(
+			    b, " counter%s drop\n\t\t%s " FWNFT_RUNTIME_IFS " counter%s drop\n", lg,
+			    dirs[d], lg);
 		}
 		fwnft_printf(b, "\t}\n");
 	}
@@ -598,23 +630,28 @@ static int fwnft_netns_chains(const struct fwnft_setup *s, struct fwnft_buf *b)
 	fwnft_range_list(b, s->link6, s->nlink6, 6, ", ", "");
 	/* 0.0.0.0 and :: first: the kernel turns a connect to them into loopback, and nothing
 	 * addressed to them may pass the loopback rule. */
-	fwnft_printf(b, " }\n\t}\n"
-	                "\tchain output {\n"
-	                "\t\ttype filter hook output priority 0; policy drop;\n"
-	                "\t\tip daddr 0.0.0.0/8 counter drop\n"
-	                "\t\tip6 daddr :: counter drop\n"
-	                "\t\toif \"lo\" accept\n");
+	const char *deny = L(s, "output", "always-deny"), *spoof = L(s, "output", "spoofed");
+	fwnft_printf(b,
+	             " }\n\t}\n"
+	             "\tchain output {\n"
+	             "\t\ttype filter hook output priority 0; policy drop;\n"
+	             "\t\tip daddr 0.0.0.0/8 counter%s drop\n"
+	             "\t\tip6 daddr :: counter%s drop\n"
+	             "\t\toif \"lo\" accept\n",
+	             deny, deny);
 	fwnft_dhcp_rules(s, b, true);
 	/* Only the namespace's own addresses as source, and never loopback off lo. */
-	fwnft_printf(b, "\t\tfib saddr type != local counter drop\n"
-	                "\t\tip saddr 127.0.0.0/8 counter drop\n"
-	                "\t\tip6 saddr ::1 counter drop\n");
-	fwnft_filter_rules(s, b);
+	fwnft_printf(b,
+	             "\t\tfib saddr type != local counter%s drop\n"
+	             "\t\tip saddr 127.0.0.0/8 counter%s drop\n"
+	             "\t\tip6 saddr ::1 counter%s drop\n",
+	             spoof, spoof, spoof);
+	fwnft_filter_rules(s, b, "output");
 	fwnft_printf(b, "\t}\n\tchain input {\n"
 	                "\t\ttype filter hook input priority 0; policy drop;\n"
 	                "\t\tiif \"lo\" accept\n"
 	                "\t\t" FWNFT_ND " accept\n");
-	fwnft_toward_rules(s, b);
+	fwnft_toward_rules(s, b, "input");
 	return fwnft_printf(b, "\t}\n");
 }
 

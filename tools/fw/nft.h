@@ -103,7 +103,9 @@ struct fwnft_setup {
 	 * interface (ifname set): never a source from there */
 	const struct fwnft_range *hostsrc;
 	size_t nhostsrc;
-	unsigned long pid; /* moat-fw's pid, named in the table's comment (0: no comment) */
+	unsigned long pid;  /* moat-fw's pid, named in the table's comment (0: no comment) */
+	uint16_t log_group; /* --drop-log: drop and allow rules log to this nflog group (droplog.h);
+	                     * 0: no log statements */
 };
 
 /* A growable text buffer. Zero-initialise; fwnft_buf_free releases it. The first failure to

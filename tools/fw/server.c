@@ -11,6 +11,7 @@
 #include "server.h"
 
 #include "holder.h"
+#include "droplog.h"
 #include "hostnet.h"
 #include "metrics.h"
 #include "nft_batch.h"
@@ -241,6 +242,7 @@ static int fwsrv_start(struct fwsrv *srv)
 	    .ninbound = o->ninbound,
 	    .dhcp = o->dhcp,
 	    .pid = (unsigned long)getpid(),
+	    .log_group = o->drop_log ? o->log_group : 0,
 	};
 	/* The socket first, in the namespace moatd lives in; then the sandbox's namespace, where
 	 * every netlink socket libnftables opens from now on will talk. */
@@ -258,6 +260,13 @@ static int fwsrv_start(struct fwsrv *srv)
 	}
 	if ((rc = fwsrv_rebuild(srv, false)) < 0)
 		return rc;
+	/* The rules log to the group in this namespace; bound as root, before the drop. */
+	if (o->drop_log &&
+	    (rc = fwdroplog_start(&srv->loop, o->log_group, o->drop_log, &srv->ledger, &srv->setup,
+	                          o->netns, &srv->droplog, err, sizeof(err))) < 0) {
+		fprintf(stderr, "moat-fw: %s\n", err);
+		return rc;
+	}
 	fwsrv_handles_start(srv);
 	/* Set up: from here on only CAP_NET_ADMIN, and no network sockets. */
 	if ((rc = fwprivs_drop_caps(o->run_uid, o->run_gid, err, sizeof(err))) < 0 ||
@@ -285,6 +294,7 @@ static void fwsrv_free(struct fwsrv *srv, bool loop)
 		unlink(srv->o->socket_path);
 	}
 	fwmetrics_stop();
+	fwdroplog_close(srv->droplog);
 	sdnotify_close();
 	ledger_close(srv->ledger);
 	fwnft_close(srv->nft);

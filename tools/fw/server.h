@@ -52,11 +52,13 @@ struct fwsrv_opts {
 	const struct fwnft_port *inbound; /* --inbound */
 	size_t ninbound;
 	bool dhcp;
-	bool allow_private; /* --allow-private: private and shared ranges for every sandbox */
-	uid_t moatd_uid;    /* the only uid that may connect */
-	gid_t socket_group; /* (gid_t)-1: the socket keeps moat-fw's group */
-	uid_t run_uid;      /* after set-up moat-fw runs as this user ... */
-	gid_t run_gid;      /* ... and group (0/0: stays root, with only CAP_NET_ADMIN) */
+	bool allow_private;   /* --allow-private: private and shared ranges for every sandbox */
+	uid_t moatd_uid;      /* the only uid that may connect */
+	gid_t socket_group;   /* (gid_t)-1: the socket keeps moat-fw's group */
+	const char *drop_log; /* --drop-log FILE: drops and new connections as JSON (droplog.h) */
+	uint16_t log_group;   /* --log-group: the rules' nfnetlink_log group */
+	uid_t run_uid;        /* after set-up moat-fw runs as this user ... */
+	gid_t run_gid;        /* ... and group (0/0: stays root, with only CAP_NET_ADMIN) */
 };
 
 /* Run until SIGTERM/SIGINT. Returns the process exit status: 0 after a signal, 1 when start-up

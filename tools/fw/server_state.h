@@ -21,6 +21,7 @@
 #include "watch.h"
 
 struct fwsrv;
+struct fwdroplog;
 
 struct fwsrv_conn {
 	uv_poll_t poll;
@@ -88,6 +89,7 @@ struct fwsrv {
 	struct fwsrv_opts opts;
 	struct fwnft_range *sbx;
 	size_t nsbx_start;
+	struct fwdroplog *droplog; /* --drop-log (droplog.h); NULL: none */
 };
 
 /* Milliseconds on the monotonic clock, for the timings moat-fw logs. */
