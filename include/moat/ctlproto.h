@@ -13,10 +13,13 @@
  *   explain NAME [client=ADDR] [type=T]
  *                               the daemon's decision on NAME for the agent of ADDR (default:
  *                               the first agent), with the rule (file:line) that decided
- *   agent add NAME client=CIDR [client=CIDR...] [deny=nxdomain|refused|sinkhole] patterns=N
- *                               followed by N lines, the agent's allowlist (one pattern and
+ *   agent add NAME client=CIDR [client=CIDR...] [deny=nxdomain|refused|sinkhole] [force]
+ *             patterns=N        followed by N lines, the agent's allowlist (one pattern and
  *                               optional ports a line, as in a file): a runtime agent, in the
- *                               state store before the reply (moat/agentstore.h)
+ *                               state store before the reply (moat/agentstore.h). A range that
+ *                               is the whole space is refused; one overlapping a config agent's
+ *                               unless force. The reply's "warning" says when moat-fw does not
+ *                               cover a range (its HELLO), else null
  *   agent del NAME              remove a runtime agent (config agents are read-only)
  * A connection may carry several requests; each gets exactly one reply, in order.
  * A reply is one JSON object on one line:
@@ -48,8 +51,8 @@ enum ctl_cmd {
 	CTL_AGENT_DEL,
 };
 
-/* Words of the longest request: agent add NAME, a client= per range, deny=, patterns=. */
-#define CTLPROTO_WORDS_MAX (3 + AGENT_CLIENTS_MAX + 2)
+/* Words of the longest request: agent add NAME, a client= per range, deny=, force, patterns=. */
+#define CTLPROTO_WORDS_MAX (3 + AGENT_CLIENTS_MAX + 3)
 
 struct ctl_request {
 	enum ctl_cmd cmd;
@@ -64,6 +67,7 @@ struct ctl_request {
 	struct cidr clients[AGENT_CLIENTS_MAX];
 	size_t nclients;
 	uint32_t npatterns; /* lines that follow an agent add */
+	bool force;         /* agent add: a range may overlap a config agent's */
 };
 
 /* Parse one request line (without or with its "\n"). Pure. Returns 0, or MOAT_EINVAL with a

@@ -1,7 +1,7 @@
 /* agent.c owns moatctl's runtime agent commands: `agent add NAME --clients CIDR...
- * (--allow FILE | --pattern P...) [--deny FORM]`, `agent del NAME`, and `batch` (those lines on
- * stdin, sent on one connection: what an orchestrator starting many sandboxes at once runs).
- * The request line is built and checked with the daemon's own parser (ctlproto). An --allow
+ * (--allow FILE | --pattern P...) [--deny FORM] [--force]`, `agent del NAME`, and `batch` (those
+ * lines on stdin, sent on one connection: what an orchestrator starting many sandboxes at once
+ * runs). The request line is built and checked with the daemon's own parser (ctlproto). An --allow
  * FILE is read here, by the client, and its lines sent after the request: moatd runs as an
  * unprivileged user under a system-call filter and should not open paths a control client
  * names (the client may read files moatd must not, and the reverse), and the store keeps the
@@ -81,6 +81,10 @@ static int parse_args(int argc, char **argv, struct text *req, struct text *body
 		                                     : 0;
 		if (!strcmp(a, "--json")) {
 			*raw = true;
+			continue;
+		}
+		if (!strcmp(a, "--force")) { /* a range may overlap a config agent's */
+			rc = text_add(req, " force", 6);
 			continue;
 		}
 		if (!mode && !strncmp(a, "--", 2)) {
