@@ -423,6 +423,15 @@ wait_line() {
 		e2e_fail "no line matching '$2' in ${1##*/} after ${3:-5} s: $(tail -n 3 "$1" 2>/dev/null)"
 }
 
+# e2e_refused TEXT CMD...: CMD (a function too) must fail and say TEXT (stdout or stderr).
+e2e_refused() {
+	local want=$1 out st=0
+	shift
+	out=$("$@" 2>&1) || st=$?
+	((st != 0)) || e2e_fail "$* was accepted: $out"
+	e2e_assert_contains "$out" "$want" "$*: refused"
+}
+
 # e2e_wait_exit NAME SECONDS: e2e_poll until the e2e_bg process NAME has exited.
 e2e_wait_exit() { e2e_poll "$2" e2e__exited "$1"; }
 e2e__exited() { ! e2e_alive "$1"; }
@@ -785,6 +794,7 @@ e2e_upstream_queries() {
 # e2e_upstream_queries [--src] [IDX]   "QNAME QTYPE PROTO" lines
 # e2e_upstream_reset [IDX]
 # e2e_fail MSG / e2e_pass / e2e_assert_eq EXP ACT [MSG]
+# e2e_refused TEXT CMD...       CMD fails and says TEXT
 # e2e_assert_contains HAY NEEDLE [MSG] / e2e_assert_not_contains HAY NEEDLE [MSG]
 # Variables: E2E_WORK E2E_NS E2E_ZONES E2E_DIR E2E_PY MOAT_BUILD MOAT_SRC
 # Environment: E2E_KEEP=1 keeps the work dir; E2E_STATE_OUT=FILE records ns,

@@ -37,13 +37,7 @@ agents:
 Y
 start_moatd moatd -c "$E2E_WORK/moatd.yaml"
 ctl() { e2e_run "$CTL" -s "$E2E_WORK/ctl.sock" --json "$@"; }
-refused() { # EXPECTED-TEXT ARGS...
-	local want=$1 out st=0
-	shift
-	out=$(ctl agent "$@" 2>&1) || st=$?
-	((st != 0)) || e2e_fail "agent $* was accepted: $out"
-	e2e_assert_contains "$out" "$want" "agent $*: refused"
-}
+refused() { e2e_refused "$1" ctl agent "${@:2}"; } # EXPECTED-TEXT ARGS...
 added() { # WARNING|null ARGS...: accepted, with that warning
 	local want=$1 out
 	shift

@@ -76,10 +76,11 @@ try:
 except OSError as e:
     print("failed: %s" % e)' "$1"
 }
-# drops CHAIN SET: the packets moat-fw's "daddr @SET counter drop" rule of CHAIN has dropped
+# drops NS CHAIN SET: the packets the "daddr @SET counter drop" rule of CHAIN (table inet moat
+# in namespace NS) has dropped
 drops() {
-	ip netns exec "$HOST" nft list chain inet moat "$1" |
-		awk -v s="@$2" '$0 ~ "daddr " s " counter" { for (i = 1; i < NF; i++) if ($i == "packets") print $(i + 1) }'
+	ip netns exec "$1" nft list chain inet moat "$2" |
+		awk -v s="@$3" '$0 ~ "daddr " s " counter" { for (i = 1; i < NF; i++) if ($i == "packets") print $(i + 1) }'
 }
 grant() { ip netns exec "$HOST" "$E2E_PY" "$E2E_DIR/peers/fw_client.py" --socket "$E2E_WORK/fw.sock" "$@"; }
 never_reached() { # WHEN
@@ -105,8 +106,8 @@ for a in 240.0.0.1 100::1; do
 	e2e_assert_contains "$(connect "$a")" failed "forward: $a reachable"
 done
 never_reached "in the forward placement"
-d4=$(drops sandbox deny4)
-d6=$(drops sandbox deny6)
+d4=$(drops "$HOST" sandbox deny4)
+d6=$(drops "$HOST" sandbox deny6)
 e2e_log "forward placement: deny4 dropped $d4, deny6 dropped $d6"
 ((d4 >= 1)) || e2e_fail "forward: the packet to 240.0.0.1 was not counted as dropped"
 ((d6 >= 1)) || e2e_fail "forward: the packet to 100::1 was not counted as dropped"
@@ -125,12 +126,8 @@ for a in 240.0.0.1 100::1; do
 	e2e_assert_contains "$(connect "$a")" failed "netns: $a reachable"
 done
 never_reached "in the netns placement"
-drops() { # now the sandbox's namespace's table
-	ip netns exec "$SBX" nft list chain inet moat "$1" |
-		awk -v s="@$2" '$0 ~ "daddr " s " counter" { for (i = 1; i < NF; i++) if ($i == "packets") print $(i + 1) }'
-}
-d4=$(drops output deny4)
-d6=$(drops output deny6)
+d4=$(drops "$SBX" output deny4)
+d6=$(drops "$SBX" output deny6)
 e2e_log "netns placement: deny4 dropped $d4, deny6 dropped $d6"
 ((d4 >= 1)) || e2e_fail "netns: the packet to 240.0.0.1 was not counted as dropped"
 ((d6 >= 1)) || e2e_fail "netns: the packet to 100::1 was not counted as dropped"
