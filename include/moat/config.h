@@ -21,7 +21,9 @@
  *   blocked_ranges: [extra-ranges.txt]        # more answer ranges refused (shipped list stays)
  *   zones_dir: /usr/share/moat                # where the shipped lists are (see moat/zonesdir.h)
  *   user: moat                                # drop to this user after binding (default:
- *                                             # moat if it exists, else nobody; root: stay)
+ *                                             # moat, the user moat-fw admits by default;
+ *                                             # without it: nobody, or with firewall_socket
+ *                                             # no start; root: stay)
  *   workers: 1                                # threads, each with its own loop and cache share
  *   seccomp: true                             # system-call filter after start-up
  *   ratelimit_qps: 0                          # per client (IPv4, IPv6 /64); 0: no limit

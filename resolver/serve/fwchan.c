@@ -134,8 +134,7 @@ static void on_poll(uv_poll_t *h, int status, int events);
 static const char *fix_for(int e)
 {
 	return e == FWCHAN_E_NOT_ADMITTED
-	           ? "moat-fw closed it before its HELLO: it admits another user (start it with "
-	             "--moatd-user naming moatd's)"
+	           ? "moat-fw closed it before its HELLO: its --moatd-user is another user"
 	       : e == EACCES || e == EPERM
 	           ? "the socket's group must be moatd's (moat-fw --socket-group) and its "
 	             "directory searchable by moatd's user"
@@ -366,8 +365,10 @@ void fwchan_cancel(struct fwchan *fw, uint32_t token)
 int fwchan_probe(const char *path, uint32_t timeout_ms, char *why, size_t cap)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	if (strlen(path) >= sizeof(sa.sun_path))
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		snprintf(why, cap, "path too long for a unix socket");
 		return FWCHAN_REFUSED;
+	}
 	memcpy(sa.sun_path, path, strlen(path) + 1);
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
