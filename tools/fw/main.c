@@ -29,7 +29,7 @@ static void fw_usage(FILE *f)
 	    "               [--inbound tcp/PORT|udp/PORT]... [--dhcp] [--allow-private]\n"
 	    "               [--moatd-user USER] [--socket-group GROUP] [--user USER]\n"
 	    "               [--min-lifetime S] [--max-lifetime S] [--metrics ADDR:PORT]\n"
-	    "       moat-fw --remove [--netns NAME|PATH]\n"
+	    "       moat-fw --remove [--force] [--netns NAME|PATH]\n"
 	    "  --socket PATH       Unix SOCK_SEQPACKET socket moatd sends grants to (mode 0660)\n"
 	    "  --netns NAME|PATH   filter inside the sandbox's network namespace: a name under\n"
 	    "                      /run/netns, or a path such as /proc/PID/ns/net\n"
@@ -57,7 +57,9 @@ static void fw_usage(FILE *f)
 	    "  --max-lifetime S    longest grant in seconds (default %d, at most %d)\n"
 	    "  --metrics ADDR:PORT serve Prometheus metrics on GET /metrics there, in the\n"
 	    "                      namespace moat-fw starts in (off by default)\n"
-	    "  --remove            delete table inet moat and say what it held, then exit\n"
+	    "  --remove            delete tables inet moat and moat_guard and say what they\n"
+	    "                      held, then exit; refused while a moat-fw holds them\n"
+	    "  --force             with --remove: remove them anyway (after stopping moat-fw)\n"
 	    "  --version           print the version and exit\n",
 	    FWSRV_DEFAULT_MIN, FWSRV_DEFAULT_MAX, FWSRV_LIFETIME_CAP);
 }
@@ -206,7 +208,7 @@ struct fw_cli {
 	const char *ranges[FW_MAX_LIST];
 	struct fwnft_port inbound[FW_MAX_LIST];
 	const char *user, *moatd_user;
-	bool forward, remove;
+	bool forward, remove, force;
 };
 
 /* One more item of a list option (c: 'b' --sandbox, 'r' --resolver, 'i' --inbound; n its count):
@@ -240,6 +242,7 @@ static const char *fw_option(struct fw_cli *cli, int c, const char *arg)
 	             : c == 'D' ? &o->dhcp
 	             : c == 'p' ? &o->allow_private
 	             : c == 'X' ? &cli->remove
+	             : c == 'F' ? &cli->force
 	                        : NULL;
 	if (text)
 		*text = arg;
@@ -285,7 +288,9 @@ static const char *fw_why(struct fw_cli *cli, bool extra)
 	if (extra)
 		return "unexpected argument";
 	if (cli->remove)
-		return "--remove takes only --netns";
+		return "--remove takes only --netns and --force";
+	if (cli->force)
+		return "--force belongs to --remove";
 	if (cli->moatd_user ? fw_user(cli->moatd_user, &o->moatd_uid, &o->moatd_gid) != 0
 	                    : fw_user("moat", &o->moatd_uid, &o->moatd_gid) != 0 &&
 	                          fw_user("root", &o->moatd_uid, &o->moatd_gid) != 0)
@@ -329,6 +334,7 @@ int main(int argc, char **argv)
 	    {"user", required_argument, NULL, 'U'},
 	    {"metrics", required_argument, NULL, 'P'},
 	    {"remove", no_argument, NULL, 'X'},
+	    {"force", no_argument, NULL, 'F'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
@@ -366,7 +372,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (cli.remove && optind == argc && !o->socket_path && !cli.forward && !o->nsandbox)
-		return fwremove_run(o->netns);
+		return fwremove_run(o->netns, cli.force);
 	const char *why = fw_why(&cli, optind != argc);
 	if (why) {
 		fprintf(stderr, "moat-fw: %s\n", why);

@@ -254,6 +254,15 @@ static int fwnft_allow_sets(const struct fwnft_setup *s, struct fwnft_buf *b)
 	return b->err;
 }
 
+/* What an accepting rule ends with: in the forward placement it also sets FWNFT_MARK, which
+ * table moat_guard wants on everything of a sandbox interface (nft.h). */
+static const char *fwnft_acc(const struct fwnft_setup *s)
+{
+	return s->placement == FWNFT_FORWARD ? "meta mark set meta mark | " FWNFT_MARK_TEXT
+	                                       " accept"
+	                                     : "accept";
+}
+
 /* The lookups in the allow sets: a grant without ports opens the address, one with ports opens
  * those (protocol, port) pairs, and ICMP echo follows any grant of the address: the echo lines
  * look at both address-only views (the first two lines already accept echo today; the echo
@@ -262,16 +271,17 @@ static int fwnft_allow_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
 {
 	const char *s4 = s->placement == FWNFT_FORWARD ? "ip saddr . " : "";
 	const char *s6 = s->placement == FWNFT_FORWARD ? "ip6 saddr . " : "";
+	const char *a = fwnft_acc(s);
 	return fwnft_printf(b,
-	                    "\t\t%sip daddr @allow4 accept\n"
-	                    "\t\t%sip6 daddr @allow6 accept\n"
-	                    "\t\t%sip daddr . meta l4proto . th dport @port4 accept\n"
-	                    "\t\t%sip6 daddr . meta l4proto . th dport @port6 accept\n"
-	                    "\t\ticmp type echo-request %sip daddr @allow4 accept\n"
-	                    "\t\ticmp type echo-request %sip daddr @echo4 accept\n"
-	                    "\t\ticmpv6 type echo-request %sip6 daddr @allow6 accept\n"
-	                    "\t\ticmpv6 type echo-request %sip6 daddr @echo6 accept\n",
-	                    s4, s6, s4, s6, s4, s4, s6, s6);
+	                    "\t\t%sip daddr @allow4 %s\n"
+	                    "\t\t%sip6 daddr @allow6 %s\n"
+	                    "\t\t%sip daddr . meta l4proto . th dport @port4 %s\n"
+	                    "\t\t%sip6 daddr . meta l4proto . th dport @port6 %s\n"
+	                    "\t\ticmp type echo-request %sip daddr @allow4 %s\n"
+	                    "\t\ticmp type echo-request %sip daddr @echo4 %s\n"
+	                    "\t\ticmpv6 type echo-request %sip6 daddr @allow6 %s\n"
+	                    "\t\ticmpv6 type echo-request %sip6 daddr @echo6 %s\n",
+	                    s4, a, s6, a, s4, a, s6, a, s4, a, s4, a, s6, a, s6, a);
 }
 
 /* DNS to each --resolver (UDP and TCP), from chain sandbox/output and chain host. */
@@ -283,9 +293,9 @@ static int fwnft_resolver_rules(const struct fwnft_setup *s, struct fwnft_buf *b
 		const char *fam = r->family == 4 ? "ip" : "ip6";
 		fwnft_ntop(r->family, r->addr, t, sizeof(t));
 		fwnft_printf(b,
-		             "\t\t%s daddr %s udp dport %u accept\n"
-		             "\t\t%s daddr %s tcp dport %u accept\n",
-		             fam, t, r->port, fam, t, r->port);
+		             "\t\t%s daddr %s udp dport %u %s\n"
+		             "\t\t%s daddr %s tcp dport %u %s\n",
+		             fam, t, r->port, fwnft_acc(s), fam, t, r->port, fwnft_acc(s));
 	}
 	return b->err;
 }
@@ -305,8 +315,9 @@ static int fwnft_dhcp_rules(const struct fwnft_setup *s, struct fwnft_buf *b, bo
 		       "udp dport 547 accept\n");
 	if (out)
 		return fwnft_printf(b,
-		                    "\t\tudp sport 68 udp dport 67 accept\n"
-		                    "\t\tip6 saddr fe80::/10 udp sport 546 udp dport 547 accept\n");
+		                    "\t\tudp sport 68 udp dport 67 %s\n"
+		                    "\t\tip6 saddr fe80::/10 udp sport 546 udp dport 547 %s\n",
+		                    fwnft_acc(s), fwnft_acc(s));
 	return fwnft_printf(
 	    b, "\t\tudp sport 67 udp dport 68 %s\n\t\tudp sport 547 udp dport 546 %s\n",
 	    s->placement == FWNFT_NETNS ? "accept" : "return",
@@ -334,8 +345,10 @@ static int fwnft_filter_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
 {
 	/* Flows the sandbox started carry on; answers on an --inbound flow (which only the
 	 * toward-the-sandbox rules can admit) too. */
-	fwnft_printf(b, "\t\tct state established,related ct direction original accept\n"
-	                "\t\tct state established ct direction reply accept\n");
+	fwnft_printf(b,
+	             "\t\tct state established,related ct direction original %s\n"
+	             "\t\tct state established ct direction reply %s\n",
+	             fwnft_acc(s), fwnft_acc(s));
 	if (s->placement == FWNFT_NETNS)
 		/* Without neighbour discovery IPv6 cannot reach even the resolver. Hop limit 255
 		 * keeps it to the link (RFC 4861) and link6 (link-local, ff02::/16 and the on-link
@@ -388,6 +401,11 @@ static int fwnft_check_setup(const struct fwnft_setup *s)
 			    !fwnft_ifname_ok(s->sandbox[i].ifname))
 				return MOAT_EINVAL;
 	}
+	for (size_t i = 0; i < s->nhostsrc; i++)
+		if (s->placement != FWNFT_FORWARD ||
+		    (s->hostsrc[i].family != 4 && s->hostsrc[i].family != 6) ||
+		    !fwnft_ifname_ok(s->hostsrc[i].ifname))
+			return MOAT_EINVAL;
 	return 0;
 }
 
@@ -425,26 +443,74 @@ static int fwnft_sbx_set(const struct fwnft_setup *s, struct fwnft_buf *b, uint8
 	return fwnft_printf(b, "\t}\n");
 }
 
-/* Forward placement: the hooks, and the chains for routed traffic, traffic to the moat host
- * and traffic toward the sandbox. */
-static int fwnft_forward_chains(const struct fwnft_setup *s, struct fwnft_buf *b)
+/* hostsrc4 / hostsrc6 and chain prerouting (only when there are such addresses): the host's
+ * own addresses inside a sandbox range, as sources arriving on that range's interface, are
+ * forged. Before routing, so IPv4 is counted too (the kernel drops it as a martian source
+ * before the forward and input hooks, without a trace). */
+static int fwnft_hostsrc_sets(const struct fwnft_setup *s, struct fwnft_buf *b)
 {
-	static const char spoof[] = "\t\tiifname . ip saddr != @sbx4 counter drop\n"
-	                            "\t\tiifname . ip6 saddr != @sbx6 counter drop\n";
-	fwnft_sbx_set(s, b, 4);
-	fwnft_sbx_set(s, b, 6);
+	char t[INET6_ADDRSTRLEN];
+	if (s->nhostsrc == 0)
+		return 0;
+	for (uint8_t f = 4; f <= 6; f += 2) {
+		bool first = true;
+		fwnft_printf(b, "\tset hostsrc%u {\n\t\ttype ifname . ipv%u_addr\n", f, f);
+		for (size_t i = 0; i < s->nhostsrc; i++) {
+			const struct fwnft_range *r = &s->hostsrc[i];
+			if (r->family != f)
+				continue;
+			fwnft_printf(b, "%s\"%s\" . %s", first ? "\t\telements = { " : ", ",
+			             r->ifname, fwnft_ntop(f, r->addr, t, sizeof(t)));
+			first = false;
+		}
+		fwnft_printf(b, "%s\t}\n", first ? "" : " }\n");
+	}
+	return b->err;
+}
+
+static int fwnft_hostsrc_chain(const struct fwnft_setup *s, struct fwnft_buf *b)
+{
+	if (s->nhostsrc == 0)
+		return 0;
+	return fwnft_printf(b, "\tchain prerouting {\n"
+	                       "\t\ttype filter hook prerouting priority -300; policy accept;\n"
+	                       "\t\tiifname . ip saddr @hostsrc4 counter drop\n"
+	                       "\t\tiifname . ip6 saddr @hostsrc6 counter drop\n"
+	                       "\t}\n");
+}
+
+/* Forward placement: the base chains. What passes to_sandbox and is not from a sandbox leaves
+ * chain forward at its end, marked there. */
+static int fwnft_forward_hooks(const struct fwnft_setup *s, struct fwnft_buf *b)
+{
 	fwnft_printf(b, "\tchain forward {\n"
 	                "\t\ttype filter hook forward priority 0; policy accept;\n"
 	                "\t\toifname ");
 	fwnft_ifname_list(s, b);
 	fwnft_printf(b, " jump to_sandbox\n\t\tiifname ");
 	fwnft_ifname_list(s, b);
-	fwnft_printf(b, " jump sandbox\n\t}\n"
+	fwnft_printf(b, " jump sandbox\n\t\toifname ");
+	fwnft_ifname_list(s, b);
+	fwnft_printf(b, " meta mark set meta mark | " FWNFT_MARK_TEXT "\n\t}\n"
 	                "\tchain input {\n"
 	                "\t\ttype filter hook input priority 0; policy accept;\n"
 	                "\t\tiifname ");
 	fwnft_ifname_list(s, b);
-	fwnft_printf(b, " jump host\n\t}\n\tchain sandbox {\n%s", spoof);
+	return fwnft_printf(b, " jump host\n\t}\n");
+}
+
+/* Forward placement: the hooks, and the chains for routed traffic, traffic to the moat host
+ * and traffic toward the sandbox. */
+static int fwnft_forward_chains(const struct fwnft_setup *s, struct fwnft_buf *b)
+{
+	static const char spoof[] = "\t\tiifname . ip saddr != @sbx4 counter drop\n"
+	                            "\t\tiifname . ip6 saddr != @sbx6 counter drop\n";
+	const char *a = fwnft_acc(s);
+	fwnft_sbx_set(s, b, 4);
+	fwnft_sbx_set(s, b, 6);
+	fwnft_hostsrc_sets(s, b);
+	fwnft_forward_hooks(s, b);
+	fwnft_printf(b, "\tchain sandbox {\n%s", spoof);
 	fwnft_filter_rules(s, b);
 	/* To the moat host itself: link-local ND (before the source check: its sources are
 	 * fe80:: and ::), then only DNS to the resolvers (and DHCP when asked). Multicast,
@@ -453,17 +519,57 @@ static int fwnft_forward_chains(const struct fwnft_setup *s, struct fwnft_buf *b
 	fwnft_dhcp_rules(s, b, true);
 	fwnft_printf(b,
 	             "\t\t" FWNFT_ND " ip6 saddr { fe80::/10, :: } ip6 daddr { "
-	             "fe80::/10, ff02::/16 } accept\n"
-	             "\t\t" FWNFT_ND " ip6 saddr fe80::/10 fib daddr type local accept\n"
+	             "fe80::/10, ff02::/16 } %s\n"
+	             "\t\t" FWNFT_ND " ip6 saddr fe80::/10 fib daddr type local %s\n"
 	             "%s"
-	             "\t\t" FWNFT_ND " ip6 daddr ff02::/16 accept\n"
-	             "\t\t" FWNFT_ND " fib daddr type local accept\n"
-	             "\t\tct state established,related accept\n",
-	             spoof);
+	             "\t\t" FWNFT_ND " ip6 daddr ff02::/16 %s\n"
+	             "\t\t" FWNFT_ND " fib daddr type local %s\n"
+	             "\t\tct state established,related %s\n",
+	             a, a, spoof, a, a, a);
 	fwnft_resolver_rules(s, b);
 	fwnft_printf(b, "\t\tcounter drop\n\t}\n\tchain to_sandbox {\n");
 	fwnft_toward_rules(s, b);
-	return fwnft_printf(b, "\t}\n");
+	fwnft_printf(b, "\t}\n");
+	return fwnft_hostsrc_chain(s, b);
+}
+
+/* Table moat_guard (nft.h): for each hook, a chain before moat's that drops sandbox-interface
+ * packets already carrying the mark, and one after it that passes (and unmarks) what moat's
+ * table accepted and drops the rest of the sandbox interfaces' traffic. */
+static int fwnft_guard(const struct fwnft_setup *s, struct fwnft_buf *b)
+{
+	static const char *const hooks[] = {"forward", "input"};
+	static const char marked[] = "meta mark & " FWNFT_MARK_TEXT " != 0";
+	fwnft_printf(b, "add table inet " FWNFT_GUARD "\n"
+	                "delete table inet " FWNFT_GUARD "\n"
+	                "table inet " FWNFT_GUARD " {\n"
+	                "\tcomment \"moat-fw: a sandbox interface passes only what table inet "
+	                "moat accepted; moat-fw --remove deletes this\"\n");
+	for (int h = 0; h < 2; h++) {
+		const char *dirs[2] = {"iifname", "oifname"};
+		int ndirs = h == 0 ? 2 : 1; /* input: only what arrives */
+		fwnft_printf(b,
+		             "\tchain guard_pre_%s {\n"
+		             "\t\ttype filter hook %s priority -1; policy accept;\n",
+		             hooks[h], hooks[h]);
+		for (int d = 0; d < ndirs; d++) {
+			fwnft_printf(b, "\t\t%s %s ", marked, dirs[d]);
+			fwnft_ifname_list(s, b);
+			fwnft_printf(b, " counter drop\n");
+		}
+		fwnft_printf(b,
+		             "\t}\n\tchain guard_%s {\n"
+		             "\t\ttype filter hook %s priority 1; policy accept;\n"
+		             "\t\t%s meta mark set meta mark & " FWNFT_UNMARK_TEXT " accept\n",
+		             hooks[h], hooks[h], marked);
+		for (int d = 0; d < ndirs; d++) {
+			fwnft_printf(b, "\t\t%s ", dirs[d]);
+			fwnft_ifname_list(s, b);
+			fwnft_printf(b, " counter drop\n");
+		}
+		fwnft_printf(b, "\t}\n");
+	}
+	return fwnft_printf(b, "}\n");
 }
 
 /* Netns placement: output (what the sandbox sends) and input (what reaches it). */
@@ -503,11 +609,16 @@ int fwnft_build_ruleset(const struct fwnft_setup *s, struct fwnft_buf *b)
 	if (fwnft_check_setup(s) < 0 || !b)
 		return MOAT_EINVAL;
 
+	/* The guard first: in the one transaction, so the interfaces are never without both. */
+	if (s->placement == FWNFT_FORWARD)
+		fwnft_guard(s, b);
 	/* add + delete: the table is gone whatever an earlier run left, and nothing else is named.
 	 * (flush would keep stale sets and chains of an older layout.) */
 	fwnft_printf(b, "add table inet " FWNFT_TABLE "\n"
 	                "delete table inet " FWNFT_TABLE "\n"
 	                "table inet " FWNFT_TABLE " {\n");
+	if (s->pid)
+		fwnft_printf(b, "\tcomment \"" FWNFT_COMMENT_FMT "\"\n", s->pid);
 	for (uint8_t f = 4; f <= 6; f += 2) {
 		fwnft_printf(b, "\tset deny%u {\n\t\ttype ipv%u_addr\n\t\tflags interval\n", f, f);
 		fwnft_range_list(b, s->deny, s->ndeny, f, "\t\telements = { ", " }\n");
@@ -519,6 +630,19 @@ int fwnft_build_ruleset(const struct fwnft_setup *s, struct fwnft_buf *b)
 	else
 		fwnft_netns_chains(s, b);
 	return fwnft_printf(b, "}\n");
+}
+
+unsigned long fwnft_comment_pid(const char *comment)
+{
+	static const char head[] = "moat-fw pid ";
+	char *end;
+	if (!comment || strncmp(comment, head, sizeof(head) - 1) != 0)
+		return 0;
+	const char *num = comment + sizeof(head) - 1;
+	if (*num < '1' || *num > '9')
+		return 0;
+	unsigned long v = strtoul(num, &end, 10);
+	return *end == ' ' ? v : 0;
 }
 
 /* --- libnftables --------------------------------------------------------------------------- */
@@ -581,4 +705,30 @@ int fwnft_run(struct fwnft *n, const char *cmds, char *err, size_t errlen)
 int fwnft_query(struct fwnft *n, const char *cmd, char *out, size_t cap, char *err, size_t errlen)
 {
 	return fwnft_exec(n, cmd, out, cap, err, errlen, false);
+}
+
+int fwnft_table_comment(struct fwnft *n, const char *name, char *out, size_t cap)
+{
+	char cmd[96], err[256];
+	size_t big = 1 << 16;
+	char *list = malloc(big);
+	if (!list)
+		return MOAT_ENOMEM;
+	out[0] = '\0';
+	/* Terse: without the set elements, so a table of a million grants lists in no time. */
+	unsigned int flags = nft_ctx_output_get_flags(n->ctx);
+	nft_ctx_output_set_flags(n->ctx, flags | NFT_CTX_OUTPUT_TERSE);
+	snprintf(cmd, sizeof(cmd), "list table inet %s\n", name);
+	int rc = fwnft_query(n, cmd, list, big, err, sizeof(err));
+	nft_ctx_output_set_flags(n->ctx, flags);
+	if (rc == 0) {
+		const char *c = strstr(list, "\n\tcomment \"");
+		if (c) {
+			c += strlen("\n\tcomment \"");
+			size_t len = strcspn(c, "\"\n");
+			snprintf(out, cap, "%.*s", (int)len, c);
+		}
+	}
+	free(list);
+	return rc == 0 ? 0 : MOAT_ENOENT;
 }

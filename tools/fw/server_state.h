@@ -1,7 +1,8 @@
 /* server_state.h: moat-fw's running state, shared by the parts of the daemon: server.c (start-up,
  * the loop's handles, stop), server_conn.c (the socket, its connections and their ACKs),
  * server_vet.c (the checks a grant must pass), server_batch.c (the end-of-turn batch) and
- * server_restore.c (the ledger's rebuild at start-up and its purge). Internal to moat-fw: only
+ * server_restore.c (the ledger's rebuild at start-up and its purge) and server_watch.c (changes
+ * to the tables by others: ALERT and restore). Internal to moat-fw: only
  * those files include it; everyone else knows server.h. */
 #ifndef MOAT_FW_SERVER_STATE_H
 #define MOAT_FW_SERVER_STATE_H
@@ -16,6 +17,7 @@
 #include "moat/fwproto.h"
 #include "nft.h"
 #include "server.h"
+#include "watch.h"
 
 struct fwsrv;
 
@@ -71,6 +73,14 @@ struct fwsrv {
 	size_t nown;
 	struct fwnft_range *link6; /* netns: on-link IPv6 prefixes of the sandbox */
 	size_t nlink6;
+	struct fwnft_range *hostsrc; /* forward: the host's addresses inside sandbox ranges */
+	size_t nhostsrc;
+	struct fwwatch *watch; /* changes to our tables by others (server_watch.c) */
+	uv_poll_t watch_poll;
+	uv_timer_t watch_retry; /* a restore that failed is tried again */
+	double alert_window;    /* when the current second of ALERT lines began (ms) */
+	unsigned alerts;        /* ALERT lines in it */
+	unsigned suppressed;    /* changes not given a line since the last one */
 };
 
 /* Milliseconds on the monotonic clock, for the timings moat-fw logs. */

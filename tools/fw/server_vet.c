@@ -136,6 +136,7 @@ void fwsrv_vet(struct fwsrv *srv, struct fwsrv_pending *p)
 	for (size_t i = 0; i < o->nsandbox && !inside; i++)
 		inside = g->client.family != 0 &&
 		         fwnft_range_contains(&o->sandbox[i], g->client.family, g->client.addr);
+	inside = inside && !fwsrv_is_own(srv, &g->client); /* a gateway is the host, no sandbox */
 	for (size_t i = 0; i < g->naddr && inside; i++) {
 		uint8_t src[16];
 		if (!fwsrv_source(o, &g->client, g->addr[i].family, src)) {
