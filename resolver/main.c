@@ -4,6 +4,8 @@
  * (a bad file leaves the running policy in place); SIGUSR1 reopens the query log (logrotate);
  * SIGUSR2 is ignored (reserved); SIGTERM and SIGINT stop cleanly: listeners
  * close, in-flight queries are dropped, the log is flushed. */
+#include <grp.h>
+#include <pwd.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -412,6 +414,47 @@ static int start_main_loop(uv_loop_t *loop)
 	return 0;
 }
 
+/* Once privileges are dropped: say which user moatd serves as and, with a firewall channel,
+ * check that moat-fw's socket admits that user. A socket that refuses it (mode or group,
+ * moat-fw's --moatd-user, another channel format) stops the start: every answer with an address
+ * would fail. A moat-fw not listening yet is said, with the flags that admit moatd. 0 or 1. */
+static int check_user(void)
+{
+	char who[128], grp[64], why[512];
+	const struct passwd *pw = getpwuid(getuid());
+	const struct group *gr = getgrgid(getgid());
+	snprintf(who, sizeof(who), "%s (uid %u, gid %u)", pw ? pw->pw_name : "?",
+	         (unsigned)getuid(), (unsigned)getgid());
+	snprintf(grp, sizeof(grp), "%s", gr ? gr->gr_name : "?");
+	fprintf(stderr, "moatd: running as user %s\n", who);
+	if (!cfg.fw_socket)
+		return 0;
+	/* The flags that make a moat-fw admit this user (the defaults, for moat). */
+	char flags[256];
+	snprintf(flags, sizeof(flags), "--moatd-user %s --socket-group %s%s",
+	         pw ? pw->pw_name : "UID", grp,
+	         pw && !strcmp(pw->pw_name, PRIVDROP_USER) ? " (its defaults)" : "");
+	switch (fwchan_probe(cfg.fw_socket, cfg.fw_timeout_ms, why, sizeof(why))) {
+	case FWCHAN_ADMITTED:
+		fprintf(stderr, "moatd: firewall channel %s: moat-fw admits user %s\n",
+		        cfg.fw_socket, who);
+		return 0;
+	case FWCHAN_REFUSED:
+		fprintf(stderr,
+		        "moatd: refusing to start: firewall channel %s: %s; moatd runs as user %s: "
+		        "start moat-fw with %s\n",
+		        cfg.fw_socket, why, who, flags);
+		return 1;
+	default: /* not there yet, or silent: grants wait for it (SERVFAIL meanwhile) */
+		fprintf(
+		    stderr,
+		    "moatd: firewall channel %s: %s; answers with addresses fail (SERVFAIL) until "
+		    "moat-fw admits user %s: %s\n",
+		    cfg.fw_socket, why, who, flags);
+		return 0;
+	}
+}
+
 /* Start serving: the worker threads, the drop of privileges, then READY. */
 static int go_live(int log_dirfd, uint64_t t0)
 {
@@ -428,11 +471,16 @@ static int go_live(int log_dirfd, uint64_t t0)
 	if (sdnotify_open() < 0)
 		fprintf(stderr, "moatd: NOTIFY_SOCKET: cannot reach the service manager\n");
 	/* Everything privileged is done: sockets bound, files open. */
-	struct privdrop_opts drop = {cfg.user, cfg.seccomp, log_dirfd};
+	struct privdrop_opts drop = {.user = cfg.user,
+	                             .firewall = cfg.fw_socket != NULL,
+	                             .filter = cfg.seccomp,
+	                             .log_dirfd = log_dirfd};
 	if (privdrop_apply(&drop, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moatd: %s\n", err);
 		_exit(1); /* the waiting threads go with the process */
 	}
+	if (check_user() != 0)
+		_exit(1);
 	worker_release(nworkers);
 	fprintf(stderr,
 	        "moatd %s: serving %zu agent(s) on %zu address(es), %zu upstream(s), %u "

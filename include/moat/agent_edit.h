@@ -39,6 +39,14 @@ void agent_spec_clear(struct agent_spec *spec);
 int agent_edit_add(struct policy *cur, const struct agent_spec *spec, struct policy **out,
                    char *warn, size_t warnlen, char *err, size_t errlen);
 
+/* The bounds a runtime agent given over the control socket must keep, on top of
+ * agent_edit_add's checks: no range that is the whole space (0.0.0.0/0, ::/0), and unless force,
+ * no range overlapping a config agent's (the more specific one would take its clients over).
+ * 0, or MOAT_EINVAL with the range and the reason in err. Agents restored from the store are
+ * not asked again: they were checked when added. */
+int agent_edit_bounds(const struct policy *cur, const struct agent_spec *spec, bool force,
+                      char *err, size_t errlen);
+
 /* cur without the runtime agent name. Refused for an unknown name and a config agent. */
 int agent_edit_del(struct policy *cur, const char *name, struct policy **out, char *err,
                    size_t errlen);

@@ -21,7 +21,9 @@
  *   blocked_ranges: [extra-ranges.txt]        # more answer ranges refused (shipped list stays)
  *   zones_dir: /usr/share/moat                # where the shipped lists are (see moat/zonesdir.h)
  *   user: moat                                # drop to this user after binding (default:
- *                                             # moat if it exists, else nobody; root: stay)
+ *                                             # moat, the user moat-fw admits by default;
+ *                                             # without it: nobody, or with firewall_socket
+ *                                             # no start; root: stay)
  *   workers: 1                                # threads, each with its own loop and cache share
  *   seccomp: true                             # system-call filter after start-up
  *   ratelimit_qps: 0                          # per client (IPv4, IPv6 /64); 0: no limit
@@ -44,7 +46,8 @@
  *       clients: [10.0.0.0/24, "2001:db8::/64"]   # required
  *       allow: [zones/allow/example.txt]      # allowlist files
  *       deny: nxdomain                        # nxdomain | refused | sinkhole
- *       sinkhole: [0.0.0.0, "::"]             # addresses for deny: sinkhole
+ *       sinkhole: [240.0.0.1, "100::1"]       # addresses for deny: sinkhole (the defaults;
+ *                                             # one IPv4 and/or one IPv6, the other default)
  *       sinkhole_ttl: 60
  *       strict_chain: false                   # every CNAME/DNAME target must be allowed too
  *       allow_private: false                  # private/shared answers allowed for this agent
@@ -276,7 +279,14 @@ int config_deny_parse(const char *s, size_t len, enum deny_form *out);
 /* An agent mode by name (enforce, audit; len bytes): 0 or MOAT_EINVAL. */
 int config_mode_parse(const char *s, size_t len, enum agent_mode *out);
 
-/* A new agent's defaults (deny nxdomain, sinkhole 0.0.0.0 and ::, TTL 60). */
+/* The default sinkhole answers, 240.0.0.1 (reserved, class E) and 100::1 (discard-only, RFC
+ * 6666): no kernel delivers them to the local host, where 0.0.0.0 and :: reach the client's own
+ * loopback on Linux (its 127.0.0.1 and ::1 services), and both lie in the always-deny ranges, so
+ * moat-fw drops a packet sent there and refuses them as grants, in either placement. */
+extern const uint8_t config_sink4_default[4];
+extern const uint8_t config_sink6_default[16];
+
+/* A new agent's defaults (deny nxdomain, the default sinkhole addresses, TTL 60). */
 void config_agent_init(struct config_agent *a);
 
 /* Fill cfg with defaults (no listeners, no upstreams, no agents, shipped zone files from

@@ -14,10 +14,13 @@
  *                               the daemon's decision on NAME for the agent of ADDR (default:
  *                               the first agent), with the rule (file:line) that decided
  *   agent add NAME client=CIDR [client=CIDR...] [deny=nxdomain|refused|sinkhole]
- *             [mode=enforce|audit] patterns=N
+ *             [mode=enforce|audit] [force] patterns=N
  *                               followed by N lines, the agent's allowlist (one pattern and
  *                               optional ports a line, as in a file): a runtime agent, in the
- *                               state store before the reply (moat/agentstore.h)
+ *                               state store before the reply (moat/agentstore.h). A range that
+ *                               is the whole space is refused; one overlapping a config agent's
+ *                               unless force. The reply's "warning" says when moat-fw does not
+ *                               cover a range (its HELLO), else null
  *   agent del NAME              remove a runtime agent (config agents are read-only)
  *   watch                       the connection then streams the asks of ask mode as JSON lines
  *                               (the pending ones first), and the decisions and timeouts
@@ -60,8 +63,9 @@ enum ctl_cmd {
 
 #define CTLPROTO_PORTS_MAX 128 /* bytes of an allow's port words ("tcp/443,8443 udp/53") */
 
-/* Words of the longest request: agent add NAME, a client= per range, deny=, mode=, patterns=. */
-#define CTLPROTO_WORDS_MAX (3 + AGENT_CLIENTS_MAX + 3)
+/* Words of the longest request: agent add NAME, a client= per range, deny=, mode=, force,
+ * patterns=. */
+#define CTLPROTO_WORDS_MAX (3 + AGENT_CLIENTS_MAX + 4)
 
 struct ctl_request {
 	enum ctl_cmd cmd;
@@ -81,6 +85,7 @@ struct ctl_request {
 	char pattern[NAME_MAXTEXT + 2]; /* "api.example.com" or "*.example.com" */
 	char ports[CTLPROTO_PORTS_MAX]; /* allow: "tcp/443,8443 udp/53"; "": every port */
 	uint32_t for_s;                 /* allow: seconds the rule lasts; 0: kept (state_dir) */
+	bool force;                     /* agent add: a range may overlap a config agent's */
 };
 
 /* Parse one request line (without or with its "\n"). Pure. Returns 0, or MOAT_EINVAL with a

@@ -1,4 +1,4 @@
-/* Runtime sandboxes on the firewall channel (fwproto.h, format version 2): a root client (moat
+/* Runtime sandboxes on the firewall channel (fwproto.h, its format FWPROTO_VERSION): a root client (moat
  * run) asks moat-fw, in the forward placement, to judge one more sandbox source range arriving
  * on one interface, or to forget one it added earlier together with every grant bound to a
  * source in it. moat-fw answers each request with one SANDBOX_REPLY. The types are 16..18, far
@@ -6,7 +6,7 @@
  * every other message as a GRANT): a client tells the two apart by the type byte.
  *
  *   SANDBOX_ADD, SANDBOX_DEL (client -> moat-fw), 27 + ifname_len bytes:
- *     u8  version (2)      u8  type (FWPROTO_SANDBOX_ADD or _DEL)
+ *     u8  version (3)      u8  type (FWPROTO_SANDBOX_ADD or _DEL)
  *     u16 flags            bit 0: grants for this sandbox may name private and shared ranges
  *                          (--sandbox ...,allow-private); every other bit 0
  *     u32 seq              echoed in the reply
@@ -14,7 +14,7 @@
  *     16 bytes address     IPv4 in the first 4, the rest zero; host bits zero
  *     u8  ifname_len (1..15), ifname bytes [A-Za-z0-9_.-]
  *   SANDBOX_REPLY (moat-fw -> client), 10 + 19 * nres + text_len bytes:
- *     u8  version (2)      u8  type (FWPROTO_SANDBOX_REPLY)
+ *     u8  version (3)      u8  type (FWPROTO_SANDBOX_REPLY)
  *     u16 status           enum fwproto_status: OK, DENIED (refused: text says why), FAILED
  *                          (the kernel or the ledger failed), BADMSG
  *     u32 seq
@@ -62,7 +62,7 @@ struct fwproto_sandbox_reply {
 	char text[FWPROTO_SBX_TEXTMAX + 1]; /* NUL-terminated; "" when there is nothing to say */
 };
 
-/* True when msg (len bytes) is of version 2 and one of the two request types: what moat-fw
+/* True when msg (len bytes) is of the channel's version and one of the two request types: what moat-fw
  * hands to its sandbox handler instead of reading a GRANT. */
 bool fwproto_is_sandbox(const uint8_t *msg, size_t len);
 

@@ -254,6 +254,16 @@ void policy_decide(const struct policy *p, const struct policy_agent *agent, con
 enum policy_verdict policy_check_chain(const struct policy *p, const struct policy_agent *agent,
                                        const uint8_t *lname, struct policy_decision *out);
 
+/* Whether one address of an answer (len 4 or 16: A, AAAA, SVCB hints) may stand. Refused
+ * anywhere in the answer: what the guard's ranges block (private ones unless allow_private).
+ * Refused where the client gets it (passed: an answer record on the chain, what is granted):
+ * moatd's own addresses (listen, upstream, metrics: labelled hosts of the guard; elsewhere they
+ * are an authoritative upstream's own glue) and in every mode an IPv4-mapped IPv6 address
+ * (::ffff:a.b.c.d is never a valid AAAA answer: a client connecting to it reaches the IPv4
+ * address). False with "moat: answer contained ..." in why. Pure. */
+bool policy_answer_addr_ok(const struct policy *p, bool allow_private, bool passed,
+                           const uint8_t *addr, size_t len, char *why, size_t cap);
+
 /* Each verdict's token, written once: X(suffix, token) for POLICY_<suffix>. policy_verdict_str
  * and metrics.c's decision label (MD_<suffix>, which must equal the log's token) both expand it. */
 #define POLICY_VERDICT_TOKENS(X)                                                                   \

@@ -130,11 +130,15 @@ const char *config_key_nearest(const char *k, size_t klen)
 
 /* --- defaults, free, validate -------------------------------------------------------------- */
 
+const uint8_t config_sink4_default[4] = {240, 0, 0, 1};
+const uint8_t config_sink6_default[16] = {0x01, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+
 void config_agent_init(struct config_agent *a)
 {
 	memset(a, 0, sizeof(*a));
 	a->deny = DENY_NXDOMAIN;
-	/* sink4 0.0.0.0 and sink6 :: are the zeroes memset left. */
+	memcpy(a->sink4, config_sink4_default, sizeof(a->sink4));
+	memcpy(a->sink6, config_sink6_default, sizeof(a->sink6));
 	a->sink_ttl = 60;
 	a->strict_chain = false;
 	a->allow_private = false;

@@ -62,7 +62,7 @@ static int config_sinkhole(struct config_ctx *c, struct config_agent *a, struct 
 			return config_fail(c, iline, "sinkhole: bad address '%s'", q);
 		}
 	}
-	/* A family left out keeps its default (0.0.0.0 or ::). */
+	/* A family left out keeps its default (config_sink4_default or config_sink6_default). */
 	if (have4)
 		memcpy(a->sink4, s4, sizeof(s4));
 	if (have6)

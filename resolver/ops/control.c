@@ -47,6 +47,7 @@ struct ctl_held {
 /* An agent add whose pattern lines are still coming. */
 struct ctl_addbody {
 	struct agent_spec spec;
+	bool force; /* the request's force: a range may overlap a config agent's */
 	size_t want, bytes;
 	char *err; /* owned: the first bad line, reported when the last one is in */
 };
@@ -550,7 +551,7 @@ static void agent_run_add(struct ctl_conn *c, struct ctl_addbody *b)
 	char body[1024], err[600];
 	if (b->err)
 		hold(c, CTL_AGENT_ADD, NULL, b->err);
-	else if (control_agents_add(&b->spec, body, sizeof(body), err, sizeof(err)) < 0)
+	else if (control_agents_add(&b->spec, b->force, body, sizeof(body), err, sizeof(err)) < 0)
 		hold(c, CTL_AGENT_ADD, NULL, err);
 	else
 		hold(c, CTL_AGENT_ADD, body, NULL);
@@ -599,6 +600,7 @@ static void agent_begin(struct ctl_conn *c, const struct ctl_request *r)
 	snprintf(b->spec.name, sizeof(b->spec.name), "%s", r->agent);
 	b->spec.deny = r->deny;
 	b->spec.mode = r->mode;
+	b->force = r->force;
 	memcpy(b->spec.clients, r->clients, r->nclients * sizeof(r->clients[0]));
 	b->spec.nclients = r->nclients;
 	b->want = r->npatterns;

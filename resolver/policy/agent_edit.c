@@ -199,10 +199,10 @@ static int agent_build(const struct policy *cur, const struct agent_spec *spec,
 	if (rc)
 		return rc;
 	memset(a, 0, sizeof(*a));
+	config_agent_init(&a->cfg); /* the config's defaults: sinkhole addresses, TTL */
 	snprintf(a->cfg.name, sizeof(a->cfg.name), "%s", spec->name);
 	a->cfg.deny = spec->deny;
 	a->cfg.mode = spec->mode;
-	a->cfg.sink_ttl = 60;
 	a->runtime = true;
 	a->nclients = spec->nclients;
 	struct policy_lint *lint = policy_lint_new();
@@ -230,6 +230,38 @@ static int agent_build(const struct policy *cur, const struct agent_spec *spec,
 		policy_set_free(a->allow);
 	}
 	return rc;
+}
+
+int agent_edit_bounds(const struct policy *cur, const struct agent_spec *spec, bool force,
+                      char *err, size_t errlen)
+{
+	char r[64], cr[64];
+	for (size_t i = 0; i < spec->nclients; i++) {
+		const struct cidr *c = &spec->clients[i];
+		netaddr_cidr_text(c, r, sizeof(r));
+		if (netaddr_cidr_whole(c))
+			return refuse(
+			    err, errlen,
+			    "client range %s is the whole address space: an agent serves a "
+			    "sandbox's own range%s",
+			    r, "");
+		for (size_t k = 0; k < cur->nconfig && !force; k++) {
+			const struct policy_agent *a = &cur->agents[k];
+			for (size_t j = 0; j < a->nclients; j++) {
+				if (!netaddr_cidr_overlap(c, &a->clients[j]))
+					continue;
+				netaddr_cidr_text(&a->clients[j], cr, sizeof(cr));
+				snprintf(
+				    err, errlen,
+				    "client range %s overlaps %s of config agent '%s' (the more "
+				    "specific range would take those clients over): add it with "
+				    "force if that is meant",
+				    r, cr, a->cfg.name);
+				return MOAT_EINVAL;
+			}
+		}
+	}
+	return 0;
 }
 
 int agent_edit_add(struct policy *cur, const struct agent_spec *spec, struct policy **out,

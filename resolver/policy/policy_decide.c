@@ -81,6 +81,27 @@ static bool class_blocks(enum addr_class cls, const struct policy_agent *agent)
 
 static void reason_set(struct policy_decision *out, const char *a, const char *b, int line);
 
+bool policy_answer_addr_ok(const struct policy *p, bool allow_private, bool passed,
+                           const uint8_t *addr, size_t len, char *why, size_t cap)
+{
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	enum addr_class cls = addrguard_check(p->guard, addr, len);
+	bool blocked = cls == ADDR_ALWAYS || (cls == ADDR_PRIVATE && !allow_private);
+	bool is_mapped = passed && len == 16 && !memcmp(addr, mapped, sizeof(mapped));
+	const char *self = passed && !blocked ? addrguard_label(p->guard, addr, len) : NULL;
+	if (!blocked && !is_mapped && !self)
+		return true;
+	char txt[64];
+	addrguard_format(addr, len, txt, sizeof(txt));
+	if (self)
+		snprintf(why, cap, "moat: answer contained %s, %s", txt, self);
+	else if (!blocked)
+		snprintf(why, cap, "moat: answer contained %s, an IPv4-mapped address", txt);
+	else
+		snprintf(why, cap, "moat: answer contained %s", txt);
+	return false;
+}
+
 /* The checks that apply to every name moat would send upstream, in order of severity. */
 static enum policy_verdict check_name(const struct policy *p, const struct policy_agent *agent,
                                       const uint8_t *lname, struct policy_decision *out)

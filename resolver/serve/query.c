@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "moat/addrguard.h"
 #include "moat/bytes.h"
 #include "moat/err.h"
 #include "moat/inflight.h"
@@ -374,23 +373,17 @@ static void on_answer(struct query *qr)
 
 struct addr_check {
 	const struct policy *policy;
-	const struct policy_agent *agent;
 	bool allow_private;
-	uint8_t bad[16];
-	size_t bad_len;
+	bool passed; /* the addresses the client gets (wire_resp_each_passed_addr) */
+	char why[sizeof(((struct policy_decision *)0)->reason)];
 };
 
 static int on_answer_addr(void *ctx, const uint8_t *addr, size_t len, uint16_t rrtype)
 {
 	struct addr_check *c = ctx;
 	(void)rrtype;
-	enum addr_class cls = addrguard_check(c->policy->guard, addr, len);
-	if (cls == ADDR_ALWAYS || (cls == ADDR_PRIVATE && !c->allow_private)) {
-		memcpy(c->bad, addr, len);
-		c->bad_len = len;
-		return 1;
-	}
-	return 0;
+	return !policy_answer_addr_ok(c->policy, c->allow_private, c->passed, addr, len, c->why,
+	                              sizeof(c->why));
 }
 
 /* Check everything the upstream said that a client could act on. Returns true if the answer
@@ -417,22 +410,22 @@ static bool answer_passes(struct query *qr, struct policy_decision *d)
 	}
 	/* Private answers pass when the agent or the forward zone that answered allows them. */
 	struct addr_check c = {.policy = qr->policy,
-	                       .agent = qr->agent,
 	                       .allow_private = qr->agent->cfg.allow_private || a->local ||
 	                                        (qr->fwd && qr->fwd->allow_private)};
 	int rc = wire_resp_each_addr(a->pkt, a->len, r, on_answer_addr, &c);
+	if (rc == 0) {
+		c.passed = true;
+		rc = wire_resp_each_passed_addr(a->pkt, a->len, r, on_answer_addr, &c);
+	}
 	if (rc == 0)
 		return true;
 	memset(d, 0, sizeof(*d));
 	d->verdict = POLICY_DENY_EMBEDDED;
 	d->alert = true;
-	if (rc < 0) {
+	if (rc < 0)
 		snprintf(d->reason, sizeof(d->reason), "moat: malformed address record in answer");
-	} else {
-		char txt[64];
-		snprintf(d->reason, sizeof(d->reason), "moat: answer contained %s",
-		         addrguard_format(c.bad, c.bad_len, txt, sizeof(txt)));
-	}
+	else
+		memcpy(d->reason, c.why, sizeof(d->reason));
 	return false;
 }
 

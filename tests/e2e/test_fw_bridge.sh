@@ -16,6 +16,9 @@
 # services beyond DNS stay closed to the sandboxes. Judged at the receiver.
 source "$(dirname "$0")/lib.sh"
 e2e_init fw_bridge
+# moatd connects to moat-fw only as the user it drops to: both daemons run with the users the
+# install makes (moat, moat-fw; the host's files untouched) and their defaults, which agree.
+e2e_users
 
 PY=$E2E_PY
 FW="$MOAT_BUILD/moat-fw"
@@ -104,11 +107,9 @@ agents:
   - {name: sbx-a, clients: [192.0.2.2, 2001:db8:77::2], allow: [a.txt]}
   - {name: sbx-b, clients: [192.0.2.3, 2001:db8:77::3], allow: [b.txt]}
 Y
-mu=$(id -un moat 2>/dev/null || echo nobody)
-e2e_bg fw "$FW" --socket "$E2E_WORK/fw.sock" --state "$E2E_WORK/state" --forward \
+e2e_bg fw "${E2E_USERS[@]}" "$FW" --socket "$E2E_WORK/fw.sock" --state "$E2E_WORK/state" --forward \
 	--sandbox 192.0.2.0/24@br-x --sandbox 2001:db8:77::/64@br-x \
-	--resolver 192.0.2.1 --resolver "[2001:db8:77::1]:53" \
-	--moatd-user "$mu" --socket-group "$(id -gn "$mu")" --user nobody
+	--resolver 192.0.2.1 --resolver "[2001:db8:77::1]:53"
 e2e_wait_log fw 'listening on'
 start_moatd moatd -c "$E2E_WORK/moatd.yaml"
 e2e_assert_contains "$(e2e_run nft list set inet moat hostsrc4)" '"br-x" . 192.0.2.1 }' "v4 gateway"
@@ -144,9 +145,16 @@ n6=$(awk '/ip6 saddr @hostsrc6 counter/ { print $8 }' <<<"$pre")
 ((n4 >= 2 && n6 >= 1)) || e2e_fail "forged gateway sources not counted: $pre"
 
 # --- the gateway is never a grant, and the host's services beyond DNS stay closed ------------
+# The gateway is moatd's own listen address here: moatd refuses the answer itself, and moat-fw
+# refuses a grant of it sent directly (as moatd's user).
 out=$(ip netns exec "$A" dig +time=2 +tries=1 @192.0.2.1 gw.demo.test A)
-e2e_assert_contains "$out" "status: SERVFAIL" "an answer with the gateway's address was released"
-e2e_assert_contains "$(cat "$E2E_WORK/fw.log")" "asks for this host's own address 192.0.2.1" \
+e2e_assert_contains "$out" "status: NXDOMAIN" "an answer with the gateway's address was released"
+e2e_assert_contains "$out" "moat: answer contained 192.0.2.1, moatd's own listen address" \
+	"moatd's reason for refusing the gateway's address"
+out=$(e2e_run setpriv --reuid "$E2E_MOAT_UID" --regid "$E2E_MOAT_UID" --clear-groups "$PY" \
+	"$E2E_DIR/peers/fw_client.py" --socket "$E2E_WORK/fw.sock" --client 192.0.2.2 192.0.2.1)
+e2e_assert_contains "$out" "status=DENIED" "moat-fw granted the gateway"
+e2e_assert_contains "$(cat "$E2E_WORK/fw.log")" "asks for the resolver's (--resolver) address 192.0.2.1" \
 	"moat-fw did not refuse the gateway as a grant"
 e2e_assert_eq connected "$(sbx "$A" connect 192.0.2.1 53)" "DNS over TCP to moatd blocked"
 for s in "$A 192.0.2.1" "$A 2001:db8:77::1" "$B 192.0.2.1" "$B 198.51.100.1"; do

@@ -9,6 +9,9 @@
 #   net 203.0.113.80/.82 (listeners)
 source "$(dirname "$0")/lib.sh"
 e2e_init fw_ports
+# moatd connects to moat-fw only as the user it drops to: both daemons run with the users the
+# install makes (moat, moat-fw; the host's files untouched) and their defaults, which agree.
+e2e_users
 
 PY=$E2E_PY
 PROBE="$E2E_DIR/peers/port_probe.py"
@@ -101,12 +104,10 @@ received() {
 	done
 	return 1
 }
-# moatd, started first and dropped to its default user (moat or nobody), connects as that user:
-# moat-fw takes its grants and gives it the socket's group, as an operator sets it up
-mu=$(id -un moat 2>/dev/null || echo nobody)
+# moatd, started first and dropped to its default user (moat), connects as that user: moat-fw
+# takes its grants and gives it the socket's group by default (e2e_users above)
 # shellcheck disable=SC2034 # read by start_fw (lib.sh)
-FW_BASE=(--socket "$E2E_WORK/fw.sock" --resolver 198.51.100.1 --moatd-user "$mu"
-	--socket-group "$(id -gn "$mu")")
+FW_BASE=(--socket "$E2E_WORK/fw.sock" --resolver 198.51.100.1)
 
 # checks PL NFT...: the port-scope assertions; NFT lists a set of the placement's table.
 checks() {

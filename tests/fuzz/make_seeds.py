@@ -409,7 +409,7 @@ def policy():
 def fwproto():
     f = {}
 
-    def grant(seq, life, agent, client, addrs, version=2, typ=1, naddr=None, ports=(),
+    def grant(seq, life, agent, client, addrs, version=3, typ=1, naddr=None, ports=(),
               nport=None):
         out = struct.pack("!BBHII", version, typ, len(addrs) if naddr is None else naddr, seq, life)
         out += bytes([len(agent)]) + agent
@@ -421,7 +421,7 @@ def fwproto():
             out += bytes([fam]) + ad.ljust(16, b"\0")
         return out
 
-    def ack(status, seq, life, reserved=0, version=2, typ=2):
+    def ack(status, seq, life, reserved=0, version=3, typ=2):
         return struct.pack("!BBHIII", version, typ, status, seq, life, reserved)
 
     v4 = (4, a("192.0.2.1"))
@@ -458,6 +458,26 @@ def fwproto():
     f["ack-reserved"] = ack(0, 6, 1, reserved=1)
     f["ack-short"] = ack(0, 7, 1)[:15]
     f["ack-as-grant"] = ack(0, 8, 1, typ=1)
+    f["grant-version-2"] = grant(21, 1, b"a", c4, [v4], version=2)
+
+    def hello(placement, ranges, version=3, nrange=None):
+        out = bytes([version, 3, placement, len(ranges) if nrange is None else nrange])
+        for fam, bits, ad in ranges:
+            out += bytes([fam, bits]) + ad.ljust(16, b"\0")
+        return out
+
+    f["hello-netns"] = hello(1, [])
+    f["hello-forward"] = hello(2, [(4, 24, a("10.77.0.0")), (6, 64, aaaa("2001:db8:1::"))])
+    f["hello-forward-none"] = hello(2, [])
+    f["hello-max"] = hello(2, [(4, 32, a("10.0.0.%d" % i)) for i in range(64)])
+    f["hello-65"] = hello(2, [(4, 32, a("10.0.0.1"))] * 65)
+    f["hello-netns-range"] = hello(1, [(4, 24, a("10.77.0.0"))])
+    f["hello-host-bits"] = hello(2, [(4, 24, a("10.77.0.1"))])
+    f["hello-v4-bits-33"] = hello(2, [(4, 33, a("10.77.0.0"))])
+    f["hello-family-5"] = hello(2, [(5, 8, a("10.0.0.0"))])
+    f["hello-nrange-lies"] = hello(2, [(4, 8, a("10.0.0.0"))], nrange=2)
+    f["hello-placement-3"] = hello(3, [])
+    f["hello-version-2"] = hello(2, [], version=2)
     return f
 
 
@@ -465,11 +485,11 @@ def fwproto():
 def fwproto_sandbox():
     f = {}
 
-    def req(typ, seq, fam, bits, ad, ifname, flags=0, version=2, ifl=None):
+    def req(typ, seq, fam, bits, ad, ifname, flags=0, version=3, ifl=None):
         out = struct.pack("!BBHIBB", version, typ, flags, seq, fam, bits) + ad.ljust(16, b"\0")
         return out + bytes([len(ifname) if ifl is None else ifl]) + ifname
 
-    def reply(status, seq, res, text, version=2, typ=18, nres=None):
+    def reply(status, seq, res, text, version=3, typ=18, nres=None):
         out = struct.pack("!BBHIB", version, typ, status, seq, len(res) if nres is None else nres)
         for fam, ad, port in res:
             out += bytes([fam]) + ad.ljust(16, b"\0") + struct.pack("!H", port)
@@ -485,6 +505,7 @@ def fwproto_sandbox():
     f["add-ifl-lies"] = req(16, 8, 4, 32, a("10.77.0.2"), b"moat-3", ifl=9)
     f["add-v4-padding"] = req(16, 9, 4, 32, a("10.77.0.2") + b"\1", b"moat-3")
     f["add-version-1"] = req(16, 10, 4, 32, a("10.77.0.2"), b"moat-3", version=1)
+    f["add-version-2"] = req(16, 11, 4, 32, a("10.77.0.2"), b"moat-3", version=2)
     r4 = (4, a("192.0.2.1"), 53)
     r6 = (6, aaaa("2001:db8::1"), 5353)
     f["reply-ok"] = reply(0, 1, [r4, r6], b"")

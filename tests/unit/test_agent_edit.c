@@ -330,3 +330,48 @@ Test(edit, index_matches_linear)
 	}
 	policy_unref(p);
 }
+
+/* agent_edit_bounds: never the whole space; no overlap with a config agent unless forced; a
+ * runtime agent gets the config's sinkhole defaults. */
+Test(edit, bounds)
+{
+	struct agent_spec s;
+	char err[400];
+	spec_of(&s, "wide", "0.0.0.0/0", "a.test");
+	cr_expect_eq(agent_edit_bounds(base, &s, false, err, sizeof(err)), MOAT_EINVAL);
+	cr_expect(strstr(err, "0.0.0.0/0 is the whole address space"), "%s", err);
+	cr_expect_eq(agent_edit_bounds(base, &s, true, err, sizeof(err)), MOAT_EINVAL, "forced");
+	agent_spec_clear(&s);
+	spec_of(&s, "wide6", "::/0", "a.test");
+	cr_expect_eq(agent_edit_bounds(base, &s, true, err, sizeof(err)), MOAT_EINVAL);
+	agent_spec_clear(&s);
+
+	spec_of(&s, "inside", "10.9.0.0/16", "a.test");
+	cr_expect_eq(agent_edit_bounds(base, &s, false, err, sizeof(err)), MOAT_EINVAL);
+	cr_expect(strstr(err, "10.9.0.0/16 overlaps 10.0.0.0/8 of config agent 'ops'"), "%s", err);
+	cr_expect_eq(agent_edit_bounds(base, &s, true, err, sizeof(err)), 0, "forced: %s", err);
+	agent_spec_clear(&s);
+	spec_of(&s, "holds", "2001:db8:1::/48", "a.test");
+	cr_expect_eq(agent_edit_bounds(base, &s, false, err, sizeof(err)), MOAT_EINVAL);
+	cr_expect(strstr(err, "of config agent 'lab'"), "%s", err);
+	agent_spec_clear(&s);
+	spec_of(&s, "holds", "2001:d00::/24", "a.test");
+	cr_expect_eq(agent_edit_bounds(base, &s, false, err, sizeof(err)), MOAT_EINVAL,
+	             "a range holding a config agent's");
+	agent_spec_clear(&s);
+	spec_of(&s, "apart", "198.51.100.0/24", "a.test");
+	cr_expect_eq(agent_edit_bounds(base, &s, false, err, sizeof(err)), 0, "%s", err);
+
+	/* a runtime agent's sinkhole: the config's defaults, not 0.0.0.0 and :: */
+	struct policy *np;
+	char warn[300];
+	cr_assert_eq(agent_edit_add(base, &s, &np, warn, sizeof(warn), err, sizeof(err)), 0, "%s",
+	             err);
+	const struct policy_agent *a = agent_edit_find(np, "apart");
+	cr_assert_not_null(a);
+	cr_expect_eq(memcmp(a->cfg.sink4, config_sink4_default, 4), 0);
+	cr_expect_eq(memcmp(a->cfg.sink6, config_sink6_default, 16), 0);
+	cr_expect_eq(a->cfg.sink_ttl, 60);
+	policy_unref(np);
+	agent_spec_clear(&s);
+}

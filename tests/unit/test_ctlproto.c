@@ -160,6 +160,14 @@ Test(ctlproto, agent_commands)
 	cr_expect_str_eq(line, "agent del ci-7\n");
 	cr_assert_eq(parse("agent add x client=10.0.0.1 patterns=0"), 0, "%s", err);
 	cr_expect_eq(r.deny, DENY_NXDOMAIN, "deny defaults to nxdomain");
+	cr_expect(!r.force, "not forced unless asked");
+	/* force: a range may overlap a config agent's; it survives the round trip */
+	cr_assert_eq(parse("agent add x client=10.0.0.1 force patterns=0"), 0, "%s", err);
+	cr_expect(r.force);
+	cr_assert_gt(ctlproto_format(&r, line, sizeof(line)), 0);
+	cr_expect_str_eq(line, "agent add x client=10.0.0.1/32 deny=nxdomain force patterns=0\n");
+	cr_assert_eq(parse(line), 0, "%s", err);
+	cr_expect(r.force);
 
 	static const struct {
 		const char *line, *msg;

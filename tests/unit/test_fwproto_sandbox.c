@@ -30,7 +30,8 @@ Test(fwproto_sandbox, layout_and_round_trip)
 	s.allow_private = true;
 	int n = fwproto_sandbox_encode(&s, buf, sizeof(buf));
 	cr_assert_eq(n, 27 + 6);
-	static const uint8_t head[] = {2, 16, 0, 1, 0x0a, 0x0b, 0x0c, 0x0d, 4, 32, 10, 77, 0, 2};
+	static const uint8_t head[] = {
+	    FWPROTO_VERSION, 16, 0, 1, 0x0a, 0x0b, 0x0c, 0x0d, 4, 32, 10, 77, 0, 2};
 	cr_assert_eq(memcmp(buf, head, sizeof(head)), 0);
 	cr_assert_eq(buf[26], 6);
 	cr_assert_eq(memcmp(buf + 27, "moat-3", 6), 0);
@@ -105,7 +106,7 @@ Test(fwproto_sandbox, decoder_refuses)
 	struct {
 		size_t off;
 		uint8_t val;
-	} bad[] = {{0, 1},    {0, 3},    {1, 1},  {1, 18}, {2, 1},
+	} bad[] = {{0, 1},    {0, 2},    {1, 1},  {1, 18}, {2, 1},
 	           {3, 2},    {8, 0},    {8, 5},  {9, 33}, {14, 1} /* IPv4 padding */,
 	           {27, ' '}, {27, '/'}, {26, 7}, {26, 0}};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

@@ -1,8 +1,8 @@
 /* agent.c owns moatctl's runtime agent commands: `agent add NAME --clients CIDR...
- * (--allow FILE | --pattern P...) [--deny FORM] [--audit]`, `agent del NAME`, and `batch` (those
- * lines on stdin, sent on one connection: what an orchestrator starting many sandboxes at once
- * runs). The request line is built and checked with the daemon's own parser (ctlproto). An --allow
- * FILE is read here, by the client, and its lines sent after the request: moatd runs as an
+ * (--allow FILE | --pattern P...) [--deny FORM] [--audit] [--force]`, `agent del NAME`, and `batch`
+ * (those lines on stdin, sent on one connection: what an orchestrator starting many sandboxes at
+ * once runs). The request line is built and checked with the daemon's own parser (ctlproto). An
+ * --allow FILE is read here, by the client, and its lines sent after the request: moatd runs as an
  * unprivileged user under a system-call filter and should not open paths a control client
  * names (the client may read files moatd must not, and the reverse), and the store keeps the
  * patterns themselves, so a restart does not depend on the file still being there. Every line
@@ -85,6 +85,10 @@ static int parse_args(int argc, char **argv, struct text *req, struct text *body
 		}
 		if (!strcmp(a, "--audit")) { /* audit mode: would-deny names are answered */
 			rc = text_add(req, " mode=audit", 11);
+			continue;
+		}
+		if (!strcmp(a, "--force")) { /* a range may overlap a config agent's */
+			rc = text_add(req, " force", 6);
 			continue;
 		}
 		if (!mode && !strncmp(a, "--", 2)) {

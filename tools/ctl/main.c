@@ -51,7 +51,7 @@ static void usage(FILE *f)
 	      "  sign --key K FILE...         write FILE.sig (Ed25519)\n"
 	      "  keygen -o K                  a signing key K and its public key K.pub\n"
 	      "  agent add NAME --clients CIDR... (--allow FILE | --pattern P...)\n"
-	      "            [--deny nxdomain|refused|sinkhole]\n"
+	      "            [--deny nxdomain|refused|sinkhole] [--force]\n"
 	      "                               add a runtime agent (kept in moatd's state_dir)\n"
 	      "  agent del NAME               remove a runtime agent\n"
 	      "  batch                        agent add/del lines from stdin, one connection\n"

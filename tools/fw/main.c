@@ -48,10 +48,11 @@ static void fw_usage(FILE *f)
 	    "  --dhcp              let DHCP (v4 and v6) pass between the sandbox and its link\n"
 	    "  --allow-private     grants may name private and shared ranges (10/8, fc00::/7, "
 	    "...)\n"
-	    "  --moatd-user USER   the only user whose processes may connect (default root)\n"
-	    "  --socket-group GRP  the socket's group (moatd's, when it runs unprivileged)\n"
+	    "  --moatd-user USER   the only user whose processes may connect (default moat,\n"
+	    "                      the user moatd drops to; root when there is no such user)\n"
+	    "  --socket-group GRP  the socket's group (default: --moatd-user's own group)\n"
 	    "  --user USER         run as USER after set-up, with only CAP_NET_ADMIN (default\n"
-	    "                      moat-fw, else nobody; root keeps uid 0)\n"
+	    "                      moat-fw, else nobody; root keeps uid 0; never moatd's user)\n"
 	    "  --state DIR         LMDB grant ledger directory (default " FWSRV_DEFAULT_STATE ")\n"
 	    "  --ranges FILE       more always-deny ranges (the shipped list is always loaded)\n"
 	    "  --min-lifetime S    shortest grant in seconds (default %d)\n"
@@ -169,10 +170,39 @@ static int fw_group(const char *s, gid_t *gid)
 	return 0;
 }
 
-/* --user's default: the moat-fw user where it exists, else nobody. */
+/* --user's default: the moat-fw user where it exists, else nobody (said at start). */
 static const char *fw_default_user(void)
 {
-	return getpwnam("moat-fw") ? "moat-fw" : "nobody";
+	if (getpwnam("moat-fw"))
+		return "moat-fw";
+	fprintf(stderr, "moat-fw: warning: no user moat-fw (the install creates it): running as "
+	                "nobody, a user other daemons share; create moat-fw or give --user\n");
+	return "nobody";
+}
+
+/* --moatd-user's default: moat, the user moatd drops to by default, and its group for the
+ * socket; root where there is no such user (moatd then refuses to start with a firewall
+ * unless told its user, and root may do anything moat-fw does anyway). Says which at start. */
+static void fw_default_moatd(struct fwsrv_opts *o, const char *given)
+{
+	char gname[64] = "";
+	const struct passwd *pw = getpwuid(o->moatd_uid);
+	if (o->socket_group == (gid_t)-1 && o->moatd_uid != 0)
+		o->socket_group = o->moatd_gid;
+	const struct group *gr = o->socket_group != (gid_t)-1 ? getgrgid(o->socket_group) : NULL;
+	if (gr)
+		snprintf(gname, sizeof(gname), " (%s)", gr->gr_name);
+	if (!given && o->moatd_uid == 0)
+		fprintf(stderr, "moat-fw: no user moat (moatd's default user; the install creates "
+		                "it): grants only from root; create moat or give --moatd-user\n");
+	fprintf(stderr, "moat-fw: grants only from user %s (uid %u)", pw ? pw->pw_name : "?",
+	        (unsigned)o->moatd_uid);
+	if (o->socket_group != (gid_t)-1)
+		fprintf(stderr, "; socket group %u%s", (unsigned)o->socket_group, gname);
+	fprintf(stderr, "\n");
+	if (pw && !strcmp(pw->pw_name, "nobody"))
+		fprintf(stderr, "moat-fw: warning: --moatd-user nobody: every process running as "
+		                "nobody may grant\n");
 }
 
 /* Everything the command line fills in; the arrays back the pointers in o. */
@@ -182,7 +212,7 @@ struct fw_cli {
 	struct fwnft_resolver resolver[FW_MAX_LIST];
 	const char *ranges[FW_MAX_LIST];
 	struct fwnft_port inbound[FW_MAX_LIST];
-	const char *user;
+	const char *user, *moatd_user;
 	bool forward, remove, force;
 };
 
@@ -205,12 +235,12 @@ static const char *fw_item(struct fw_cli *cli, int c, const char *arg, size_t *n
 static const char *fw_option(struct fw_cli *cli, int c, const char *arg)
 {
 	struct fwsrv_opts *o = &cli->o;
-	gid_t ignored;
 	/* The options that keep their argument as given, and the flags. */
 	const char **text = c == 's'   ? &o->socket_path
 	                    : c == 'n' ? &o->netns
 	                    : c == 'd' ? &o->state_dir
 	                    : c == 'U' ? &cli->user
+	                    : c == 'u' ? &cli->moatd_user
 	                    : c == 'P' ? &o->metrics
 	                    : c == 'L' ? &o->drop_log
 	                               : NULL;
@@ -251,9 +281,6 @@ static const char *fw_option(struct fw_cli *cli, int c, const char *arg)
 	case 'M':
 		return fw_seconds(arg, &o->max_lifetime) != 0 ? "--max-lifetime wants seconds"
 		                                              : NULL;
-	case 'u':
-		return fw_user(arg, &o->moatd_uid, &ignored) != 0 ? "--moatd-user: no such user"
-		                                                  : NULL;
 	case 'G': {
 		char *end;
 		unsigned long g = strtoul(arg, &end, 10);
@@ -278,8 +305,16 @@ static const char *fw_why(struct fw_cli *cli, bool extra)
 		return "--remove takes only --netns and --force";
 	if (cli->force)
 		return "--force belongs to --remove";
+	if (cli->moatd_user ? fw_user(cli->moatd_user, &o->moatd_uid, &o->moatd_gid) != 0
+	                    : fw_user("moat", &o->moatd_uid, &o->moatd_gid) != 0 &&
+	                          fw_user("root", &o->moatd_uid, &o->moatd_gid) != 0)
+		return "--moatd-user: no such user";
 	if (fw_user(cli->user ? cli->user : fw_default_user(), &o->run_uid, &o->run_gid) != 0)
 		return "--user: no such user";
+	/* moatd's user could signal moat-fw and read its /proc files: never the same one. */
+	if (o->run_uid == o->moatd_uid && o->run_uid != 0)
+		return "--user is --moatd-user too: give moat-fw a user of its own (the install "
+		       "creates moat-fw)";
 	if (!o->socket_path)
 		return "--socket is required";
 	if (!o->netns == !cli->forward)
@@ -362,6 +397,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	o->placement = cli.forward ? FWNFT_FORWARD : FWNFT_NETNS;
+	fw_default_moatd(o, cli.moatd_user);
 	char err[512];
 	if (cli.forward && fwstart_ifaces(cli.sandbox, o->nsandbox, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moat-fw: refusing to start: %s\n", err);

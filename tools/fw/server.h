@@ -8,7 +8,7 @@
  * or for the client's sandbox), a private or shared range; lifetimes are clamped to [min, max];
  * in the forward placement the client must lie in a --sandbox range of the same family as every
  * address. Only peers of the --moatd-user uid (SO_PEERCRED) may connect, at most
- * FWSRV_MAX_PER_UID of them per uid. */
+ * FWSRV_MAX_PER_UID of them per uid; each admitted peer gets a HELLO first. */
 #ifndef MOAT_FW_SERVER_H
 #define MOAT_FW_SERVER_H
 
@@ -54,6 +54,7 @@ struct fwsrv_opts {
 	bool dhcp;
 	bool allow_private;   /* --allow-private: private and shared ranges for every sandbox */
 	uid_t moatd_uid;      /* the only uid that may connect */
+	gid_t moatd_gid;      /* its primary group: the socket's unless --socket-group */
 	gid_t socket_group;   /* (gid_t)-1: the socket keeps moat-fw's group */
 	const char *drop_log; /* --drop-log FILE: drops and new connections as JSON (droplog.h) */
 	uint16_t log_group;   /* --log-group: the rules' nfnetlink_log group */

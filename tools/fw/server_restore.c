@@ -35,12 +35,9 @@ static int fwsrv_restore_cb(const struct ledger_entry *e, void *ctx)
 	struct fwproto_addr src = {.family = e->key.family}, dst = {.family = e->key.family};
 	memcpy(src.addr, e->key.src, 16);
 	memcpy(dst.addr, e->key.dst, 16);
-	enum addr_class cls =
-	    addrguard_check(r->srv->guard, e->key.dst, e->key.family == 4 ? 4 : 16);
 	/* A grant the options of this run would refuse stays out too (a private address after
-	 * --allow-private was dropped, an address the host has taken since). */
-	bool ok = cls != ADDR_ALWAYS && (cls != ADDR_PRIVATE || fwsrv_private_ok(o, &src)) &&
-	          !fwsrv_is_own(r->srv, &dst);
+	 * --allow-private was dropped, an address the host has taken since, a resolver's). */
+	bool ok = fwsrv_addr_why(r->srv, &src, &dst) == NULL;
 
 	/* Records written under another placement or before a ranges file grew stay out, and so
 	 * do those of a sandbox no longer there (the current sandboxes, not the command line's:

@@ -114,6 +114,10 @@ static int dmn_args(const struct run_state *st, const struct run_opts *o, struct
 	dmn_arg(fw, "--state=%s/fw", st->dir);
 	dmn_arg(fw, "--moatd-user=%u", (unsigned)pw->pw_uid);
 	dmn_arg(fw, "--socket-group=%u", (unsigned)pw->pw_gid);
+	/* The two never share a user (moat-fw refuses to run as the one it admits): without the
+	 * users the install creates, this run's moat-fw stays root with CAP_NET_ADMIN alone. */
+	if (strcmp(pw->pw_name, "moat") != 0)
+		dmn_arg(fw, "--user=root");
 	if (o->min_lifetime)
 		dmn_arg(fw, "--min-lifetime=%u", o->min_lifetime);
 	dmn_program("moatd", prog, sizeof(prog));
@@ -124,6 +128,7 @@ static int dmn_args(const struct run_state *st, const struct run_opts *o, struct
 	dmn_arg(md, "--allow=%s/allow.txt", st->dir);
 	dmn_arg(md, "--firewall=%s/fw.sock", st->dir);
 	dmn_arg(md, "--log=%s/queries.jsonl", st->dir);
+	dmn_arg(md, "--user=%s", pw->pw_name); /* named: moatd refuses to guess beside a firewall */
 	if (o->deny)
 		dmn_arg(md, "--deny=%s", o->deny);
 	return 0;

@@ -67,12 +67,18 @@ static int sys_fw_request(int fd, uint8_t type, const struct run_state *st,
 		snprintf(err, errlen, "send: %s", strerror(errno));
 		return -1;
 	}
-	struct pollfd p = {.fd = fd, .events = POLLIN};
-	if (poll(&p, 1, SYS_TIMEOUT_MS) != 1) {
-		snprintf(err, errlen, "no answer in %d ms", SYS_TIMEOUT_MS);
-		return -1;
+	ssize_t got = -1;
+	/* moat-fw greets every peer it admits with a HELLO (moat/fwproto.h) before any answer. */
+	for (int i = 0; i < 2; i++) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (poll(&p, 1, SYS_TIMEOUT_MS) != 1) {
+			snprintf(err, errlen, "no answer in %d ms", SYS_TIMEOUT_MS);
+			return -1;
+		}
+		got = recv(fd, buf, sizeof(buf), 0);
+		if (got < 2 || buf[1] != FWPROTO_HELLO)
+			break;
 	}
-	ssize_t got = recv(fd, buf, sizeof(buf), 0);
 	struct fwproto_ack ack;
 	if (got > 0 && fwproto_ack_decode(buf, (size_t)got, &ack) == 0) {
 		snprintf(err, errlen,
