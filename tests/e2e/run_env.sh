@@ -79,6 +79,7 @@ run_serve() {
 # moat would run them: moat-fw --forward (one start-up sandbox of its own, so the runs' ranges
 # are runtime ones beside it) and moatd with a control socket and a state directory.
 run_sys_start() {
+	[ -n "${E2E_MOAT_UID:-}" ] || e2e_users # the installed users: the daemons' defaults agree
 	ip -n "$RUN_HOST" addr add 192.0.2.1/32 dev lo
 	: >"$RUN_SYS/other.txt"
 	cat >"$RUN_SYS/moatd.yaml" <<Y

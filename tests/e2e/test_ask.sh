@@ -52,9 +52,9 @@ agents:
     clients: [127.0.0.2/32]
     allow: [allow.txt]
 EOF
-mu=$(id -un moat 2>/dev/null || echo nobody)
-start_fw fw --socket "$E2E_WORK/fw.sock" --netns "$E2E_NS" --state "$E2E_WORK/fwst" --user nobody \
-	--resolver 192.0.2.53 --moatd-user "$mu" --socket-group "$(id -gn "$mu")"
+e2e_users # the daemons' own users, as the install makes them: their defaults agree
+start_fw fw --socket "$E2E_WORK/fw.sock" --netns "$E2E_NS" --state "$E2E_WORK/fwst" \
+	--resolver 192.0.2.53
 start_moatd moatd -c "$E2E_WORK/moatd.yaml"
 ctl() { e2e_run "$CTL" -s "$E2E_WORK/ctl.sock" "$@"; }
 W="$E2E_WORK/watch.log"

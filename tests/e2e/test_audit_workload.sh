@@ -101,7 +101,7 @@ e2e_addr 192.0.2.53/32
 e2e_nsd 192.0.2.53 53 "${ZONES[@]}"
 
 # --- moat: moatd in audit mode, moat-fw with its drop log ----------------------------------------
-mu=$(id -un moat 2>/dev/null || echo nobody)
+e2e_users # the daemons' own users, as the install makes them: their defaults agree
 # conf MODE ALLOW LOG: moatd's config for the sandbox's agent.
 conf() {
 	cat <<EOF
@@ -118,8 +118,7 @@ agents:
 EOF
 }
 # shellcheck disable=SC2034 # read by start_fw (lib.sh)
-FW_BASE=(--socket "$E2E_WORK/fw.sock" --resolver 198.51.100.1 --moatd-user "$mu"
-	--socket-group "$(id -gn "$mu")" --netns "$SBX")
+FW_BASE=(--socket "$E2E_WORK/fw.sock" --resolver 198.51.100.1 --netns "$SBX")
 workload() { ip netns exec "$SBX" "$PY" "$E2E_DIR/peers/workload.py" 198.51.100.1 "$PLAN"; }
 ctl() { e2e_run "$CTL" -s "$E2E_WORK/ctl.sock" "$@"; }
 
