@@ -81,6 +81,11 @@ void config_agent_init(struct config_agent *a)
 	a->sink_ttl = 60;
 	a->strict_chain = false;
 	a->allow_private = false;
+	a->budget.bytes = CONFIG_BUDGET_BYTES;
+	a->budget.window_s = CONFIG_BUDGET_WINDOW;
+	/* channel.nqtypes 0: the default qtypes (moat/channel.h) */
+	a->channel.answer_max_bytes = CONFIG_ANSWER_BYTES;
+	a->channel.answer_max_records = CONFIG_ANSWER_RECORDS;
 }
 
 void config_forwards_free(struct config_forward **v, size_t *n)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "moat/addrguard.h"
+#include "moat/budget_share.h"
 #include "moat/enumtext.h"
 #include "moat/iplit.h"
 #include "moat/local.h"
@@ -30,6 +31,7 @@ size_t policy_allow_count(const struct policy *p)
 static void policy_destroy(struct policy *p)
 {
 	policy_rpz_release(p); /* before the agents: it reads nagents */
+	budget_share_detach(p);
 	for (size_t i = p->base ? p->nconfig : 0; i < p->nagents; i++) {
 		free(p->agents[i].clients);
 		policy_set_free(p->agents[i].allow);

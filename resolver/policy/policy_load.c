@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "moat/addrguard.h"
+#include "moat/budget_share.h"
 #include "moat/err.h"
 #include "moat/local.h"
 #include "moat/policy.h"
@@ -166,6 +167,8 @@ int policy_load(const struct config *cfg, struct policy **out, char *err, size_t
 		goto fail_msg;
 	if ((rc = policy_rpz_load(cfg, p, err, errlen)))
 		goto fail;
+	if (budget_share_attach(p))
+		goto fail_msg;
 	*out = p;
 	return 0;
 fail_msg:
