@@ -334,7 +334,7 @@ static int config_agent_key(struct config_ctx *c, const char *ks, size_t klen, s
 		rc = config_bool(c, v, kline, "allow_private", &a->allow_private);
 	} else if (config_key_is(ks, klen, "forward")) {
 		rc = config_forwards(c, v, kline, &a->forwards, &a->nforwards);
-	} else {
+	} else if (!config_agent_channel_key(c, a, ks, klen, v, kline, &rc)) {
 		return config_unknown(c, kline, ks, klen);
 	}
 	return rc;
