@@ -19,6 +19,7 @@
 #include "moat/metrics.h"
 #include "moat/policy.h"
 #include "moat/ratelimit.h"
+#include "serve/exfil.h"
 #include "serve/fetch.h"
 #include "serve/fwchan.h"
 #include "serve/reply.h"
@@ -112,6 +113,8 @@ void query_handle(struct worker *srv, struct reply_to *to, const uint8_t *pkt, s
 	/* Decide on the name. A deny is answered here and never leaves the box. */
 	struct policy_decision d;
 	policy_decide(srv->policy, agent, q.lname, q.qclass, &d);
+	if (d.verdict == POLICY_ALLOW)
+		exfil_screen(srv, &q, agent, &d); /* its qtype, its label budget (serve/exfil.h) */
 	if (d.verdict != POLICY_ALLOW) {
 		answer_denied(srv, to, &q, agent, &d);
 		return;
@@ -205,7 +208,8 @@ static void answer_denied(struct worker *srv, struct reply_to *to, const struct 
                           const struct policy_agent *agent, const struct policy_decision *d)
 {
 	srv->stats.denied++;
-	bool class_deny = d->verdict == POLICY_DENY_CLASS;
+	bool class_deny = d->verdict == POLICY_DENY_CLASS || d->verdict == POLICY_DENY_QTYPE ||
+	                  d->verdict == POLICY_DENY_BUDGET; /* REFUSED, whatever the form */
 	int rcode =
 	    local_answer_send(srv, to, q, agent, !class_deny && !d->nodata,
 	                      d->nodata ? WIRE_NOERROR : WIRE_REFUSED, WIRE_EDE_BLOCKED, d->reason);
@@ -263,8 +267,8 @@ static void forward(struct worker *srv, struct reply_to *to, const struct wire_q
 	        : INFLIGHT_OK;
 	qr->holds_slot = srv->inflight && !hit && cap == INFLIGHT_OK;
 	int rc = hit ? FETCH_HIT
-	             : fetch_answer(srv, qr->fwd, q->lname, q->qtype, q->qclass, q->edns_do,
-	                            cap == INFLIGHT_OK, on_fetched, qr, &hit, &qr->wait);
+	             : fetch_answer(srv, qr->fwd, q->lname, q->qtype, q->qclass, cap == INFLIGHT_OK,
+	                            on_fetched, qr, &hit, &qr->wait);
 	if (rc == FETCH_HIT) {
 		give_slot(qr);
 		qr->ans = hit;
@@ -514,6 +518,16 @@ static void release(struct query *qr, uint32_t ttl_cap)
 		qr->grant = "none"; /* no firewall, or nothing to grant */
 	int n = wire_resp_build(a->pkt, a->len, &a->resp, &qr->q, answer_ttl_cap(a, ttl_cap), limit,
 	                        out, sizeof(out));
+	struct policy_decision cap;
+	if (n > 0 && exfil_answer_over(qr->agent, out, (size_t)n, &cap)) {
+		srv->stats.denied++;
+		int rcode = local_answer_send(srv, &qr->to, &qr->q, qr->agent, false, WIRE_REFUSED,
+		                              WIRE_EDE_BLOCKED, cap.reason);
+		log_query_done(qr, policy_verdict_str(cap.verdict), cap.reason, rcode, false,
+		               false);
+		query_free(qr);
+		return;
+	}
 	if (n > 0 && a->stale && qr->q.edns) {
 		/* EDE 3, Stale Answer; left out (not the answer) if it would not fit. */
 		struct wire_ede ede = {WIRE_EDE_STALE, "moat: no upstream answered; stale answer"};
