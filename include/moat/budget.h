@@ -10,7 +10,8 @@
  * zone, limit, window, now) -> verdict. Not thread-safe: budget_share.h locks it.
  *
  * Seen names: a table of 64-bit fingerprints (SipHash-2-4 of the wire name under the state's
- * random key), buckets of 4, each name in one of two buckets, with the time it was last sent.
+ * random key), buckets of 4, each name in one of two buckets (a full pair makes room by moving
+ * one name to its other bucket), with the time it was last sent.
  * It is exact up to fingerprint collisions: a new name is taken for a seen one (and passes
  * unbilled) only when its fingerprint equals one of the 8 in its buckets, at most 8 / 2^64 per
  * query, and the key is secret, so collisions cannot be searched for offline. Every other error

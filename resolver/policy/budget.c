@@ -128,21 +128,40 @@ static struct seen *seen_find(const struct budget_state *st, uint64_t fp, uint32
 	return NULL;
 }
 
-/* A slot for fp in its two buckets: a free or expired one, else NULL (*oldest: the least
- * recently sent of the 8). */
+/* A free or expired slot of bucket b, or NULL. */
+static struct seen *free_in(struct seen *b, uint32_t now)
+{
+	for (int i = 0; i < WAYS; i++)
+		if (!live(&b[i], now))
+			return &b[i];
+	return NULL;
+}
+
+/* A slot for fp in its two buckets: a free or expired one, else one freed by moving a name of
+ * those buckets to its other bucket (one cuckoo step: the table then fills to ~90% before it
+ * must grow), else NULL (*oldest: the least recently sent of the 8). */
 static struct seen *seen_room(struct budget_state *st, uint64_t fp, uint32_t now,
                               struct seen **oldest)
 {
+	struct seen *b[2] = {bucket(st, fp, 0), bucket(st, fp, 1)}, *s;
 	*oldest = NULL;
-	for (int w = 0; w < 2; w++) {
-		struct seen *b = bucket(st, fp, w);
+	for (int w = 0; w < 2; w++)
+		if ((s = free_in(b[w], now)))
+			return s;
+	for (int w = 0; w < 2; w++)
 		for (int i = 0; i < WAYS; i++) {
-			if (!live(&b[i], now))
-				return &b[i];
-			if (!*oldest || b[i].tick < (*oldest)->tick)
-				*oldest = &b[i];
+			struct seen *e = &b[w][i];
+			struct seen *alt = bucket(st, e->fp, bucket(st, e->fp, 0) == b[w]);
+			if (alt != b[w] && (s = free_in(alt, now))) {
+				if (s->fp)
+					st->held--; /* an expired name gives way */
+				*s = *e;
+				e->fp = 0;
+				return e;
+			}
+			if (!*oldest || e->tick < (*oldest)->tick)
+				*oldest = e;
 		}
-	}
 	return NULL;
 }
 

@@ -227,6 +227,26 @@ Test(budget, table_capped_and_evicted_names_billed_again)
 	budget_state_free(st);
 }
 
+Test(budget, table_uses_its_slots)
+{
+	/* two buckets a name and one cuckoo step: half the cap's slots fill without a loss */
+	struct budget_state *st = budget_state_new_key(KEY);
+	char name[64];
+	for (unsigned i = 0; i < BUDGET_SLOTS_MAX / 2; i++) {
+		snprintf(name, sizeof(name), "d%08x.z.example", i * 2654435761u);
+		cr_assert_eq(ask(st, name, "z.example", 1u << 24, 5, NULL), BUDGET_CHARGED);
+	}
+	struct budget_info bi;
+	budget_state_info(st, &bi);
+	cr_expect_eq(bi.evicted, 0);
+	cr_expect_eq(bi.names, BUDGET_SLOTS_MAX / 2);
+	for (unsigned i = 0; i < BUDGET_SLOTS_MAX / 2; i++) {
+		snprintf(name, sizeof(name), "d%08x.z.example", i * 2654435761u);
+		cr_assert_eq(ask(st, name, "z.example", 1u << 24, 6, NULL), BUDGET_SEEN, "%s", name);
+	}
+	budget_state_free(st);
+}
+
 Test(budget, window_change_starts_over)
 {
 	struct budget_state *st = budget_state_new_key(KEY);
