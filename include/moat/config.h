@@ -138,11 +138,12 @@ struct config_budget_zone {
 	int line;
 };
 
-/* An agent's label budget (moat/budget.h), stored by value: a snapshot copies it. */
+/* An agent's label budget (moat/budget.h). zones is owned by the config; a loaded snapshot's
+ * agent owns its own copy (policy_load), so snapshots never point into a config. */
 struct config_budget {
-	uint32_t bytes;    /* new label bytes per wildcard zone and window; 0: off */
-	uint32_t window_s; /* 1..CONFIG_BUDGET_WINDOW_MAX */
-	struct config_budget_zone zones[CONFIG_BUDGET_ZONES];
+	uint32_t bytes;                   /* new label bytes per wildcard zone and window; 0: off */
+	uint32_t window_s;                /* 1..CONFIG_BUDGET_WINDOW_MAX */
+	struct config_budget_zone *zones; /* up to CONFIG_BUDGET_ZONES */
 	size_t nzones;
 };
 

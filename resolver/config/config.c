@@ -110,6 +110,9 @@ static void config_agent_free(struct config_agent *a)
 	config_strv_free(&a->allow_rpz, &a->nallow_rpz);
 	free(a->allow_rpz_lines);
 	a->allow_rpz_lines = NULL;
+	free(a->budget.zones);
+	a->budget.zones = NULL;
+	a->budget.nzones = 0;
 }
 
 void config_rpz_free(struct config *cfg)

@@ -5,6 +5,7 @@
 
 #include <libfyaml.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "moat/err.h"
@@ -46,6 +47,10 @@ static int budget_zone_key(struct config_ctx *c, const char *ks, size_t klen, st
 	if (b->nzones == CONFIG_BUDGET_ZONES)
 		return config_fail(c, kline, "budget.zones: more than %d zones",
 		                   CONFIG_BUDGET_ZONES);
+	struct config_budget_zone *nv = realloc(b->zones, (b->nzones + 1) * sizeof(*nv));
+	if (!nv)
+		return config_fail(c, kline, "out of memory");
+	b->zones = nv;
 	struct config_budget_zone *z = &b->zones[b->nzones];
 	int rc = budget_zone_name(c, ks, klen, kline, z->zone);
 	if (rc)

@@ -34,6 +34,7 @@ static void policy_destroy(struct policy *p)
 	budget_share_detach(p);
 	for (size_t i = p->base ? p->nconfig : 0; i < p->nagents; i++) {
 		free(p->agents[i].clients);
+		free(p->agents[i].cfg.budget.zones);
 		policy_set_free(p->agents[i].allow);
 		forward_table_free(&p->agents[i].fwd);
 	}

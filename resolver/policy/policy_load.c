@@ -97,6 +97,13 @@ static int agent_load(const struct config *cfg, const struct config_agent *ca,
 	a->cfg.client_lines = a->cfg.allow_lines = NULL;
 	a->cfg.forwards = NULL;
 	a->cfg.nforwards = 0;
+	a->cfg.budget.zones = NULL; /* its own copy (moat/config.h), freed with the snapshot */
+	if (ca->budget.nzones &&
+	    !(a->cfg.budget.zones = malloc(ca->budget.nzones * sizeof(*ca->budget.zones))))
+		goto oom;
+	if (ca->budget.nzones)
+		memcpy(a->cfg.budget.zones, ca->budget.zones,
+		       ca->budget.nzones * sizeof(*ca->budget.zones));
 	if (forward_table_build(&a->fwd, ca->forwards, ca->nforwards, cfg) ||
 	    !(a->clients = malloc((ca->nclients ? ca->nclients : 1) * sizeof(*a->clients))))
 		goto oom;

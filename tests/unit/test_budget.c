@@ -242,7 +242,8 @@ Test(budget, table_uses_its_slots)
 	cr_expect_eq(bi.names, BUDGET_SLOTS_MAX / 2);
 	for (unsigned i = 0; i < BUDGET_SLOTS_MAX / 2; i++) {
 		snprintf(name, sizeof(name), "d%08x.z.example", i * 2654435761u);
-		cr_assert_eq(ask(st, name, "z.example", 1u << 24, 6, NULL), BUDGET_SEEN, "%s", name);
+		cr_assert_eq(ask(st, name, "z.example", 1u << 24, 6, NULL), BUDGET_SEEN, "%s",
+		             name);
 	}
 	budget_state_free(st);
 }
@@ -281,6 +282,8 @@ Test(budget, limits_per_rule)
 	name_from_text("cdn.example", 11, z1);
 	name_from_text("other.example", 13, z2);
 	cr_expect_eq(budget_limit(&a, z1), CONFIG_BUDGET_BYTES);
+	struct config_budget_zone zones[1];
+	a.budget.zones = zones;
 	memcpy(a.budget.zones[0].zone, z1, sizeof(z1));
 	a.budget.zones[0].bytes = 16384;
 	a.budget.nzones = 1;
