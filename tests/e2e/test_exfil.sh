@@ -29,6 +29,7 @@ agents:
   - name: sbx
     clients: [127.0.0.1/32]
     allow: [allow.txt]
+    budget: {zones: {"*.cdn.test": 2048}}
   - name: short
     clients: [127.0.0.2/32]
     allow: [allow.txt]
@@ -110,11 +111,11 @@ alerts=$(grep -c "ALERT: exfiltration budget of agent sbx under \*.exfil.test" "
 # once each time the zone's budget is spent: at most once a smuggler run here
 ((alerts >= 1 && alerts <= 4)) || e2e_fail "$alerts stderr alerts for the zone"
 
-# --- another zone has its own budget ---
+# --- another zone has its own budget, here the rule's own (budget.zones: 2048) ---
 client base64 cdn.test 2 127.0.0.1
 rstats
 c1=$(field bytes.cdn.test "$RS")
-((c1 > 0 && c1 <= 4096)) || e2e_fail "$c1 new label bytes under *.cdn.test (budget 4096)"
+((c1 > 2048 - 129 && c1 <= 2048)) || e2e_fail "$c1 new label bytes under *.cdn.test (its budget 2048)"
 e2e_assert_eq "$b2" "$(field bytes.exfil.test "$RS")" "still nothing new under *.exfil.test"
 
 # --- visible: explain, metrics, stats ---
@@ -132,7 +133,8 @@ used=$(sed -n 's/^moat_budget_used_bytes{agent="sbx",zone="\*\.exfil\.test"} //p
 ((used >= b2 && used <= 4096)) || e2e_fail "metrics: used $used (receiver $b2, budget 4096)"
 denied=$(sed -n 's/^moat_budget_denied_total{agent="sbx",zone="\*\.exfil\.test"} //p' <<<"$m")
 ((denied > 0)) || e2e_fail "metrics: no denial counted: $(grep budget <<<"$m")"
-e2e_assert_contains "$m" 'moat_budget_limit_bytes{agent="sbx",zone="*.cdn.test"} 4096' "limit"
+e2e_assert_contains "$m" 'moat_budget_limit_bytes{agent="sbx",zone="*.cdn.test"} 2048' \
+	"the rule's own limit"
 e2e_assert_contains "$m" 'moat_queries_total{agent="sbx",decision="deny-budget",transport="tcp"}' \
 	"denials by agent and decision"
 st=$(ctl stats)

@@ -90,7 +90,8 @@ Test(budget_share, through_the_constructors)
 {
 	char err[512] = "", warn[256];
 	const char *text = "upstreams: [\"192.0.2.53\"]\nlisten: [\"127.0.0.1:53\"]\n"
-	                   "agents:\n  - {name: cfg, clients: [10.0.0.0/24]}\n";
+	                   "agents:\n  - {name: cfg, clients: [10.0.0.0/24],\n"
+	                   "     budget: {zones: {\"*.cdn.example\": 100, \"*.x.example\": 0}}}\n";
 	struct config cfg;
 	config_init(&cfg);
 	cr_assert_eq(config_load_string(&cfg, text, strlen(text), "t.yaml", err, sizeof(err)), 0,
@@ -99,6 +100,9 @@ Test(budget_share, through_the_constructors)
 	cr_assert_eq(policy_load(&cfg, &p, err, sizeof(err)), 0, "%s", err);
 	cr_assert_not_null(p->budgets);
 	cr_expect_eq(ask(p, 0, "abc.cdn.example", false), BUDGET_CHARGED);
+	cr_assert_eq(p->agents[0].cfg.budget.nzones, 2);
+	cr_expect_neq(p->agents[0].cfg.budget.zones, cfg.agents[0].budget.zones,
+	              "the snapshot has its own copy of the rule budgets");
 	struct agent_spec spec = {.name = "rt", .nclients = 1};
 	cr_assert_eq(netaddr_parse_cidr("198.51.100.0/24", &spec.clients[0]), 0);
 	cr_assert_eq(agent_edit_add(p, &spec, &p2, warn, sizeof(warn), err, sizeof(err)), 0, "%s",
@@ -109,8 +113,11 @@ Test(budget_share, through_the_constructors)
 	cr_expect_eq(rt->cfg.budget.bytes, CONFIG_BUDGET_BYTES, "runtime agents get the defaults");
 	cr_assert_eq(policy_load(&cfg, &p3, err, sizeof(err)), 0, "%s", err);
 	cr_expect_eq(ask(p3, 0, "abc.cdn.example", true), BUDGET_SEEN, "and so does a reload");
+	config_free(&cfg); /* snapshots never point into the config */
+	uint8_t z[NAME_MAXWIRE];
+	name_from_text("cdn.example", 11, z);
+	cr_expect_eq(budget_limit(&p2->agents[0].cfg, z), 100, "read after the config is gone");
 	policy_unref(p);
 	policy_unref(p2);
 	policy_unref(p3);
-	config_free(&cfg);
 }
