@@ -56,6 +56,15 @@
  *       ask_timeout_ms: 10000                 # no answer in time: deny
  *       ask_max_pending: 64                   # names waiting per agent; more: denied at once
  *       forward: [...]                        # forward zones of this agent (as below)
+ *       budget:                               # the label budget (moat/budget.h)
+ *         bytes: 4096                         # new label bytes per wildcard zone and window;
+ *                                             # 0: off (unless a zone below sets one)
+ *         window_s: 3600                      # the sliding window
+ *         zones: {"*.cdn.example": 16384}     # per wildcard rule: its own bytes (0: off)
+ *       qtypes: [A, AAAA, HTTPS, SVCB, CNAME, TXT, MX, SRV]   # the default; [any]: every type
+ *       answer_max_bytes: 8192                # the largest answer handed out; 0: no cap
+ *       answer_max_records: 64                # answer + authority records; 0: no cap
+ *       answer_txt: true                      # false: answers holding TXT records refused
  *   forward:                                  # forward zones: the longest matching one wins
  *     - zone: corp.internal                   # required; UTF-8 or A-labels
  *       upstreams: ["10.1.0.53"]              # required
@@ -73,6 +82,8 @@
  *   highrisk_rpz: [threats]                   # RPZ zones of high-risk names
  *   (an agent's allow: entry "rpz:NAME" takes the zone's rpz-passthru triggers)
  *   policy_pubkey: /etc/moat/policy.key.pub   # load only compiled and RPZ files signed with it
+ *   upstream_dnssec_ok: false                 # the DO bit of moatd's own upstream queries
+ *                                             # (never the client's)
  *   policy_verify: lazy                       # lazy | full | quick: when a compiled
  *                                             # file's blocks are checked (moat/policy_file.h)
  * An allow: or highrisk: entry ending in .mpol is a compiled policy (moat/policy_file.h).
@@ -90,7 +101,14 @@
 
 #define CONFIG_NAME_MAX 64
 #define CONFIG_WORKERS_MAX 64u
-#define CONFIG_TTL_MAX 86400u /* of a sinkhole answer */
+#define CONFIG_TTL_MAX 86400u    /* of a sinkhole answer */
+#define CONFIG_BUDGET_ZONES 16   /* budget.zones overrides per agent */
+#define CONFIG_QTYPES_MAX 32     /* qtypes per agent */
+#define CONFIG_BUDGET_BYTES 4096 /* the default label budget (moat/budget.h) */
+#define CONFIG_BUDGET_WINDOW 3600
+#define CONFIG_BUDGET_WINDOW_MAX (7u * 86400)
+#define CONFIG_ANSWER_BYTES 8192
+#define CONFIG_ANSWER_RECORDS 64
 
 enum deny_form {
 	DENY_NXDOMAIN = 0,
@@ -138,6 +156,33 @@ struct config_rpz {
 	int line;
 };
 
+/* One wildcard rule's own budget (budget.zones): the rule "*.cdn.example" has zone
+ * cdn.example (lower-cased wire). */
+struct config_budget_zone {
+	uint8_t zone[256];
+	uint32_t bytes; /* 0: no budget under it */
+	int line;
+};
+
+/* An agent's label budget (moat/budget.h). zones is owned by the config; a loaded snapshot's
+ * agent owns its own copy (policy_load), so snapshots never point into a config. */
+struct config_budget {
+	uint32_t bytes;                   /* new label bytes per wildcard zone and window; 0: off */
+	uint32_t window_s;                /* 1..CONFIG_BUDGET_WINDOW_MAX */
+	struct config_budget_zone *zones; /* up to CONFIG_BUDGET_ZONES */
+	size_t nzones;
+};
+
+/* What an agent may ask and be handed (moat/channel.h). */
+struct config_channel {
+	uint16_t qtypes[CONFIG_QTYPES_MAX]; /* nqtypes 0: channel_default_qtypes */
+	size_t nqtypes;
+	bool any_qtype;              /* qtypes: [any] */
+	uint32_t answer_max_bytes;   /* 0: no cap */
+	uint32_t answer_max_records; /* 0: no cap */
+	bool answer_no_txt;          /* answer_txt: false */
+};
+
 struct config_agent {
 	char name[CONFIG_NAME_MAX];
 	struct cidr *clients; /* owned */
@@ -164,6 +209,8 @@ struct config_agent {
 	char **allow_rpz; /* owned: names of RPZ zones in allow: ("rpz:NAME") */
 	int *allow_rpz_lines;
 	size_t nallow_rpz;
+	struct config_budget budget;
+	struct config_channel channel;
 };
 
 /* Lines of the top-level values checked after parsing (config_check.c). Each array belongs to
@@ -234,6 +281,7 @@ struct config {
 	bool has_policy_pubkey;
 	uint8_t policy_pubkey[32];
 	bool policy_verify_quick, policy_verify_full; /* neither: lazy */
+	bool upstream_dnssec_ok; /* the DO bit moatd sets upstream, whatever the client set */
 	/* operating the daemon (control.c, metrics_http.c, dnstap_out.c) */
 	char *control_path;  /* owned; NULL: no control socket */
 	char *control_group; /* owned; NULL: the group moatd starts with */
@@ -286,7 +334,8 @@ int config_mode_parse(const char *s, size_t len, enum agent_mode *out);
 extern const uint8_t config_sink4_default[4];
 extern const uint8_t config_sink6_default[16];
 
-/* A new agent's defaults (deny nxdomain, the default sinkhole addresses, TTL 60). */
+/* A new agent's defaults (deny nxdomain, the default sinkhole addresses, TTL 60, the default
+ * label budget, qtypes and answer caps). */
 void config_agent_init(struct config_agent *a);
 
 /* Fill cfg with defaults (no listeners, no upstreams, no agents, shipped zone files from

@@ -30,6 +30,7 @@
 #include "moat/forward.h"
 
 struct policy_set;
+struct budget_share;
 struct rpz_data;
 struct addrguard;
 struct local_data;
@@ -182,6 +183,9 @@ struct policy {
 	 * its own array of references (policy_with_rpz swaps one entry). */
 	struct policy *base; /* one reference; NULL: this is a loaded snapshot */
 	size_t nconfig;      /* agents from the config; the runtime ones follow */
+	/* The agents' label budgets (moat/budget_share.h), by agent index: one reference each,
+	 * taken by every constructor (budget_share_attach). NULL in snapshots built by hand. */
+	struct budget_share **budgets;
 };
 
 /* The RPZ part of policy_load: reads the file zones, makes empty zones for the transferred ones
@@ -229,6 +233,10 @@ enum policy_verdict {
 	POLICY_DENY_IPLITERAL, /* the name is an IP address in some form */
 	POLICY_DENY_EMBEDDED,  /* the name embeds a blocked address (nip.io kind) */
 	POLICY_DENY_CLASS,     /* class other than IN: answered locally, never forwarded */
+	/* Set after policy_decide allowed the name, by the query path (serve/exfil.c): */
+	POLICY_DENY_QTYPE,      /* a query type the agent may not ask (moat/channel.h) */
+	POLICY_DENY_BUDGET,     /* a new name past the zone's label budget (moat/budget.h) */
+	POLICY_DENY_ANSWER_CAP, /* the answer is over the agent's caps (moat/channel.h) */
 };
 
 struct policy_decision {
@@ -272,7 +280,10 @@ bool policy_answer_addr_ok(const struct policy *p, bool allow_private, bool pass
 	X(DENY_HIGHRISK, "deny-high-risk")                                                         \
 	X(DENY_IPLITERAL, "deny-ip-literal")                                                       \
 	X(DENY_EMBEDDED, "deny-embedded-address")                                                  \
-	X(DENY_CLASS, "deny-class")
+	X(DENY_CLASS, "deny-class")                                                                \
+	X(DENY_QTYPE, "deny-qtype")                                                                \
+	X(DENY_BUDGET, "deny-budget")                                                              \
+	X(DENY_ANSWER_CAP, "deny-answer-cap")
 
 /* Short stable token for logs: "allow", "deny-not-allowed", ... */
 const char *policy_verdict_str(enum policy_verdict v);

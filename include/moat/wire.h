@@ -234,6 +234,8 @@ int wire_resp_unpack(const uint8_t *in, size_t len, struct wire_resp *r);
 
 /* Short text for a type ("A", "AAAA", "TYPE123") into buf; returns buf. */
 const char *wire_type_str(uint16_t type, char *buf, size_t cap);
+/* The other way, case-insensitive ("a", "Svcb", "TYPE65"): 0, or MOAT_EINVAL when unknown. */
+int wire_type_parse(const char *s, uint16_t *out);
 const char *wire_rcode_str(uint8_t rcode);
 
 #endif

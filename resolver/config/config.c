@@ -144,6 +144,11 @@ void config_agent_init(struct config_agent *a)
 	a->allow_private = false;
 	a->ask_timeout_ms = CONFIG_ASK_TIMEOUT_MS;
 	a->ask_max_pending = CONFIG_ASK_PENDING;
+	a->budget.bytes = CONFIG_BUDGET_BYTES;
+	a->budget.window_s = CONFIG_BUDGET_WINDOW;
+	/* channel.nqtypes 0: the default qtypes (moat/channel.h) */
+	a->channel.answer_max_bytes = CONFIG_ANSWER_BYTES;
+	a->channel.answer_max_records = CONFIG_ANSWER_RECORDS;
 }
 
 void config_forwards_free(struct config_forward **v, size_t *n)
@@ -168,6 +173,9 @@ static void config_agent_free(struct config_agent *a)
 	config_strv_free(&a->allow_rpz, &a->nallow_rpz);
 	free(a->allow_rpz_lines);
 	a->allow_rpz_lines = NULL;
+	free(a->budget.zones);
+	a->budget.zones = NULL;
+	a->budget.nzones = 0;
 }
 
 void config_rpz_free(struct config *cfg)

@@ -41,6 +41,9 @@ static void usage(FILE *f)
 	    "                         reading it (default 65536)\n"
 	    "  --inflight-max N       questions waiting for an upstream, in all (default 2048)\n"
 	    "  --inflight-per-client N  of them per client (default 256); over a cap: SERVFAIL\n"
+	    "  --budget BYTES         every agent's label budget: new label bytes a wildcard zone\n"
+	    "                         and window (default 4096; 0: off, per-rule ones too)\n"
+	    "  --budget-window S      its sliding window in seconds (default 3600)\n"
 	    "  --user NAME            drop to this user once the sockets are bound (default:\n"
 	    "                         moat if it exists, else nobody; root stays root)\n"
 	    "  --no-seccomp           skip the system-call filter (for debugging)\n"
@@ -138,6 +141,8 @@ enum {
 	O_ZONES,
 	O_STATE,
 	O_AUDIT,
+	O_BUDGET,
+	O_BUDGET_WINDOW,
 };
 
 static const struct option flags_long[] = {
@@ -167,6 +172,8 @@ static const struct option flags_long[] = {
     {"metrics", required_argument, 0, O_METRICS},
     {"zones-dir", required_argument, 0, O_ZONES},
     {"state-dir", required_argument, 0, O_STATE},
+    {"budget", required_argument, 0, O_BUDGET},
+    {"budget-window", required_argument, 0, O_BUDGET_WINDOW},
     {"config", required_argument, 0, 'c'},
     {"help", no_argument, 0, 'h'},
     {"version", no_argument, 0, O_VERSION},
@@ -233,6 +240,7 @@ static const struct {
 	{O_FIREWALL, true, FIELD(firewall)}, {O_USER, true, FIELD(user)},
 	{O_ZONES, true, FIELD(zones_dir)}, {O_CONTROL, true, FIELD(control)},
 	{O_METRICS, true, FIELD(metrics)}, {O_STATE, true, FIELD(state_dir)},
+	{O_BUDGET, true, FIELD(budget)}, {O_BUDGET_WINDOW, true, FIELD(budget_window)},
 	{O_CHECK, false, FIELD(check)}, {O_STRICT_CHECK, false, FIELD(strict)},
 	{O_STRICT, false, FIELD(strict_chain)}, {O_PRIVATE, false, FIELD(allow_private)},
 	{O_NOSECCOMP, false, FIELD(no_seccomp)}, {O_AUDIT, false, FIELD(audit)},
@@ -386,6 +394,35 @@ static int flags_agent(struct config *cfg, struct config_flags *o)
 	return flag_mode_clients(a, cfg) < 0 ? MOAT_ENOMEM : 0;
 }
 
+/* --budget and --budget-window: every agent's label budget (tests and quick use; a config
+ * sets each agent's own). --budget 0 turns the per-rule budgets off too. */
+static int flags_budget(struct config *cfg, const struct config_flags *o)
+{
+	uint64_t bytes = 0, window = 0;
+	if (o->budget && !netaddr_uint(o->budget, strlen(o->budget), 1u << 24, &bytes)) {
+		fprintf(stderr, "moatd: --budget: 0 to %u (bytes)\n", 1u << 24);
+		return MOAT_EINVAL;
+	}
+	if (o->budget_window && (!netaddr_uint(o->budget_window, strlen(o->budget_window),
+	                                       CONFIG_BUDGET_WINDOW_MAX, &window) ||
+	                         !window)) {
+		fprintf(stderr, "moatd: --budget-window: 1 to %u (seconds)\n",
+		        CONFIG_BUDGET_WINDOW_MAX);
+		return MOAT_EINVAL;
+	}
+	for (size_t i = 0; i < cfg->nagents; i++) {
+		struct config_budget *b = &cfg->agents[i].budget;
+		if (o->budget) {
+			b->bytes = (uint32_t)bytes;
+			if (!bytes)
+				b->nzones = 0;
+		}
+		if (o->budget_window)
+			b->window_s = (uint32_t)window;
+	}
+	return 0;
+}
+
 int config_flags_build(int argc, char **argv, struct config *cfg, struct config_flags *o)
 {
 	char err[4096];
@@ -416,6 +453,8 @@ int config_flags_build(int argc, char **argv, struct config *cfg, struct config_
 		if (o->audit)
 			cfg->agents[i].mode = AGENT_AUDIT;
 	}
+	if ((rc = flags_budget(cfg, o)) < 0)
+		return rc;
 	if (config_validate(cfg, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moatd: %s\n", err);
 		return MOAT_EINVAL;

@@ -26,6 +26,7 @@ struct config_flags {
 	size_t nlisten, nup;
 	struct sockaddr_storage source;
 	bool has_source;
+	const char *budget, *budget_window; /* --budget, --budget-window: every agent's */
 	struct {
 		const struct config_limit *lim;
 		uint32_t v;

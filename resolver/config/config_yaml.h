@@ -1,7 +1,8 @@
 /* The YAML reader's internal interface, shared by config_yaml.c (nodes, scalars, the document),
- * config_yaml_root.c (the top-level keys) and config_yaml_agent.c (agents, forward zones, local
- * answers, RPZ zones). Not installed: only the config modules include it; the model's own
- * helpers they use are config/config_model.h's. */
+ * config_yaml_root.c (the top-level keys), config_yaml_agent.c (agents, forward zones, local
+ * answers, RPZ zones) and config_yaml_budget.c (an agent's budget, qtypes, answer caps). Not
+ * installed: only the config modules include it; the model's own helpers they use are
+ * config/config_model.h's. */
 #ifndef MOAT_CONFIG_YAML_H
 #define MOAT_CONFIG_YAML_H
 
@@ -71,5 +72,10 @@ int config_lines_list(struct config_ctx *c, struct fy_node *v, int line, const c
 int config_rpz_list(struct config_ctx *c, struct fy_node *v, int line);
 int config_rpz_names(struct config_ctx *c, struct fy_node *v, int line, const char *key,
                      char ***outv, int **lines, size_t *n);
+
+/* --- config_yaml_budget.c: an agent's budget, qtypes and answer caps --- */
+/* True if ks is one of those keys of agent a; *rc is then its result. */
+bool config_agent_channel_key(struct config_ctx *c, struct config_agent *a, const char *ks,
+                              size_t klen, struct fy_node *v, int kline, int *rc);
 
 #endif

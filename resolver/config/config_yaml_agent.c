@@ -358,7 +358,7 @@ static int config_agent_key(struct config_ctx *c, const char *ks, size_t klen, s
 		if (config_mode_parse(s, len, &a->mode) != 0)
 			return config_fail(c, config_node_line(v, kline),
 			                   "mode: expected enforce or audit");
-	} else {
+	} else if (!config_agent_channel_key(c, a, ks, klen, v, kline, &rc)) {
 		return config_unknown(c, kline, ks, klen);
 	}
 	return rc;

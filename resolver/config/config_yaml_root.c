@@ -206,6 +206,8 @@ static bool config_root_ops(struct config_ctx *c, struct fy_node *v, int line, c
 		*rc = config_path(c, v, line, "firewall_socket", false, &cfg->fw_socket);
 	} else if (config_key_is(ks, klen, "firewall_fail_open")) {
 		*rc = config_bool(c, v, line, "firewall_fail_open", &cfg->fw_fail_open);
+	} else if (config_key_is(ks, klen, "upstream_dnssec_ok")) {
+		*rc = config_bool(c, v, line, "upstream_dnssec_ok", &cfg->upstream_dnssec_ok);
 	} else if (config_key_is(ks, klen, "log")) {
 		*rc = config_log(c, v, line);
 		cfg->where.log = config_node_line(v, line);

@@ -1,7 +1,8 @@
 /* control.c owns moatd's control socket (`control: PATH`): a Unix stream socket, mode 0660 with
  * the group `control_group:`, served on the main thread's loop (worker 0). Requests and replies
  * follow moat/ctlproto.h; this file runs the commands. explain asks the same pure policy_decide
- * the query path uses, on the running snapshot; stats sums every worker's counters; flush is
+ * the query path uses, on the running snapshot, then the qtype and label budget checks without
+ * billing anything (serve/exfil.h); stats sums every worker's counters (and the budgets); flush is
  * posted to every worker (each empties its own cache share on its own thread) and answered
  * once the last one is done; reload calls main.c's reload, whose error text is the reply.
  * agent add/del are staged by control_agents.c and committed once per read of a connection:
@@ -30,6 +31,7 @@
 #include "serve/ask.h"
 #include "serve/fetch.h"
 #include "serve/fwchan.h"
+#include "serve/exfil.h"
 #include "serve/metrics_workers.h"
 #include "serve/worker.h"
 
@@ -317,10 +319,37 @@ static void cmd_agents(struct ctl_conn *c)
 static void explain_round(struct ctl_conn *c, const uint8_t *lname, const struct policy_agent *a,
                           const char *body);
 
+/* The label budget of an explained name as JSON: null when none applies (an exact rule, a zone
+ * without a budget, a denied name), else the zone, its limit and window, what the window holds,
+ * what this name would cost (0: sent before) and whether it would pass (moat/budget.h). */
+static void explain_budget(const struct policy_decision *d, const struct exfil_explain *ex,
+                           char *out, size_t cap)
+{
+	char zone[NAME_MAXTEXT], zq[2 * NAME_MAXTEXT + 8];
+	if (!ex->budgeted) {
+		snprintf(out, cap, "null");
+		return;
+	}
+	name_to_text(d->rule.at, zone, sizeof(zone));
+	size_t zl = strlen(zone);
+	if (zl > 1 && zone[zl - 1] == '.')
+		zone[zl - 1] = 0;
+	char star[NAME_MAXTEXT + 4];
+	snprintf(star, sizeof(star), "*.%s", zone);
+	log_json_quote(star, zq, sizeof(zq));
+	const struct budget_verdict *v = &ex->bv;
+	snprintf(out, cap,
+	         "{\"zone\":%s,\"limit\":%u,\"window_s\":%u,\"used\":%u,\"charge\":%u,"
+	         "\"seen\":%s,\"would\":\"%s\"}",
+	         zq, v->limit, ex->window_s, v->used, v->charge,
+	         v->result == BUDGET_SEEN ? "true" : "false",
+	         v->result == BUDGET_DENIED ? "deny" : "allow");
+}
+
 static void cmd_explain(struct ctl_conn *c, const struct ctl_request *r)
 {
 	const struct policy *p = ops.ws[0].policy;
-	char name[NAME_MAXTEXT], type[16], rule[600], reason[400], body[2048];
+	char name[NAME_MAXTEXT], type[16], rule[600], reason[400], body[4096];
 	name_to_text(r->lname, name, sizeof(name));
 	char nameq[NAME_MAXTEXT * 2];
 	log_json_quote(name, nameq, sizeof(nameq));
@@ -338,7 +367,11 @@ static void cmd_explain(struct ctl_conn *c, const struct ctl_request *r)
 		return;
 	}
 	struct policy_decision d;
+	struct exfil_explain ex;
+	char budget[600];
 	policy_decide(p, a, r->lname, 1, &d);
+	exfil_explain(p, a, r->lname, r->qtype, uv_now(ops.ws[0].loop), &d, &ex);
+	explain_budget(&d, &ex, budget, sizeof(budget));
 	if (d.rule.file) {
 		char fl_[520];
 		snprintf(fl_, sizeof(fl_), "%s:%u", d.rule.file, d.rule.line);
@@ -356,11 +389,13 @@ static void cmd_explain(struct ctl_conn *c, const struct ctl_request *r)
 	bool audit = policy_audit(a, &d); /* what the query path does with it */
 	snprintf(body, sizeof(body),
 	         "\"name\":%s,\"type\":\"%s\",\"agent\":\"%s\",\"decision\":\"%s\",\"reason\":%s,"
-	         "\"rule\":%s,\"wildcard\":%s,\"ports\":%s,\"mode\":\"%s\",\"alert\":%s",
+	         "\"rule\":%s,\"wildcard\":%s,\"ports\":%s,\"mode\":\"%s\",\"alert\":%s,"
+	         "\"qtype_allowed\":%s,\"budget\":%s",
 	         nameq, wire_type_str(r->qtype, type, sizeof(type)), a->cfg.name,
 	         audit ? "would-deny" : policy_verdict_str(d.verdict), reason, rule,
 	         d.rule.wildcard ? "true" : "false", ports,
-	         a->cfg.mode == AGENT_AUDIT ? "audit" : "enforce", d.alert ? "true" : "false");
+	         a->cfg.mode == AGENT_AUDIT ? "audit" : "enforce", d.alert ? "true" : "false",
+	         ex.qtype_ok ? "true" : "false", budget);
 	if (d.verdict != POLICY_ALLOW || !ops.ws[0].fw) {
 		/* Nothing was granted for it (or there is no firewall to hold a grant). */
 		strcat(body, ops.ws[0].fw ? ",\"addresses\":[]" : ",\"addresses\":null");
@@ -371,8 +406,8 @@ static void cmd_explain(struct ctl_conn *c, const struct ctl_request *r)
 }
 
 /* explain, on each worker's thread: the addresses its cache share holds for the name (A and
- * AAAA, with and without DO), the ones a grant was asked for when they were answered. The
- * lookup counts as a cache hit or miss. */
+ * AAAA; the DO bit is moatd's own, upstream_dnssec_ok), the ones a grant was asked for when they
+ * were answered. The lookup counts as a cache hit or miss. */
 static int explain_addr(void *ctx, const uint8_t *addr, size_t len, uint16_t rrtype)
 {
 	(void)ctx;
@@ -391,19 +426,17 @@ static void explain_worker(struct worker *w, void *arg)
 {
 	(void)arg;
 	static const uint16_t types[] = {WIRE_A, WIRE_AAAA};
-	for (int t = 0; t < 2; t++)
-		for (int dobit = 0; dobit < 2; dobit++) {
-			struct answer *hit = NULL;
-			struct fetch_wait *wait = NULL;
-			if (fetch_answer(w, fl.set, fl.lname, types[t], WIRE_CLASS_IN, dobit, false,
-			                 NULL, NULL, &hit, &wait) != FETCH_HIT)
-				continue;
-			pthread_mutex_lock(&fl.lock);
-			wire_resp_each_passed_addr(hit->pkt, hit->len, &hit->resp, explain_addr,
-			                           NULL);
-			pthread_mutex_unlock(&fl.lock);
-			answer_unref(hit);
-		}
+	for (int t = 0; t < 2; t++) {
+		struct answer *hit = NULL;
+		struct fetch_wait *wait = NULL;
+		if (fetch_answer(w, fl.set, fl.lname, types[t], WIRE_CLASS_IN, false, NULL, NULL,
+		                 &hit, &wait) != FETCH_HIT)
+			continue;
+		pthread_mutex_lock(&fl.lock);
+		wire_resp_each_passed_addr(hit->pkt, hit->len, &hit->resp, explain_addr, NULL);
+		pthread_mutex_unlock(&fl.lock);
+		answer_unref(hit);
+	}
 	if (__atomic_sub_fetch(&fl.pending, 1, __ATOMIC_ACQ_REL) == 0)
 		uv_async_send(&fl.done);
 }

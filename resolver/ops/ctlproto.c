@@ -28,23 +28,7 @@ const char *ctlproto_cmd_str(enum ctl_cmd c)
 
 int ctlproto_parse_type(const char *s, uint16_t *out)
 {
-	char buf[16];
-	if (!strncasecmp(s, "TYPE", 4) && s[4]) {
-		char *end;
-		long v = strtol(s + 4, &end, 10);
-		if (*end || v < 0 || v > 65535)
-			return MOAT_EINVAL;
-		*out = (uint16_t)v;
-		return 0;
-	}
-	/* Every mnemonic wire_type_str knows is below 260. */
-	for (unsigned t = 1; t < 260; t++)
-		if (!strcasecmp(wire_type_str((uint16_t)t, buf, sizeof(buf)), s) &&
-		    strncmp(buf, "TYPE", 4) != 0) {
-			*out = (uint16_t)t;
-			return 0;
-		}
-	return MOAT_EINVAL;
+	return wire_type_parse(s, out);
 }
 
 /* The words of a line: at most max, each NUL-terminated in buf. Returns the count or -1. */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "moat/agent_edit.h"
+#include "moat/budget_share.h"
 #include "moat/err.h"
 #include "moat/policy_clients.h"
 #include "moat/policy_lint.h"
@@ -138,7 +139,7 @@ static int assemble(struct policy *base, const struct policy *old, const char *s
 		p->agents[p->nagents++] = *extra;
 		extra = NULL;
 	}
-	if (policy_clients_build(p)) {
+	if (policy_clients_build(p) || budget_share_attach(p)) {
 		policy_unref(p);
 		return MOAT_ENOMEM;
 	}
@@ -199,7 +200,7 @@ static int agent_build(const struct policy *cur, const struct agent_spec *spec,
 	if (rc)
 		return rc;
 	memset(a, 0, sizeof(*a));
-	config_agent_init(&a->cfg); /* the config's defaults: sinkhole addresses, TTL */
+	config_agent_init(&a->cfg); /* the config's defaults: sinkhole, TTL, budget, qtypes, caps */
 	snprintf(a->cfg.name, sizeof(a->cfg.name), "%s", spec->name);
 	a->cfg.deny = spec->deny;
 	a->cfg.mode = spec->mode;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "moat/addrguard.h"
+#include "moat/budget_share.h"
 #include "moat/enumtext.h"
 #include "moat/iplit.h"
 #include "moat/local.h"
@@ -34,8 +35,10 @@ static void policy_destroy(struct policy *p)
 		policy_set_free(p->agents[i].decided_allow);
 		policy_set_free(p->agents[i].decided_deny);
 	}
+	budget_share_detach(p);
 	for (size_t i = p->base ? p->nconfig : 0; i < p->nagents; i++) {
 		free(p->agents[i].clients);
+		free(p->agents[i].cfg.budget.zones);
 		policy_set_free(p->agents[i].allow);
 		forward_table_free(&p->agents[i].fwd);
 	}

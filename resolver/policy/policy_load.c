@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "moat/addrguard.h"
+#include "moat/budget_share.h"
 #include "moat/err.h"
 #include "moat/local.h"
 #include "moat/policy.h"
@@ -200,6 +201,13 @@ static int agent_load(const struct config *cfg, const struct config_agent *ca,
 	a->cfg.client_lines = a->cfg.allow_lines = NULL;
 	a->cfg.forwards = NULL;
 	a->cfg.nforwards = 0;
+	a->cfg.budget.zones = NULL; /* its own copy (moat/config.h), freed with the snapshot */
+	if (ca->budget.nzones &&
+	    !(a->cfg.budget.zones = malloc(ca->budget.nzones * sizeof(*ca->budget.zones))))
+		goto oom;
+	if (ca->budget.nzones)
+		memcpy(a->cfg.budget.zones, ca->budget.zones,
+		       ca->budget.nzones * sizeof(*ca->budget.zones));
 	if (forward_table_build(&a->fwd, ca->forwards, ca->nforwards, cfg) ||
 	    !(a->clients = malloc((ca->nclients ? ca->nclients : 1) * sizeof(*a->clients))))
 		goto oom;
@@ -299,6 +307,8 @@ static int policy_load_all(const struct config *cfg, struct load_errs *errs, str
 		goto fail_msg;
 	if ((rc = policy_rpz_load(cfg, p, err, errlen)))
 		goto fail;
+	if (budget_share_attach(p))
+		goto fail_msg;
 	*out = p;
 	return 0;
 fail_msg:

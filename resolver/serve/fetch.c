@@ -233,12 +233,13 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
 }
 
 int fetch_answer(struct worker *srv, const struct upstream_set *set, const uint8_t *lname,
-                 uint16_t qtype, uint16_t qclass, bool dnssec_ok, bool may_wait, fetch_cb cb,
-                 void *ctx, struct answer **hit, struct fetch_wait **wait)
+                 uint16_t qtype, uint16_t qclass, bool may_wait, fetch_cb cb, void *ctx,
+                 struct answer **hit, struct fetch_wait **wait)
 {
 	int nl = name_wire_len(lname, NAME_MAXWIRE);
 	if (nl < 0)
 		return nl;
+	bool dnssec_ok = srv->cfg->upstream_dnssec_ok; /* moatd's policy, not the client's bit */
 	uint32_t variant = (uint32_t)dnssec_ok | (set ? set->id << 1 : 0);
 
 	/* The cache: a hit comes with its parse (checked by wire_resp_unpack). */

@@ -52,14 +52,16 @@ typedef void (*fetch_cb)(void *ctx, int status, struct answer *ans);
 
 struct fetch_wait;
 
-/* Find or start the answer for (lname, qtype, qclass, DO) from upstream set (NULL: the global
- * upstreams; a forward zone's set is only read during the call). Returns FETCH_HIT, FETCH_WAIT
+/* Find or start the answer for (lname, qtype, qclass) from upstream set (NULL: the global
+ * upstreams; a forward zone's set is only read during the call). The DO bit of the upstream
+ * query is moatd's own (upstream_dnssec_ok), never the client's: the client's bit would be one
+ * more bit a query that reaches the upstream. Returns FETCH_HIT, FETCH_WAIT
  * (with *wait for fetch_cancel), FETCH_BUSY (only when may_wait is false: the caller is over its
  * in-flight cap, and only the cache could answer) or a negative MOAT_* code (nothing will be
  * called). */
 int fetch_answer(struct worker *srv, const struct upstream_set *set, const uint8_t *lname,
-                 uint16_t qtype, uint16_t qclass, bool dnssec_ok, bool may_wait, fetch_cb cb,
-                 void *ctx, struct answer **hit, struct fetch_wait **wait);
+                 uint16_t qtype, uint16_t qclass, bool may_wait, fetch_cb cb, void *ctx,
+                 struct answer **hit, struct fetch_wait **wait);
 
 /* Stop waiting: cb will not run. The upstream question goes on for the other waiters (or is
  * cancelled when none are left). */

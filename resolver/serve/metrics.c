@@ -11,6 +11,7 @@
 #include "moat/metrics_text.h"
 #include "moat/policy.h"
 #include "moat/wire.h"
+#include "serve/metrics_budget.h"
 
 const uint64_t metrics_hist_bounds_us[METRICS_HIST_BOUNDS] = {
     100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 2500000,
@@ -56,7 +57,7 @@ enum metrics_decision metrics_decision_of(const char *decision)
 {
 	if (!decision)
 		return MD_OTHER;
-	/* The first letter narrows it to at most five names. */
+	/* The first letter narrows it to the allows or the denies. */
 	for (int d = 0; d < MD_OTHER; d++)
 		if (decision_names[d][0] == decision[0] && !strcmp(decision_names[d], decision))
 			return (enum metrics_decision)d;
@@ -245,6 +246,7 @@ int metrics_render_text(const struct metrics_worker *s, const char *version, cha
 	scalar(&o, "moat_policy_last_reload_success", "gauge", "1 if the last load succeeded.",
 	       metrics_get(&g->last_reload_ok));
 	scalar(&o, "moat_workers", "gauge", "Worker threads.", metrics_get(&g->workers));
+	metrics_budget_text(&o);
 	head(&o, "moat_build_info", "gauge", "moatd's version.");
 	emit(&o, "moat_build_info{version=\"%s\"} 1\n", version);
 	return metrics_text_len(&o);
@@ -317,5 +319,6 @@ int metrics_render_json(const struct metrics_worker *s, const char *version, cha
 	     (unsigned long long)metrics_get(&g->last_reload_unix),
 	     metrics_get(&g->last_reload_ok) ? "true" : "false",
 	     (unsigned long long)metrics_get(&g->workers));
+	metrics_budget_json(&o);
 	return metrics_text_len(&o);
 }

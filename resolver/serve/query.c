@@ -20,6 +20,7 @@
 #include "moat/policy_audit.h"
 #include "moat/ratelimit.h"
 #include "serve/ask.h"
+#include "serve/exfil.h"
 #include "serve/fetch.h"
 #include "serve/fwchan.h"
 #include "serve/reply.h"
@@ -136,6 +137,8 @@ void query_decided(struct worker *srv, struct reply_to *to, const struct wire_qu
 		       false, NULL, -1);
 		return;
 	}
+	if (d->verdict == POLICY_ALLOW)
+		exfil_screen(srv, q, agent, d); /* its qtype, its label budget (serve/exfil.h) */
 	/* A deny is answered here and never leaves the box, unless the agent audits and enforce
 	 * mode would deny it only for want of a rule (policy_audit.h). */
 	if (d->verdict != POLICY_ALLOW && !policy_audit(agent, d)) {
@@ -231,7 +234,8 @@ static void answer_denied(struct worker *srv, struct reply_to *to, const struct 
                           const struct policy_agent *agent, const struct policy_decision *d)
 {
 	srv->stats.denied++;
-	bool class_deny = d->verdict == POLICY_DENY_CLASS;
+	bool class_deny = d->verdict == POLICY_DENY_CLASS || d->verdict == POLICY_DENY_QTYPE ||
+	                  d->verdict == POLICY_DENY_BUDGET; /* REFUSED, whatever the form */
 	int rcode =
 	    local_answer_send(srv, to, q, agent, !class_deny && !d->nodata,
 	                      d->nodata ? WIRE_NOERROR : WIRE_REFUSED, WIRE_EDE_BLOCKED, d->reason);
@@ -289,8 +293,8 @@ static void forward(struct worker *srv, struct reply_to *to, const struct wire_q
 	        : INFLIGHT_OK;
 	qr->holds_slot = srv->inflight && !hit && cap == INFLIGHT_OK;
 	int rc = hit ? FETCH_HIT
-	             : fetch_answer(srv, qr->fwd, q->lname, q->qtype, q->qclass, q->edns_do,
-	                            cap == INFLIGHT_OK, on_fetched, qr, &hit, &qr->wait);
+	             : fetch_answer(srv, qr->fwd, q->lname, q->qtype, q->qclass, cap == INFLIGHT_OK,
+	                            on_fetched, qr, &hit, &qr->wait);
 	if (rc == FETCH_HIT) {
 		give_slot(qr);
 		qr->ans = hit;
@@ -542,6 +546,16 @@ static void release(struct query *qr, uint32_t ttl_cap)
 		qr->grant = "none"; /* no firewall, or nothing to grant */
 	int n = wire_resp_build(a->pkt, a->len, &a->resp, &qr->q, answer_ttl_cap(a, ttl_cap), limit,
 	                        out, sizeof(out));
+	struct policy_decision cap;
+	if (n > 0 && exfil_answer_over(qr->agent, out, (size_t)n, &cap)) {
+		srv->stats.denied++;
+		int rcode = local_answer_send(srv, &qr->to, &qr->q, qr->agent, false, WIRE_REFUSED,
+		                              WIRE_EDE_BLOCKED, cap.reason);
+		log_query_done(qr, policy_verdict_str(cap.verdict), cap.reason, rcode, false,
+		               false);
+		query_free(qr);
+		return;
+	}
 	if (n > 0 && a->stale && qr->q.edns) {
 		/* EDE 3, Stale Answer; left out (not the answer) if it would not fit. */
 		struct wire_ede ede = {WIRE_EDE_STALE, "moat: no upstream answered; stale answer"};

@@ -2,7 +2,9 @@
  * its own upstream queries, and the OPT record with the Extended DNS Error that explains a deny.
  * Everything is written into caller storage; nothing is allocated. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "moat/err.h"
 #include "moat/wire.h"
@@ -170,6 +172,27 @@ const char *wire_type_str(uint16_t type, char *buf, size_t cap)
 		}
 	snprintf(buf, cap, "TYPE%u", type);
 	return buf;
+}
+
+int wire_type_parse(const char *s, uint16_t *out)
+{
+	char buf[16];
+	if (!strncasecmp(s, "TYPE", 4) && s[4]) {
+		char *end;
+		long v = strtol(s + 4, &end, 10);
+		if (*end || v < 0 || v > 65535)
+			return MOAT_EINVAL;
+		*out = (uint16_t)v;
+		return 0;
+	}
+	/* Every mnemonic wire_type_str knows is below 260. */
+	for (unsigned t = 1; t < 260; t++)
+		if (!strcasecmp(wire_type_str((uint16_t)t, buf, sizeof(buf)), s) &&
+		    strncmp(buf, "TYPE", 4) != 0) {
+			*out = (uint16_t)t;
+			return 0;
+		}
+	return MOAT_EINVAL;
 }
 
 const char *wire_rcode_str(uint8_t rcode)

@@ -36,7 +36,7 @@ moatd() { # moatd NAME ALLOWLIST [--firewall SOCK]
 	local listen=192.0.2.2
 	[[ "$n" == beside ]] && listen=192.0.2.3
 	e2e_bg "$n" "$MOAT_BUILD/moatd" --listen "$listen:53" --upstream 192.0.2.53:53 \
-		--allow "$allow" --log /dev/null "$@"
+		--allow "$allow" --log /dev/null --budget 0 "$@" # N fresh names (issue 26)
 	e2e_wait_port udp "$listen" 53
 }
 moatd plain "$E2E_WORK/allow.txt"

@@ -88,7 +88,7 @@ printf 'soak.test\n*.soak.test\n' >"$E2E_WORK/allow.txt"
 e2e_bg upstream "$PY" "$PEERS/bad_upstream.py" flaky 127.0.0.1 5300 $((DUR + 120))
 e2e_wait_port udp 127.0.0.1 5300
 e2e_bg moatd "$BUILD/moatd" --listen 127.0.0.1:53 --upstream 127.0.0.1:5300 \
-	--allow "$E2E_WORK/allow.txt" --log /dev/null --upstream-timeout 500
+	--allow "$E2E_WORK/allow.txt" --log /dev/null --upstream-timeout 500 --budget 0
 e2e_wait_port udp 127.0.0.1 53
 MPID=$(e2e_pid moatd)
 rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$MPID/status"; }

@@ -64,8 +64,9 @@ e2e_assert_eq 1 "$queries" "upstream queries for 20 identical questions in fligh
 
 # --- a full cache keeps serving: 1 MB cache, 6000 distinct names, then hits and misses ---
 e2e_stop moatd
+# (6000 new names under one wildcard are what the label budget stops: off here, issue 26)
 start_moatd small --listen 127.0.0.1:53 --upstream 127.0.0.1:5300 \
-	--allow "$E2E_WORK/allow.txt" --log /dev/null --cache-size 1
+	--allow "$E2E_WORK/allow.txt" --log /dev/null --cache-size 1 --budget 0
 for i in $(seq 1 6000); do echo "n$i.wild.example.test A"; done >"$E2E_WORK/names.txt"
 e2e_run dig +time=2 +tries=1 @127.0.0.1 -f "$E2E_WORK/names.txt" +noall +answer >"$E2E_WORK/fill.txt"
 n=$(grep -c "192.0.2.20" "$E2E_WORK/fill.txt" || true)

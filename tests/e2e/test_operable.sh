@@ -35,7 +35,7 @@ ctl() { e2e_run "$CTL" -s "$E2E_WORK/ctl.sock" "$@"; }
 scrape() { e2e_run curl -sf http://127.0.0.1:9153/metrics; }
 
 # Every sample that differs between two scrapes, as "name{labels} delta" (labels sorted);
-# histogram buckets and sums and the byte gauge are left out (their values depend on timing
+# histogram buckets and sums and the byte gauges are left out (their values depend on timing
 # and sizes), their _count is kept.
 cat >"$E2E_WORK/delta.py" <<'PY'
 import sys
@@ -44,7 +44,8 @@ def load(path):
     out = {}
     for fam in parse(open(path).read()):
         for s in fam.samples:
-            if s.name.endswith(("_bucket", "_sum")) or s.name == "moat_cache_bytes":
+            if s.name.endswith(("_bucket", "_sum")) or s.name in ("moat_cache_bytes",
+                                                                   "moat_budget_memory_bytes"):
                 continue
             key = s.name + "{" + ",".join("%s=%s" % kv for kv in sorted(s.labels.items())) + "}"
             out[key] = s.value
@@ -72,7 +73,14 @@ s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2)
 s.sendto(bytes.fromhex("123401000002000000000000"), ("127.0.0.1", 53)); s.recv(512)'
 scrape >"$E2E_WORK/m1.txt"
 e2e_run "$PY" "$E2E_WORK/delta.py" "$E2E_WORK/m0.txt" "$E2E_WORK/m1.txt" >"$E2E_WORK/delta.txt"
-expected='moat_cache_entries{} 3
+expected='moat_budget_charged_bytes_total{agent=ops,zone=*.example.test} 4
+moat_budget_charged_bytes_total{agent=ops,zone=*.rebind.test} 5
+moat_budget_limit_bytes{agent=ops,zone=*.example.test} 4096
+moat_budget_limit_bytes{agent=ops,zone=*.rebind.test} 4096
+moat_budget_names{agent=ops} 2
+moat_budget_used_bytes{agent=ops,zone=*.example.test} 4
+moat_budget_used_bytes{agent=ops,zone=*.rebind.test} 5
+moat_cache_entries{} 3
 moat_cache_hits_total{} 1
 moat_cache_misses_total{} 3
 moat_queries_total{agent=,decision=formerr,transport=udp} 1
