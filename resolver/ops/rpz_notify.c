@@ -1,5 +1,6 @@
 /* rpz_notify.c owns the check of a NOTIFY (RFC 1996) for a transferred RPZ zone: the zone it
- * names, the address it came from (the zone's primary only), its TSIG, and the NOTIFY response.
+ * names, the address it came from (the zone's primary only), its TSIG (key, algorithm, time and
+ * MAC: rpz_xfr.c's check), and the NOTIFY response. Replays are rpz_feed.c's to refuse.
  * Everything else NOTIFY-related is refused by the caller. Uses ldns: NOTIFY is rare and never
  * on the path of a query. */
 #include <netinet/in.h>
@@ -71,14 +72,28 @@ static int respond(const struct config_rpz *z, const ldns_pkt *req, uint8_t *out
 	return rc;
 }
 
+/* The TSIG of the NOTIFY, checked, into *sig. */
+static bool notify_signed(ldns_pkt *p, const uint8_t *pkt, size_t len, const struct config_rpz *z,
+                          uint64_t now, struct rpz_notify_sig *sig)
+{
+	if (!rpz_tsig_verify_at(p, pkt, len, z, NULL, false, now, &sig->signed_at))
+		return false;
+	const ldns_rdf *mac = ldns_rr_rdf(ldns_pkt_tsig(p), 3);
+	sig->mac_len =
+	    ldns_rdf_size(mac) < sizeof(sig->mac) ? ldns_rdf_size(mac) : sizeof(sig->mac);
+	memcpy(sig->mac, ldns_rdf_data(mac), sig->mac_len);
+	return true;
+}
+
 int rpz_notify_check(const struct config *cfg, const uint8_t *pkt, size_t len,
-                     const struct sockaddr *from, uint8_t *out, size_t cap, size_t *zone, char *why,
-                     size_t whylen)
+                     const struct sockaddr *from, uint64_t now, uint8_t *out, size_t cap,
+                     size_t *zone, struct rpz_notify_sig *sig, char *why, size_t whylen)
 {
 	ldns_pkt *p = NULL;
 	int rc = MOAT_EINVAL;
 	long zi;
 	bool primary = false;
+	memset(sig, 0, sizeof(*sig));
 	/* Sandboxes may send NOTIFYs too: anything not from a primary is refused before ldns
 	 * reads a byte of it. */
 	for (size_t i = 0; i < cfg->nrpz && !primary; i++)
@@ -97,10 +112,11 @@ int rpz_notify_check(const struct config *cfg, const uint8_t *pkt, size_t len,
 		snprintf(why, whylen, "NOTIFY for a zone moat does not transfer");
 	else if (!same_host(from, &cfg->rpz[zi].primary))
 		snprintf(why, whylen, "NOTIFY for rpz %s not from its primary", cfg->rpz[zi].name);
-	else if (cfg->rpz[zi].tsig_name[0] &&
-	         !rpz_tsig_verify(p, pkt, len, &cfg->rpz[zi], NULL, false))
-		snprintf(why, whylen, "NOTIFY for rpz %s without a valid TSIG of key %s",
-		         cfg->rpz[zi].name, cfg->rpz[zi].tsig_name);
+	else if (cfg->rpz[zi].tsig_name[0] && !notify_signed(p, pkt, len, &cfg->rpz[zi], now, sig))
+		snprintf(why, whylen,
+		         "NOTIFY for rpz %s without a valid TSIG of key %s (%s, signed within its "
+		         "fudge of now)",
+		         cfg->rpz[zi].name, cfg->rpz[zi].tsig_name, cfg->rpz[zi].tsig_alg);
 	else if ((rc = respond(&cfg->rpz[zi], p, out, cap, why, whylen)) > 0)
 		*zone = (size_t)zi;
 	ldns_pkt_free(p);
