@@ -1,9 +1,10 @@
 /* Unit tests for the runtime agents' store (resolver/agentstore.c): the record format (round
  * trip, version, truncated, corrupt or overlong records refused, bounds on every field) and the
  * LMDB environment (batched puts and deletes, abort, records surviving a close and reopen, a
- * corrupt record skipped and reported, a store of another format refused). */
+ * store with a corrupt record moved aside, a store of another format refused). */
 #include <criterion/criterion.h>
 
+#include <dirent.h>
 #include <lmdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,14 +127,33 @@ static void env_setup(void)
 	cr_assert_not_null(mkdtemp(dir));
 }
 
+/* The files of the store, and any store moved aside, then the directory. */
 static void env_teardown(void)
 {
-	char p[128];
-	snprintf(p, sizeof(p), "%s/data.mdb", dir);
-	unlink(p);
-	snprintf(p, sizeof(p), "%s/lock.mdb", dir);
-	unlink(p);
+	char p[512];
+	DIR *d = opendir(dir);
+	for (struct dirent *e; d && (e = readdir(d));)
+		if (e->d_name[0] != '.') {
+			snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+			unlink(p);
+		}
+	if (d)
+		closedir(d);
 	rmdir(dir);
+}
+
+/* The name of the store moved aside in dir (a data.mdb.damaged-* file), or "" if none. */
+static const char *moved_aside(void)
+{
+	static char name[256];
+	DIR *d = opendir(dir);
+	name[0] = '\0';
+	for (struct dirent *e; d && (e = readdir(d));)
+		if (!strncmp(e->d_name, "data.mdb.damaged-", 17))
+			snprintf(name, sizeof(name), "%s", e->d_name);
+	if (d)
+		closedir(d);
+	return name;
 }
 
 struct seen {
@@ -216,7 +236,9 @@ static void raw_put(const char *key, const void *val, size_t len)
 	mdb_env_close(env);
 }
 
-Test(env, corrupt_record_skipped)
+/* A record whose check fails is damage: the whole store is moved aside (its other records are
+ * not trusted either) and moatd starts without runtime agents. */
+Test(env, corrupt_record_moves_the_store_aside)
 {
 	struct agentstore *st;
 	struct agent_spec a;
@@ -228,6 +250,7 @@ Test(env, corrupt_record_skipped)
 	cr_assert_eq(agentstore_put(st, &a, err, sizeof(err)), 0, "%s", err);
 	cr_assert_eq(agentstore_commit(st, err, sizeof(err)), 0, "%s", err);
 	agentstore_close(st);
+	cr_assert_str_eq(moved_aside(), "", "a sound store stays");
 	snprintf(a.name, sizeof(a.name), "hurt");
 	cr_assert_eq(agentstore_encode(&a, &v, &n), 0);
 	v[n / 2] ^= 0x40;
@@ -235,9 +258,9 @@ Test(env, corrupt_record_skipped)
 	free(v);
 	cr_assert_eq(agentstore_open(dir, &st, err, sizeof(err)), 0, "%s", err);
 	struct seen x = read_all(st);
-	cr_assert_eq(x.n, 1, "the good record is read");
-	cr_assert_eq(x.bad, 1, "the corrupt one is reported");
-	cr_assert_str_eq(x.badname, "hurt");
+	cr_assert_eq(x.n, 0, "nothing of the damaged store is read");
+	cr_assert_eq(x.bad, 0);
+	cr_assert_neq(moved_aside()[0], '\0', "the damaged store was moved aside");
 	agentstore_close(st);
 	agent_spec_clear(&a);
 }
