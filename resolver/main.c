@@ -163,8 +163,8 @@ static void on_usr1(uv_signal_t *s, int signum)
 {
 	(void)s;
 	(void)signum;
-	/* Relative to the log's directory kept from start-up: moatd's user may not reach the
-	 * path, and its filter allows opening for writing only there. */
+	/* By the helper started with the log (ops/logreopen.c): moatd's filter refuses every open
+	 * for writing, and its user may not reach the path. */
 	char err[256];
 	if (logreopen_now(qlog, err, sizeof(err)) < 0)
 		fprintf(stderr, "moatd: %s; still writing to the old file\n", err);
@@ -299,7 +299,7 @@ static int load_start(int argc, char **argv, struct policy **policy, int *done)
 
 /* What the workers share: the query log, the rate limiter, the descriptor budget, the
  * in-flight caps, the metrics' start and dnstap. 0, or 1 with the reason printed. */
-static int start_shared(const struct policy *policy, int *log_dirfd)
+static int start_shared(const struct policy *policy)
 {
 	char err[512];
 
@@ -308,11 +308,8 @@ static int start_shared(const struct policy *policy, int *log_dirfd)
 		fprintf(stderr, "moatd: cannot open log %s: %m\n", cfg.log_file);
 		return 1;
 	}
-	*log_dirfd = logreopen_init(cfg.log_file);
-	if (*log_dirfd < -1) {
+	if (logreopen_init(cfg.log_file, privdrop_pick_user(cfg.user)) < 0)
 		fprintf(stderr, "moatd: warning: the query log cannot be reopened on SIGUSR1\n");
-		*log_dirfd = -1;
-	}
 	keep_policy_dirs(&cfg, opts.config_path);
 	if (cfg.rl_qps && !(limiter = ratelimit_new(cfg.rl_qps, cfg.rl_burst, 65536))) {
 		fprintf(stderr, "moatd: out of memory for the rate limiter\n");
@@ -394,7 +391,7 @@ static int start_main_loop(uv_loop_t *loop)
 }
 
 /* Start serving: the worker threads, the drop of privileges, then READY. */
-static int go_live(int log_dirfd, uint64_t t0)
+static int go_live(uint64_t t0)
 {
 	char err[512];
 
@@ -409,7 +406,7 @@ static int go_live(int log_dirfd, uint64_t t0)
 	if (sdnotify_open() < 0)
 		fprintf(stderr, "moatd: NOTIFY_SOCKET: cannot reach the service manager\n");
 	/* Everything privileged is done: sockets bound, files open. */
-	struct privdrop_opts drop = {cfg.user, cfg.seccomp, log_dirfd};
+	struct privdrop_opts drop = {cfg.user, cfg.seccomp};
 	if (privdrop_apply(&drop, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moatd: %s\n", err);
 		_exit(1); /* the waiting threads go with the process */
@@ -462,7 +459,7 @@ int main(int argc, char **argv)
 {
 	uint64_t t0 = uv_hrtime();
 	struct policy *policy = NULL;
-	int log_dirfd, done, rc;
+	int done, rc;
 
 	if (sodium_init() < 0) {
 		fprintf(stderr, "moatd: libsodium failed to start\n");
@@ -470,11 +467,11 @@ int main(int argc, char **argv)
 	}
 	if ((rc = load_start(argc, argv, &policy, &done)) != 0 || done >= 0)
 		return rc != 0 ? rc : done;
-	if (start_shared(policy, &log_dirfd) != 0 || start_workers(policy) != 0)
+	if (start_shared(policy) != 0 || start_workers(policy) != 0)
 		return 1;
 	policy_unref(policy); /* the workers hold theirs */
 	uv_loop_t *loop = workers[0].loop;
-	if (start_main_loop(loop) != 0 || go_live(log_dirfd, t0) != 0)
+	if (start_main_loop(loop) != 0 || go_live(t0) != 0)
 		return 1;
 	uv_run(loop, UV_RUN_DEFAULT);
 	worker_join(workers, nworkers);

@@ -15,7 +15,6 @@ const char *privdrop_pick_user(const char *configured);
 struct privdrop_opts {
 	const char *user; /* configured (--user, user:); NULL: the default above */
 	bool filter;      /* install the system-call filter */
-	int log_dirfd;    /* the log's directory (logreopen_init); -1: none */
 };
 
 /* Switch to the user privdrop_pick_user picks (its primary group, no supplementary groups),
