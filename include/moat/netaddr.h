@@ -66,4 +66,7 @@ void netaddr_cidr_text(const struct cidr *c, char *out, size_t cap);
 /* True if the address (AF_INET or AF_INET6 sockaddr) lies in the range. */
 bool netaddr_cidr_contains(const struct cidr *c, const struct sockaddr *sa);
 
+/* Whether a and b are the same host: the same family and address, whatever the ports. */
+bool netaddr_same_host(const struct sockaddr *a, const struct sockaddr_storage *b);
+
 #endif

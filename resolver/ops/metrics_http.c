@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "moat/metrics_http.h"
+#include "moat/netaddr.h"
 
 #define MH_CONNS 8          /* connections served at once */
 #define MH_PER_ADDR 4       /* of them from one address */
@@ -56,18 +57,6 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static bool same_host(const struct sockaddr *a, const struct sockaddr_storage *b)
-{
-	if (a->sa_family != b->ss_family)
-		return false;
-	if (a->sa_family == AF_INET)
-		return !memcmp(&((const struct sockaddr_in *)a)->sin_addr,
-		               &((const struct sockaddr_in *)b)->sin_addr, 4);
-	return a->sa_family == AF_INET6 &&
-	       !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-	               &((const struct sockaddr_in6 *)b)->sin6_addr, 16);
-}
-
 static void cut(struct mh_conn *c)
 {
 	shutdown(c->fd, SHUT_RDWR);
@@ -90,7 +79,7 @@ static struct mh_conn *oldest(struct metrics_http *h, const struct sockaddr *add
 	*n = 0;
 	for (size_t i = 0; i < 2 * MH_CONNS; i++) {
 		struct mh_conn *c = &h->conns[i];
-		if (!c->used || c->cut || (addr && !same_host(addr, &c->addr)))
+		if (!c->used || c->cut || (addr && !netaddr_same_host(addr, &c->addr)))
 			continue;
 		(*n)++;
 		if (!o || c->since < o->since)

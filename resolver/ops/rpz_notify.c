@@ -9,19 +9,8 @@
 #include <string.h>
 
 #include "moat/err.h"
+#include "moat/netaddr.h"
 #include "moat/rpz_xfr.h"
-
-static bool same_host(const struct sockaddr *a, const struct sockaddr_storage *b)
-{
-	if (a->sa_family != b->ss_family)
-		return false;
-	if (a->sa_family == AF_INET)
-		return !memcmp(&((const struct sockaddr_in *)a)->sin_addr,
-		               &((const struct sockaddr_in *)b)->sin_addr, 4);
-	return a->sa_family == AF_INET6 &&
-	       !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-	               &((const struct sockaddr_in6 *)b)->sin6_addr, 16);
-}
 
 /* The transferred zone a NOTIFY question names, or -1. */
 static long zone_of(const struct config *cfg, const ldns_pkt *p)
@@ -97,7 +86,8 @@ int rpz_notify_check(const struct config *cfg, const uint8_t *pkt, size_t len,
 	/* Sandboxes may send NOTIFYs too: anything not from a primary is refused before ldns
 	 * reads a byte of it. */
 	for (size_t i = 0; i < cfg->nrpz && !primary; i++)
-		primary = cfg->rpz[i].primary.ss_family && same_host(from, &cfg->rpz[i].primary);
+		primary =
+		    cfg->rpz[i].primary.ss_family && netaddr_same_host(from, &cfg->rpz[i].primary);
 	if (!primary) {
 		snprintf(why, whylen, "NOTIFY not from a configured primary");
 		return MOAT_EINVAL;
@@ -110,7 +100,7 @@ int rpz_notify_check(const struct config *cfg, const uint8_t *pkt, size_t len,
 		snprintf(why, whylen, "not a NOTIFY request");
 	else if ((zi = zone_of(cfg, p)) < 0)
 		snprintf(why, whylen, "NOTIFY for a zone moat does not transfer");
-	else if (!same_host(from, &cfg->rpz[zi].primary))
+	else if (!netaddr_same_host(from, &cfg->rpz[zi].primary))
 		snprintf(why, whylen, "NOTIFY for rpz %s not from its primary", cfg->rpz[zi].name);
 	else if (cfg->rpz[zi].tsig_name[0] && !notify_signed(p, pkt, len, &cfg->rpz[zi], now, sig))
 		snprintf(why, whylen,

@@ -259,3 +259,15 @@ bool netaddr_cidr_contains(const struct cidr *c, const struct sockaddr *sa)
 	}
 	return true;
 }
+
+bool netaddr_same_host(const struct sockaddr *a, const struct sockaddr_storage *b)
+{
+	if (a->sa_family != b->ss_family)
+		return false;
+	if (a->sa_family == AF_INET)
+		return !memcmp(&((const struct sockaddr_in *)a)->sin_addr,
+		               &((const struct sockaddr_in *)b)->sin_addr, 4);
+	return a->sa_family == AF_INET6 &&
+	       !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+	               &((const struct sockaddr_in6 *)b)->sin6_addr, 16);
+}

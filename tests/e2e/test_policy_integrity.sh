@@ -69,17 +69,7 @@ e2e_assert_eq NXDOMAIN "$(status_of "$out")" "the compiled high-risk name is den
 e2e_assert_contains "$out" "high-risk" "denied as high-risk"
 e2e_assert_eq 0 "$(changed)" "no change counted at start"
 
-# reload: SIGHUP, then the next "policy reloaded" or "reload failed" line.
-reload() {
-	local before i
-	before=$(grep -cE "policy reloaded|reload failed" "$MLOG" || true)
-	kill -HUP "$(e2e_pid moatd)"
-	for ((i = 0; i < 100; i++)); do
-		(($(grep -cE "policy reloaded|reload failed" "$MLOG" || true) > before)) && break
-		sleep 0.1
-	done
-	grep -E "policy reloaded|reload failed" "$MLOG" | tail -1
-}
+reload() { reload_moatd moatd; }
 
 # A small list's layout: the header page, the block table's page, then the slots (data block
 # 0), the filter (block 1) and the records (block 2).

@@ -7,6 +7,7 @@
 # accepted one is refused, a burst of fresh NOTIFYs makes transfers at most a second apart; a
 # zone that grows past its max_triggers fails the IXFR and keeps the last zone.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/knot.sh"
 e2e_init rpz_tsig
 
 command -v knotd >/dev/null || e2e_fail "knotd not installed (tools/deps lists knot)"
@@ -28,43 +29,7 @@ zone allow.rpz 1 www.example.test
 cap_names() { for ((i = 0; i < $1; i++)); do printf 'n%d.cap.example.test ' "$i"; done; }
 # shellcheck disable=SC2046
 zone cap.rpz 1 $(cap_names 40) multi.example.test
-cat >"$K/knot.conf" <<C
-server:
-    rundir: "$K"
-    listen: 127.0.0.1@5310
-log:
-  - target: stderr
-    any: info
-database:
-    storage: "$K"
-key:
-  - id: k1
-    algorithm: hmac-sha256
-    secret: $SECRET
-remote:
-  - id: moat
-    address: 127.0.0.1@53
-    key: k1
-acl:
-  - id: xfr
-    address: 127.0.0.0/8
-    key: k1
-    action: transfer
-template:
-  - id: default
-    storage: "$K"
-    file: "%s.zone"
-    zonefile-sync: -1
-    zonefile-load: difference
-    journal-content: changes
-    notify: moat
-    acl: xfr
-zone:
-  - domain: allow.rpz.
-  - domain: cap.rpz.
-C
-e2e_bg knot knotd -c "$K/knot.conf"
-e2e_wait_port tcp 127.0.0.1 5310
+knot_start "$K" "$SECRET" allow.rpz. cap.rpz.
 KLOG="$E2E_WORK/knot.log"
 "$MOAT_BUILD/moatctl" keygen -o "$E2E_WORK/key" >/dev/null
 

@@ -4,7 +4,6 @@
  * store with a corrupt record moved aside, a store of another format refused). */
 #include <criterion/criterion.h>
 
-#include <dirent.h>
 #include <lmdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,6 +119,7 @@ Test(format, refused)
 
 /* ---- the environment ---- */
 static char dir[64];
+#include "tmpfiles.h"
 
 static void env_setup(void)
 {
@@ -127,33 +127,10 @@ static void env_setup(void)
 	cr_assert_not_null(mkdtemp(dir));
 }
 
-/* The files of the store, and any store moved aside, then the directory. */
 static void env_teardown(void)
 {
-	char p[512];
-	DIR *d = opendir(dir);
-	for (struct dirent *e; d && (e = readdir(d));)
-		if (e->d_name[0] != '.') {
-			snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
-			unlink(p);
-		}
-	if (d)
-		closedir(d);
+	tmpdir_clear();
 	rmdir(dir);
-}
-
-/* The name of the store moved aside in dir (a data.mdb.damaged-* file), or "" if none. */
-static const char *moved_aside(void)
-{
-	static char name[256];
-	DIR *d = opendir(dir);
-	name[0] = '\0';
-	for (struct dirent *e; d && (e = readdir(d));)
-		if (!strncmp(e->d_name, "data.mdb.damaged-", 17))
-			snprintf(name, sizeof(name), "%s", e->d_name);
-	if (d)
-		closedir(d);
-	return name;
 }
 
 struct seen {
@@ -250,7 +227,7 @@ Test(env, corrupt_record_moves_the_store_aside)
 	cr_assert_eq(agentstore_put(st, &a, err, sizeof(err)), 0, "%s", err);
 	cr_assert_eq(agentstore_commit(st, err, sizeof(err)), 0, "%s", err);
 	agentstore_close(st);
-	cr_assert_str_eq(moved_aside(), "", "a sound store stays");
+	cr_assert_not(tmpdir_has("data.mdb.damaged-"), "a sound store stays");
 	snprintf(a.name, sizeof(a.name), "hurt");
 	cr_assert_eq(agentstore_encode(&a, &v, &n), 0);
 	v[n / 2] ^= 0x40;
@@ -260,7 +237,7 @@ Test(env, corrupt_record_moves_the_store_aside)
 	struct seen x = read_all(st);
 	cr_assert_eq(x.n, 0, "nothing of the damaged store is read");
 	cr_assert_eq(x.bad, 0);
-	cr_assert_neq(moved_aside()[0], '\0', "the damaged store was moved aside");
+	cr_assert(tmpdir_has("data.mdb.damaged-"), "the damaged store was moved aside");
 	agentstore_close(st);
 	agent_spec_clear(&a);
 }

@@ -4,7 +4,6 @@
  * its own temporary directory. */
 #include <criterion/criterion.h>
 
-#include <dirent.h>
 #include <lmdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +14,7 @@
 #include "moat/err.h"
 
 static char dir[64];
+#include "tmpfiles.h"
 static struct ledger *led;
 
 static void setup(void)
@@ -425,16 +425,8 @@ Test(ledger, damaged_record_moves_the_ledger_aside)
 	cr_assert_eq(live(0).n, 0, "nothing of the damaged ledger is granted");
 	snprintf(path, sizeof(path), "%s/data.mdb", dir);
 	cr_assert_eq(access(path, F_OK), 0, "a new ledger");
-	DIR *d = opendir(dir);
-	bool aside = false;
-	for (struct dirent *e; d && (e = readdir(d));)
-		if (!strncmp(e->d_name, "data.mdb.damaged-", 17)) {
-			aside = true;
-			snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-			unlink(path);
-		}
-	closedir(d);
-	cr_assert(aside, "the damaged ledger was moved aside");
+	cr_assert(tmpdir_has("data.mdb.damaged-"), "the damaged ledger was moved aside");
+	tmpdir_clear();
 }
 
 /* ledger_delete_if: the records whose key matches go, live or expired; the others stay. */

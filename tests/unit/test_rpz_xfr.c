@@ -323,15 +323,19 @@ static void refused(const struct config *cfg, const uint8_t *pkt, size_t n,
 	refused_at(cfg, pkt, n, from, (uint64_t)time(NULL), reason);
 }
 
+/* Where the zone's primary (zone_cfg: loopback) sends from. */
+static struct sockaddr_in primary_addr(void)
+{
+	return (struct sockaddr_in){.sin_family = AF_INET,
+	                            .sin_port = htons(40000),
+	                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+}
+
 Test(rpz_notify, only_from_the_primary_with_its_key)
 {
-	struct config cfg = {0};
 	struct config_rpz z = zone_cfg(53, true);
-	cfg.rpz = &z;
-	cfg.nrpz = 1;
-	struct sockaddr_in from = {.sin_family = AF_INET,
-	                           .sin_port = htons(40000),
-	                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct config cfg = {.rpz = &z, .nrpz = 1};
+	struct sockaddr_in from = primary_addr();
 	struct sockaddr_in other = from;
 	other.sin_addr.s_addr = htonl(0x7f000002);
 	uint8_t pkt[1024], out[1024];
@@ -373,13 +377,9 @@ Test(rpz_notify, only_from_the_primary_with_its_key)
  * MAC for the replay check. */
 Test(rpz_notify, tsig_algorithm_key_and_time_pinned)
 {
-	struct config cfg = {0};
 	struct config_rpz z = zone_cfg(53, true);
-	cfg.rpz = &z;
-	cfg.nrpz = 1;
-	struct sockaddr_in from = {.sin_family = AF_INET,
-	                           .sin_port = htons(40000),
-	                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct config cfg = {.rpz = &z, .nrpz = 1};
+	struct sockaddr_in from = primary_addr();
 	uint8_t pkt[1024], out[1024];
 	char why[300] = "";
 	size_t zi;

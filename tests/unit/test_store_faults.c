@@ -10,7 +10,6 @@
  * nodes; a meta page sometimes), the used part taken from the page's own header. */
 #include <criterion/criterion.h>
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <lmdb.h>
 #include <stdio.h>
@@ -29,21 +28,9 @@
 #define NGRANTS 400
 
 static char dir[64];
+#include "tmpfiles.h"
 static uint8_t *pristine; /* the data file as written, before any damage */
 static size_t pristine_len, pages;
-
-static void dir_clear(void)
-{
-	char p[256];
-	DIR *d = opendir(dir);
-	for (struct dirent *e; d && (e = readdir(d));)
-		if (e->d_name[0] != '.') {
-			snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
-			unlink(p);
-		}
-	if (d)
-		closedir(d);
-}
 
 static void setup(void)
 {
@@ -53,24 +40,13 @@ static void setup(void)
 
 static void teardown(void)
 {
-	dir_clear();
+	tmpdir_clear();
 	rmdir(dir);
 	free(pristine);
 	pristine = NULL;
 }
 
 TestSuite(faults, .init = setup, .fini = teardown);
-
-static bool moved_aside(void)
-{
-	bool found = false;
-	DIR *d = opendir(dir);
-	for (struct dirent *e; d && (e = readdir(d));)
-		found |= !strncmp(e->d_name, "data.mdb.damaged-", 17);
-	if (d)
-		closedir(d);
-	return found;
-}
 
 /* The data file as the store left it, and how many pages its last transaction uses. */
 static void keep_pristine(void)
@@ -112,7 +88,7 @@ static size_t damage(void)
 		at = upper + (at - lower);
 	for (size_t i = 0; i < len && at + i < PAGE; i++)
 		page[at + i] = (uint8_t)random();
-	dir_clear();
+	tmpdir_clear();
 	snprintf(p, sizeof(p), "%s/data.mdb", dir);
 	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	cr_assert_geq(fd, 0);
@@ -199,7 +175,7 @@ Test(faults, agent_store_random_page_damage, .timeout = 120)
 		agentstore_close(st);
 		cr_assert_eq(s.bad, 0, "run %d (page %zu): %zu records read that were not written",
 		             run, pg, s.bad);
-		if (moved_aside()) {
+		if (tmpdir_has("data.mdb.damaged-")) {
 			cr_assert_eq(s.n, 0, "run %d: a store moved aside opens empty", run);
 			moved++;
 		} else {
@@ -268,7 +244,7 @@ Test(faults, ledger_random_page_damage, .timeout = 120)
 		ledger_close(l);
 		cr_assert_eq(s.bad, 0, "run %d (page %zu): %zu grants read that were not made", run,
 		             pg, s.bad);
-		if (moved_aside()) {
+		if (tmpdir_has("data.mdb.damaged-")) {
 			cr_assert_eq(s.n, 0, "run %d: a ledger moved aside opens empty (closed)",
 			             run);
 			moved++;
