@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -368,23 +367,6 @@ static int pf_copy(const struct policy_set *s, uint64_t off, uint64_t len, uint8
 	return rc;
 }
 
-/* The private filter: each deny reads one line of it at random, so a filter of more than a few
- * hundred KiB sits on huge pages (rounded up to whole ones): with 4 KiB pages nearly every deny
- * would also miss the TLB, which a shared mapping of the page cache (physically contiguous
- * large folios) partly hid. Ownership: the caller frees (free). */
-static uint8_t *pf_filter_alloc(size_t n)
-{
-	if (n < ((size_t)512 << 10))
-		return calloc(1, n ? n : 1);
-	size_t whole = (n + PSET_HUGE - 1) / PSET_HUGE * PSET_HUGE;
-	void *p = NULL;
-	if (posix_memalign(&p, PSET_HUGE, whole) != 0)
-		return NULL;
-	madvise(p, whole, MADV_HUGEPAGE);
-	memset(p, 0, whole);
-	return p;
-}
-
 /* The sections used in place, into private memory (checked unless QUICK): the filter, the port
  * rules and the names of the source files (what a match explains itself with). */
 static int pf_copy_small(struct policy_set *s, const struct pfile_header *h, bool check,
@@ -392,7 +374,7 @@ static int pf_copy_small(struct policy_set *s, const struct pfile_header *h, boo
 {
 	struct pfile_blocks *b = s->blocks;
 	const uint64_t d = h->data_off;
-	if (!(b->filter = pf_filter_alloc((size_t)h->sec[SEC_FILTER].len))) {
+	if (!(b->filter = pset_huge_calloc((size_t)h->sec[SEC_FILTER].len))) {
 		snprintf(err, errlen, "%s: out of memory", path);
 		return MOAT_ENOMEM;
 	}
