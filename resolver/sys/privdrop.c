@@ -98,8 +98,8 @@ static const char *const allowed_calls[] = {
     "uname",
     "prlimit64",
     "getrusage",
-    /* a thread created just before the filter (libmicrohttpd's for the metrics endpoint,
-     * libfstrm's dnstap writer) may register with the kernel only after it: harmless calls,
+    /* a thread created just before the filter (the metrics endpoint's, libfstrm's dnstap
+     * writer) may register with the kernel only after it: harmless calls,
      * and glibc aborts the thread's start when rseq is refused */
     "rseq",
     "set_robust_list",
