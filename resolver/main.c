@@ -56,6 +56,7 @@ static uv_signal_t sig_term, sig_int, sig_hup;
 static FILE *qlog; /* the query log (SIGUSR1 reopens it) */
 static uv_timer_t stats_timer;
 static struct rpz_feed *feed; /* RPZ transfers; NULL until started */
+static const char *run_user;  /* privdrop_pick_user's answer (NULL: stay as started) */
 
 /* The feed's way to hand a snapshot to every worker (with its lock held). */
 static void publish_policy(void *ctx, struct policy *p)
@@ -182,8 +183,8 @@ static void on_usr1(uv_signal_t *s, int signum)
 {
 	(void)s;
 	(void)signum;
-	/* Relative to the log's directory kept from start-up: moatd's user may not reach the
-	 * path, and its filter allows opening for writing only there. */
+	/* By the helper started with the log (ops/logreopen.c): moatd's filter refuses every open
+	 * for writing, and its user may not reach the path. */
 	char err[256];
 	if (logreopen_now(qlog, err, sizeof(err)) < 0)
 		fprintf(stderr, "moatd: %s; still writing to the old file\n", err);
@@ -320,7 +321,7 @@ static int load_start(int argc, char **argv, struct policy **policy, int *done)
 
 /* What the workers share: the query log, the rate limiter, the descriptor budget, the
  * in-flight caps, the metrics' start and dnstap. 0, or 1 with the reason printed. */
-static int start_shared(const struct policy *policy, int *log_dirfd)
+static int start_shared(const struct policy *policy)
 {
 	char err[512];
 
@@ -329,11 +330,14 @@ static int start_shared(const struct policy *policy, int *log_dirfd)
 		fprintf(stderr, "moatd: cannot open log %s: %m\n", cfg.log_file);
 		return 1;
 	}
-	*log_dirfd = logreopen_init(cfg.log_file);
-	if (*log_dirfd < -1) {
-		fprintf(stderr, "moatd: warning: the query log cannot be reopened on SIGUSR1\n");
-		*log_dirfd = -1;
+	/* The user moatd becomes, picked once (the pick may warn): the log's reopening helper
+	 * runs as it, and the privilege drop below takes it. */
+	if (privdrop_pick_user(cfg.user, cfg.fw_socket != NULL, &run_user, err, sizeof(err)) < 0) {
+		fprintf(stderr, "moatd: %s\n", err);
+		return 1;
 	}
+	if (logreopen_init(cfg.log_file, run_user) < 0)
+		fprintf(stderr, "moatd: warning: the query log cannot be reopened on SIGUSR1\n");
 	keep_policy_dirs(&cfg, opts.config_path);
 	if (cfg.rl_qps && !(limiter = ratelimit_new(cfg.rl_qps, cfg.rl_burst, 65536))) {
 		fprintf(stderr, "moatd: out of memory for the rate limiter\n");
@@ -456,7 +460,7 @@ static int check_user(void)
 }
 
 /* Start serving: the worker threads, the drop of privileges, then READY. */
-static int go_live(int log_dirfd, uint64_t t0)
+static int go_live(uint64_t t0)
 {
 	char err[512];
 
@@ -471,10 +475,9 @@ static int go_live(int log_dirfd, uint64_t t0)
 	if (sdnotify_open() < 0)
 		fprintf(stderr, "moatd: NOTIFY_SOCKET: cannot reach the service manager\n");
 	/* Everything privileged is done: sockets bound, files open. */
-	struct privdrop_opts drop = {.user = cfg.user,
+	struct privdrop_opts drop = {.user = run_user ? run_user : cfg.user,
 	                             .firewall = cfg.fw_socket != NULL,
-	                             .filter = cfg.seccomp,
-	                             .log_dirfd = log_dirfd};
+	                             .filter = cfg.seccomp};
 	if (privdrop_apply(&drop, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moatd: %s\n", err);
 		_exit(1); /* the waiting threads go with the process */
@@ -529,7 +532,7 @@ int main(int argc, char **argv)
 {
 	uint64_t t0 = uv_hrtime();
 	struct policy *policy = NULL;
-	int log_dirfd, done, rc;
+	int done, rc;
 
 	if (sodium_init() < 0) {
 		fprintf(stderr, "moatd: libsodium failed to start\n");
@@ -537,11 +540,11 @@ int main(int argc, char **argv)
 	}
 	if ((rc = load_start(argc, argv, &policy, &done)) != 0 || done >= 0)
 		return rc != 0 ? rc : done;
-	if (start_shared(policy, &log_dirfd) != 0 || start_workers(policy) != 0)
+	if (start_shared(policy) != 0 || start_workers(policy) != 0)
 		return 1;
 	policy_unref(policy); /* the workers hold theirs */
 	uv_loop_t *loop = workers[0].loop;
-	if (start_main_loop(loop) != 0 || go_live(log_dirfd, t0) != 0)
+	if (start_main_loop(loop) != 0 || go_live(t0) != 0)
 		return 1;
 	uv_run(loop, UV_RUN_DEFAULT);
 	worker_join(workers, nworkers);

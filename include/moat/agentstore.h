@@ -26,7 +26,9 @@ int agentstore_decode(const uint8_t *key, size_t klen, const uint8_t *val, size_
 
 struct agentstore;
 
-/* Open (creating) the environment in dir. Call before privileges drop: the files stay open.
+/* Open (creating) the environment in dir. Call before privileges drop (the files stay open) and
+ * before any thread starts: the store is first checked in a child process, and a damaged one is
+ * moved aside to data.mdb.damaged-TIME with a message on stderr (the open then starts empty).
  * Ownership: close with agentstore_close. Returns 0 or a negative code with err set. */
 int agentstore_open(const char *dir, struct agentstore **out, char *err, size_t errlen);
 void agentstore_close(struct agentstore *st);

@@ -79,6 +79,7 @@
  *       primary: 192.0.2.1:53                 # AXFR/IXFR from here; NOTIFY only from here
  *       zone: rpz.example.                    # required with primary
  *       tsig: {name: k1, algorithm: hmac-sha256, secret: BASE64}
+ *       max_triggers: 1000000                 # more and the zone is refused (file or transfer)
  *   highrisk_rpz: [threats]                   # RPZ zones of high-risk names
  *   (an agent's allow: entry "rpz:NAME" takes the zone's rpz-passthru triggers)
  *   policy_pubkey: /etc/moat/policy.key.pub   # load only compiled and RPZ files signed with it
@@ -152,7 +153,8 @@ struct config_rpz {
 	uint8_t zone[256];               /* lower-cased wire origin; zone[0] == 0: unset */
 	struct sockaddr_storage primary; /* ss_family 0: none */
 	char tsig_name[256], tsig_alg[64];
-	char *tsig_secret; /* owned; base64 */
+	char *tsig_secret;     /* owned; base64 */
+	uint32_t max_triggers; /* a zone with more is refused (the last one stays) */
 	int line;
 };
 
@@ -182,6 +184,11 @@ struct config_channel {
 	uint32_t answer_max_records; /* 0: no cap */
 	bool answer_no_txt;          /* answer_txt: false */
 };
+
+/* max_triggers when the zone does not say: ~55 bytes a trigger held (twice that while an IXFR
+ * patches a copy) and ~7 us a trigger to load here (build/bench-rpz-ixfr), so the default zone
+ * holds ~53 MiB and fits the 10 s transfer deadline; see README, RPZ. */
+#define CONFIG_RPZ_MAX_TRIGGERS 1000000u
 
 struct config_agent {
 	char name[CONFIG_NAME_MAX];

@@ -26,6 +26,7 @@
  *   moat_tcp_connections                           gauge;  moat_tcp_rejected_total counter
  *   moat_policy_agents, moat_policy_patterns       gauges
  *   moat_policy_damaged_blocks_total               counter (compiled blocks that failed their hash)
+ *   moat_policy_files_changed_total                counter (compiled files changed after open)
  *   moat_policy_reloads_total{result}              counter (result ok|error)
  *   moat_policy_last_reload_timestamp_seconds, moat_policy_last_reload_success   gauges
  *   moat_workers                                   gauge
@@ -86,11 +87,12 @@ struct metrics_worker {
 	uint8_t memo_slot[METRICS_SLOT_CACHE];
 };
 
-/* Process-wide facts, written by the main thread (start-up, reload); damaged_blocks copied from
- * policy_file_damaged_total (moat/policy_file.h) by metrics_collect before each reading. */
+/* Process-wide facts, written by the main thread (start-up, reload); damaged_blocks and
+ * files_changed copied from policy_file_damaged_total and policy_file_tainted_total
+ * (moat/policy_file.h) by metrics_collect before each reading. */
 struct metrics_global {
 	uint64_t policy_agents, policy_patterns;
-	uint64_t damaged_blocks;
+	uint64_t damaged_blocks, files_changed;
 	uint64_t reloads_ok, reloads_failed;
 	uint64_t last_reload_unix; /* start-up counts as the first load */
 	uint64_t last_reload_ok;   /* 1 or 0 */

@@ -1,5 +1,6 @@
 /* metrics_http.h: the one metrics endpoint moatd and moat-fw both run (metrics_http.c):
- * libmicrohttpd answering GET /metrics from its own thread with a body the program renders. */
+ * libmicrohttpd answering GET /metrics from a thread of its own with a body the program
+ * renders. */
 #ifndef MOAT_METRICS_HTTP_H
 #define MOAT_METRICS_HTTP_H
 
@@ -20,9 +21,11 @@ struct metrics_http_opts {
 
 struct metrics_http;
 
-/* Start serving from libmicrohttpd's internal thread (so before any system-call filter that
- * forbids creating threads): at most 8 scrapers at a time, 5 s each. Returns the server, owned
- * by the caller until metrics_http_stop, or NULL when it cannot listen or start. */
+/* Start serving from a thread of its own (so before any system-call filter that forbids
+ * creating threads): at most 8 connections at a time and 4 from one address, each closed 5 s
+ * after it was accepted; a new connection over a cap closes the oldest in its way (slow clients
+ * cannot keep a scraper out). Returns the server, owned by the caller until metrics_http_stop,
+ * or NULL when it cannot listen or start. */
 struct metrics_http *metrics_http_start(const struct metrics_http_opts *o);
 
 /* Stop the thread and close the listening socket (also a given fd). NULL: nothing. */

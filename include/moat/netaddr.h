@@ -75,4 +75,7 @@ bool netaddr_cidr_whole(const struct cidr *c);
 /* True if every address of c lies in one of the n ranges by (together, not only one alone). */
 bool netaddr_cidr_covered(const struct cidr *c, const struct cidr *by, size_t n);
 
+/* Whether a and b are the same host: the same family and address, whatever the ports. */
+bool netaddr_same_host(const struct sockaddr *a, const struct sockaddr_storage *b);
+
 #endif

@@ -32,6 +32,7 @@
 #ifndef MOAT_POLICY_SIG_H
 #define MOAT_POLICY_SIG_H
 
+#include <sodium.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,6 +47,19 @@
  * what is verified is what the caller reads; path names it and its .sig): for files loaded as
  * anything but a compiled policy (RPZ zones). A header signature is refused. */
 int policy_sig_verify_fd(int fd, const char *path, const uint8_t pk[32], char *err, size_t errlen);
+
+/* A whole-file signature checked over the bytes as the caller reads them (an RPZ zone as it is
+ * parsed: what is verified is what is loaded, in one pass). begin loads path.sig (the errors
+ * above; nothing to end then), add takes every byte read in order, end checks the signature
+ * over them: 0 or MOAT_EINVAL ("bad signature"). */
+struct policy_sig_stream {
+	crypto_generichash_state st;
+	uint8_t sig[64], pk[32];
+};
+int policy_sig_stream_begin(struct policy_sig_stream *s, const char *path, const uint8_t pk[32],
+                            char *err, size_t errlen);
+void policy_sig_stream_add(struct policy_sig_stream *s, const void *p, size_t n);
+int policy_sig_stream_end(struct policy_sig_stream *s, const char *path, char *err, size_t errlen);
 
 /* A header signature of a compiled policy whose header page is page: the bytes the caller
  * checked and goes on to use (not read again, so they cannot change in between). A page without

@@ -33,8 +33,9 @@ struct rpz_data {
 	char *label; /* owned: rule "file" for explanations (the file path, or "rpz:NAME") */
 	uint8_t origin[NAME_MAXWIRE]; /* lower-cased wire name; root until known */
 	uint32_t serial;
-	bool loaded; /* false: no zone yet (it lists nothing) */
-	bool file;   /* read from a file: rules carry its lines (a transfer's carry none) */
+	bool loaded;         /* false: no zone yet (it lists nothing) */
+	bool file;           /* read from a file: rules carry its lines (a transfer's carry none) */
+	size_t max_triggers; /* adding one more fails (MOAT_ELIMIT); 0: no cap */
 	struct policy_set *set[RPZ_NACTIONS]; /* owned: the triggers of each action */
 };
 
@@ -51,8 +52,8 @@ struct rpz_data *rpz_data_copy(const struct rpz_data *d);
 /* Add (add true) or delete one record of the zone. where/line name it in errors and in the
  * rules ("zones/feed.rpz:12"; line 0 for a transferred record, then the owner name is the
  * place). Returns 0 (also for the apex SOA/NS, ignored), MOAT_EINVAL with err = "where: reason"
- * for what moat does not take, MOAT_ENOENT for deleting a record the zone does not hold, or
- * MOAT_ENOMEM. */
+ * for what moat does not take, MOAT_ENOENT for deleting a record the zone does not hold,
+ * MOAT_ELIMIT for an add past d->max_triggers, or MOAT_ENOMEM. */
 int rpz_data_apply(struct rpz_data *d, const ldns_rr *rr, bool add, const char *where,
                    uint32_t line, char *err, size_t errlen);
 
@@ -63,9 +64,11 @@ int rpz_load_file(enum rpz_kind kind, const char *path, const uint8_t *origin,
                   struct rpz_data **out, char *err, size_t errlen);
 
 /* The same, loaded only if the file's signature (path.sig, moat/policy_sig.h) verifies with pk
- * (NULL: not checked); else the policy_sig error. */
+ * (NULL: not checked) over the very bytes parsed; else the policy_sig error. max_triggers: the
+ * zone's cap (0: none), over it MOAT_ELIMIT. */
 int rpz_load_file_signed(enum rpz_kind kind, const char *path, const uint8_t *origin,
-                         const uint8_t *pk, struct rpz_data **out, char *err, size_t errlen);
+                         const uint8_t *pk, size_t max_triggers, struct rpz_data **out, char *err,
+                         size_t errlen);
 
 /* The trigger of d that matches the lower-cased wire name lname, by RPZ precedence (the exact
  * name before a wildcard, a nearer wildcard before a farther one). On a match fills *act and

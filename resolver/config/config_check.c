@@ -2,7 +2,8 @@
  * together make a resolver that cannot work or does something else than meant: two agents with
  * the same client range (the second is never reached), a listen address twice, an upstream that
  * is moatd itself (a loop), cache_min_ttl above cache_max_ttl, a user that does not exist and a
- * log file in a missing directory (both would pass --check and then stop the daemon). Each error
+ * log file in a missing directory (both would pass --check and then stop the daemon), a zone
+ * transferred without TSIG under policy_pubkey (an unsigned source). Each error
  * names the file:line of the value, or the flag it came from. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -192,11 +193,32 @@ static int check_files(const struct config *cfg, char *err, size_t errlen)
 	return 0;
 }
 
+/* With policy_pubkey, every policy source must be signed: a transferred zone is signed only by
+ * its TSIG (an unsigned AXFR can be rewritten by anyone on the path to the primary). */
+static int check_rpz(const struct config *cfg, char *err, size_t errlen)
+{
+	char where[300];
+	for (size_t i = 0; cfg->has_policy_pubkey && i < cfg->nrpz; i++) {
+		const struct config_rpz *z = &cfg->rpz[i];
+		if (!z->primary.ss_family || z->tsig_name[0])
+			continue;
+		config_where_text(cfg, z->line, "rpz", where, sizeof(where));
+		snprintf(err, errlen,
+		         "%s: rpz '%s': policy_pubkey is set, and a zone transferred without tsig "
+		         "is signed by no one (anyone on the path to its primary can change it): "
+		         "give it a tsig key",
+		         where, z->name);
+		return MOAT_EINVAL;
+	}
+	return 0;
+}
+
 int config_check_sanity(const struct config *cfg, char *err, size_t errlen)
 {
 	char where[300];
 	int rc;
 	if ((rc = check_listen(cfg, err, errlen)) || (rc = check_agents(cfg, err, errlen)) ||
+	    (rc = check_rpz(cfg, err, errlen)) ||
 	    (rc = check_forwards(cfg, cfg->forwards, cfg->nforwards, err, errlen)))
 		return rc;
 	for (size_t i = 0; i < cfg->nagents; i++)

@@ -570,13 +570,15 @@ static int config_rpz_key(struct config_ctx *c, const char *ks, size_t klen, str
 			rc = config_fail(c, kline, "rpz.primary: expected ADDR[:PORT]");
 	} else if (config_key_is(ks, klen, "tsig")) {
 		rc = config_rpz_tsig(c, v, kline, z);
+	} else if (config_key_is(ks, klen, "max_triggers")) {
+		rc = config_u32(c, v, kline, "rpz.max_triggers", 1, 100000000, &z->max_triggers);
 	} else {
 		return config_unknown(c, kline, ks, klen);
 	}
 	return rc;
 }
 
-/* rpz: [{name, file} | {name, primary, zone, tsig}] */
+/* rpz: [{name, file} | {name, primary, zone, tsig}], each with max_triggers */
 int config_rpz_list(struct config_ctx *c, struct fy_node *v, int line)
 {
 	struct config *cfg = c->cfg;
@@ -592,6 +594,7 @@ int config_rpz_list(struct config_ctx *c, struct fy_node *v, int line)
 	while ((m = fy_node_sequence_iterate(v, &it)) != NULL && cfg->nrpz < count) {
 		struct config_rpz *z = &cfg->rpz[cfg->nrpz++];
 		z->line = config_node_line(m, line);
+		z->max_triggers = CONFIG_RPZ_MAX_TRIGGERS;
 		if (config_is_alias(m) || fy_node_get_type(m) != FYNT_MAPPING)
 			return config_fail(c, z->line,
 			                   "rpz: expected {name, file} or {name, primary, zone}");

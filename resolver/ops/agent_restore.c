@@ -1,7 +1,8 @@
 /* agent_restore.c owns bringing the runtime agents back at start-up: every record of the state
  * store (agentstore.c) becomes an agent of the loaded snapshot, checked by the same rules as
- * `moatctl agent add` (agent_edit.c). A record that does not decode is skipped with a warning
- * (its clients then match no agent and are refused); an agent that now clashes with the config
+ * `moatctl agent add` (agent_edit.c). A damaged store was moved aside when it was opened
+ * (agentstore.c); a record that still does not decode is skipped with a warning (its clients
+ * then match no agent and are refused); an agent that now clashes with the config
  * (its name or a range) stops the start with a clear error: which one wins is the operator's
  * call (moatctl agent del, or change the config), not moatd's. */
 #include <stdio.h>

@@ -18,12 +18,15 @@
  * skips it: its clients are refused, never served unaudited). The key "!format" (a name never
  * starts with '!') holds the store's version as a u32.
  *
+ * moatd checks the store in a child process before it opens it (moat/storecheck.h: LMDB has no
+ * page checksums, and a damaged page can crash the reader), moving a damaged one aside.
  * moatd opens the environment as root before the system-call filter; after it, a commit needs
  * only pwrite/write and fdatasync on the files already open (no MDB_WRITEMAP: no msync, no
  * ftruncate), which the filter allows. MDB_NOMETASYNC: one fdatasync per commit instead of
  * two; a machine crash may then lose the last commit, never the store's integrity. */
 #include <errno.h>
 #include <lmdb.h>
+#include <stdbool.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,10 +36,13 @@
 #include "moat/agentstore.h"
 #include "moat/bytes.h"
 #include "moat/err.h"
+#include "moat/lmdbcheck.h"
+#include "moat/storecheck.h"
 #include "moat/strv.h"
 
 #define CHECK_LEN 8
 #define MAP_SIZE ((size_t)1 << 30) /* address space only; the file grows as it fills */
+#define STORE_CHECK_MS 10000       /* the check's child at most (a store of 10k agents: ~50 ms) */
 
 static const char format_key[] = "!format";
 
@@ -210,6 +216,106 @@ static int format_check(struct agentstore *st, char *err, size_t errlen)
 	return 0;
 }
 
+/* The rules an ask decision kept for an agent (agentstore_put_decided): key DECIDED_PREFIX and
+ * the agent's name, value {u8 version 1, the rule lines as text (no NUL), check[8]}. */
+#define DECIDED_PREFIX "!decided:"
+
+static bool decided_key(const MDB_val *k)
+{
+	size_t pl = sizeof(DECIDED_PREFIX) - 1;
+	return k->mv_size > pl && !memcmp(k->mv_data, DECIDED_PREFIX, pl);
+}
+
+/* Whether a decided record is whole: the agent's name fits, version 1, the check holds. */
+static bool decided_ok(const MDB_val *k, const MDB_val *v)
+{
+	uint8_t check[CHECK_LEN];
+	const uint8_t *val = v->mv_data;
+	if (k->mv_size - (sizeof(DECIDED_PREFIX) - 1) >= CONFIG_NAME_MAX ||
+	    v->mv_size < 1 + CHECK_LEN || val[0] != 1)
+		return false;
+	check_of(k->mv_data, k->mv_size, val, v->mv_size - CHECK_LEN, check);
+	return sodium_memcmp(check, val + v->mv_size - CHECK_LEN, CHECK_LEN) == 0 &&
+	       !memchr(val + 1, 0, v->mv_size - 1 - CHECK_LEN);
+}
+
+/* One record in the check's child: the format record a version, every agent and every kept
+ * ask decision whole (only in a store of this format: another one is refused by format_check,
+ * not moved aside). */
+static int check_record(const MDB_val *k, const MDB_val *v, void *arg, char *why, size_t whylen)
+{
+	struct agent_spec spec;
+	char w[160];
+	const bool *ours = arg;
+	if (k->mv_size == sizeof(format_key) - 1 && !memcmp(k->mv_data, format_key, k->mv_size)) {
+		if (v->mv_size == 4)
+			return 0;
+		snprintf(why, whylen, "the format record is damaged");
+		return 1;
+	}
+	if (!*ours)
+		return 0;
+	if (decided_key(k)) {
+		if (decided_ok(k, v))
+			return 0;
+		snprintf(why, whylen, "a kept ask decision fails its check");
+		return 1;
+	}
+	if (agentstore_decode(k->mv_data, k->mv_size, v->mv_data, v->mv_size, &spec, w, sizeof(w)) <
+	    0) {
+		snprintf(why, whylen, "a record does not decode (%s)", w);
+		return 1;
+	}
+	agent_spec_clear(&spec);
+	return 0;
+}
+
+/* The check's child (moat/storecheck.h): the whole store walked. */
+static int check_store(const char *dir, void *arg, char *why, size_t whylen)
+{
+	struct lmdbcheck c;
+	MDB_val k = {sizeof(format_key) - 1, (void *)format_key}, v;
+	(void)arg;
+	int rc = lmdbcheck_open(&c, dir, MAP_SIZE, why, whylen);
+	if (rc)
+		return rc > 0 ? 0 : 1;
+	bool ours = mdb_get(c.txn, c.dbi, &k, &v) != 0 || v.mv_size != 4 ||
+	            be32_get(v.mv_data) == AGENTSTORE_FORMAT;
+	rc = lmdbcheck_walk(&c, check_record, &ours, why, whylen);
+	lmdbcheck_close(&c);
+	return rc ? 1 : 0;
+}
+
+/* A damaged store (a crash of the check, or a record that fails it) is moved aside: moatd then
+ * starts without runtime agents (their clients are refused, closed), never on what it cannot
+ * trust. Records of a damaged store are not salvaged: a damaged branch page can point at an old
+ * page, and an agent deleted long ago would come back. */
+static int store_vet(const char *dir, char *err, size_t errlen)
+{
+	char why[512], moved[4200];
+	int rc = storecheck_run(dir, check_store, NULL, STORE_CHECK_MS, why, sizeof(why));
+	if (rc == MOAT_EIO) {
+		snprintf(err, errlen, "state_dir %s: %s", dir, why);
+		return rc;
+	}
+	if (!rc)
+		return 0;
+	if (storecheck_move_aside(dir, "data.mdb", "lock.mdb", moved, sizeof(moved)) < 0) {
+		snprintf(
+		    err, errlen,
+		    "state_dir %s: the runtime agent store is damaged (%s) and cannot be moved "
+		    "aside: %s",
+		    dir, why, strerror(errno));
+		return MOAT_EIO;
+	}
+	fprintf(stderr,
+	        "moatd: state_dir %s: the runtime agent store is damaged (%s): moved aside to %s; "
+	        "starting without runtime agents (their clients are refused until moatctl agent "
+	        "add brings them back)\n",
+	        dir, why, moved);
+	return 0;
+}
+
 int agentstore_open(const char *dir, struct agentstore **out, char *err, size_t errlen)
 {
 	struct agentstore *st = calloc(1, sizeof(*st));
@@ -220,7 +326,12 @@ int agentstore_open(const char *dir, struct agentstore **out, char *err, size_t 
 		free(st);
 		return MOAT_EIO;
 	}
-	int rc = mdb_env_create(&st->env);
+	int rc = store_vet(dir, err, errlen);
+	if (rc) {
+		free(st);
+		return rc;
+	}
+	rc = mdb_env_create(&st->env);
 	if (!rc)
 		rc = mdb_env_set_mapsize(st->env, MAP_SIZE);
 	/* MDB_NOTLS: the control socket's thread is the only user, but the reader slot must not
@@ -351,8 +462,6 @@ int agentstore_each(struct agentstore *st, agentstore_cb cb, agentstore_bad_cb b
 	return out;
 }
 
-#define DECIDED_PREFIX "!decided:"
-
 int agentstore_put_decided(struct agentstore *st, const char *agent, const char *text, char *err,
                            size_t errlen)
 {
@@ -390,18 +499,12 @@ int agentstore_each_decided(struct agentstore *st, agentstore_decided_cb cb, voi
 		return rc;
 	int out = 0;
 	size_t pl = sizeof(DECIDED_PREFIX) - 1;
-	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-	     rc == 0 && !out && k.mv_size > pl && !memcmp(k.mv_data, DECIDED_PREFIX, pl);
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0 && !out && decided_key(&k);
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		uint8_t check[CHECK_LEN];
 		char agent[CONFIG_NAME_MAX];
 		const uint8_t *val = v.mv_data;
 		size_t al = k.mv_size - pl;
-		if (al >= sizeof(agent) || v.mv_size < 1 + CHECK_LEN || val[0] != 1)
-			continue;
-		check_of(k.mv_data, k.mv_size, val, v.mv_size - CHECK_LEN, check);
-		if (sodium_memcmp(check, val + v.mv_size - CHECK_LEN, CHECK_LEN) != 0 ||
-		    memchr(val + 1, 0, v.mv_size - 1 - CHECK_LEN))
+		if (!decided_ok(&k, &v))
 			continue; /* a damaged record is left out, never half-read */
 		memcpy(agent, (const char *)k.mv_data + pl, al);
 		agent[al] = 0;

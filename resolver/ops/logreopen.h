@@ -1,16 +1,18 @@
 /* logreopen.h: the query log reopened on SIGUSR1 (for logrotate), also after the privilege drop
- * and under the system-call filter: the log's directory is kept open (O_PATH) from start-up,
- * and the filter allows opening for writing only relative to that descriptor. */
+ * and under the system-call filter, which refuses moatd every open for writing: a helper process
+ * forked at start opens the log's name beneath the log's directory (and nothing else) and hands
+ * the descriptor back (logreopen.c says how it is confined). */
 #ifndef MOAT_LOGREOPEN_H
 #define MOAT_LOGREOPEN_H
 
 #include <stddef.h>
 #include <stdio.h>
 
-/* Keep the directory of path (the log as opened by log_open). Returns the directory's
- * descriptor (for the filter), -1 for stdout or "-" (nothing to reopen), or a negative MOAT_*
- * code below -1. Main thread, before the privilege drop. */
-int logreopen_init(const char *path);
+/* Start the helper for path (the log as opened by log_open; NULL or "-": nothing to reopen),
+ * running as user (what moatd becomes; NULL: as moatd runs now). Returns 0 or a negative MOAT_*
+ * code (SIGUSR1 then cannot reopen). Main thread, before the privilege drop and before any
+ * thread is started (it forks). */
+int logreopen_init(const char *path, const char *user);
 
 /* Reopen the log file f was opened on, by name, in the kept directory (created 0640 if it is
  * gone): the next line goes to the new file. f stays the same FILE, so every worker keeps
@@ -18,6 +20,7 @@ int logreopen_init(const char *path);
  * nothing to reopen) or a negative MOAT_* code with err set (f then keeps its old file). */
 int logreopen_now(FILE *f, char *err, size_t errlen);
 
+/* Close moatd's end: the helper exits. */
 void logreopen_release(void);
 
 #endif

@@ -1,6 +1,9 @@
 /* rpz_feed.c owns the transfer thread of RPZ zones (rpz_feed.h): per transferred zone, when it
  * is due (start, NOTIFY, SOA refresh or retry), the transfer off every worker's loop, and the
- * snapshot that replaces that one zone, published under the feed's lock. */
+ * snapshot that replaces that one zone, published under the feed's lock. NOTIFYs are bounded
+ * per zone: a signed one replayed (its MAC seen, or signed before the newest accepted) is
+ * refused, and transfers NOTIFYs start are at least FEED_NOTIFY_GAP_MS apart (the NOTIFYs in
+ * between make one more transfer, not one each). */
 #include <arpa/inet.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -16,12 +19,19 @@
 #define FEED_XFR_TIMEOUT_MS 10000
 #define FEED_RETRY_MIN_S 1
 #define FEED_REFRESH_MAX_S 86400
+#define FEED_NOTIFY_GAP_MS 1000 /* between transfers NOTIFYs start; more wait and count once */
+#define FEED_NOTIFY_MACS 16     /* MACs remembered of the NOTIFYs signed in the latest second */
 
 struct feed_zone {
 	uint64_t due_ms; /* next transfer; 0: now */
 	uint32_t retry;  /* the SOA's retry timer of the last transfer (s); 0: none yet */
 	bool notified;
-	uint64_t notify_us; /* when the first NOTIFY not yet served came (monotonic); 0: none */
+	uint64_t notify_us;     /* when the first NOTIFY not yet served came (monotonic); 0: none */
+	uint64_t notify_xfr_ms; /* when a NOTIFY last started a transfer (monotonic); 0: never */
+	/* Replays: the newest time signed accepted, and the MACs accepted with that time. */
+	uint64_t signed_at;
+	struct rpz_notify_sig seen[FEED_NOTIFY_MACS];
+	unsigned nseen;
 };
 
 struct rpz_feed {
@@ -171,10 +181,14 @@ static long next_due(struct rpz_feed *f, uint64_t *until)
 	for (size_t i = 0; i < f->view.nrpz; i++) {
 		if (!f->view.rpz[i].primary.ss_family)
 			continue;
-		if (f->zones[i].notified || f->zones[i].due_ms <= now)
+		const struct feed_zone *fz = &f->zones[i];
+		uint64_t gap = fz->notify_xfr_ms ? fz->notify_xfr_ms + FEED_NOTIFY_GAP_MS : 0;
+		if ((fz->notified && gap <= now) || fz->due_ms <= now)
 			return (long)i;
-		if (f->zones[i].due_ms < *until)
-			*until = f->zones[i].due_ms;
+		if (fz->due_ms < *until)
+			*until = fz->due_ms;
+		if (fz->notified && gap < *until)
+			*until = gap;
 	}
 	return -1;
 }
@@ -186,6 +200,8 @@ static void transfer(struct rpz_feed *f, size_t i)
 	char err[512] = "";
 	struct rpz_xfr_result res = {0};
 	uint64_t notify_us = f->zones[i].notify_us;
+	if (f->zones[i].notified)
+		f->zones[i].notify_xfr_ms = now_ms();
 	f->zones[i].notified = false;
 	f->zones[i].notify_us = 0;
 	if (zone_copy(&z, &f->view.rpz[i]) || i >= f->cur->nrpz) {
@@ -345,12 +361,48 @@ void rpz_feed_set_current(struct rpz_feed *f, struct policy *np)
 	pthread_mutex_unlock(&f->mu);
 }
 
+/* A NOTIFY of zone fz whose TSIG verified: fresh, or a replay (a MAC already accepted, or a
+ * time signed older than the newest accepted) to refuse. A primary signs each NOTIFY anew, so
+ * two in one second differ in their MAC. */
+static bool notify_fresh(struct feed_zone *fz, const struct rpz_notify_sig *sig, const char *zone,
+                         char *why, size_t whylen)
+{
+	if (!sig->signed_at)
+		return true; /* no key: nothing to tell a replay by (the gap still bounds transfers)
+		              */
+	if (sig->signed_at < fz->signed_at) {
+		snprintf(why, whylen,
+		         "NOTIFY for rpz %s signed at %llu, before the last one accepted (%llu): "
+		         "a replay, ignored",
+		         zone, (unsigned long long)sig->signed_at,
+		         (unsigned long long)fz->signed_at);
+		return false;
+	}
+	if (sig->signed_at > fz->signed_at) {
+		fz->signed_at = sig->signed_at;
+		fz->nseen = 0;
+	}
+	for (unsigned k = 0; k < fz->nseen && k < FEED_NOTIFY_MACS; k++)
+		if (fz->seen[k].mac_len == sig->mac_len &&
+		    !memcmp(fz->seen[k].mac, sig->mac, sig->mac_len)) {
+			snprintf(why, whylen,
+			         "NOTIFY for rpz %s replayed (its MAC was seen): ignored", zone);
+			return false;
+		}
+	fz->seen[fz->nseen++ % FEED_NOTIFY_MACS] = *sig;
+	return true;
+}
+
 int rpz_feed_notify(struct rpz_feed *f, const uint8_t *pkt, size_t len, const struct sockaddr *from,
                     uint8_t *out, size_t cap, char *why, size_t whylen)
 {
 	size_t zi = 0;
+	struct rpz_notify_sig sig;
 	pthread_mutex_lock(&f->mu);
-	int n = rpz_notify_check(&f->view, pkt, len, from, out, cap, &zi, why, whylen);
+	int n = rpz_notify_check(&f->view, pkt, len, from, (uint64_t)time(NULL), out, cap, &zi,
+	                         &sig, why, whylen);
+	if (n > 0 && !notify_fresh(&f->zones[zi], &sig, f->view.rpz[zi].name, why, whylen))
+		n = MOAT_EINVAL;
 	if (n > 0) {
 		f->zones[zi].notified = true;
 		if (!f->zones[zi].notify_us)

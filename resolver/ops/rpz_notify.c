@@ -1,5 +1,6 @@
 /* rpz_notify.c owns the check of a NOTIFY (RFC 1996) for a transferred RPZ zone: the zone it
- * names, the address it came from (the zone's primary only), its TSIG, and the NOTIFY response.
+ * names, the address it came from (the zone's primary only), its TSIG (key, algorithm, time and
+ * MAC: rpz_xfr.c's check), and the NOTIFY response. Replays are rpz_feed.c's to refuse.
  * Everything else NOTIFY-related is refused by the caller. Uses ldns: NOTIFY is rare and never
  * on the path of a query. */
 #include <netinet/in.h>
@@ -8,19 +9,8 @@
 #include <string.h>
 
 #include "moat/err.h"
+#include "moat/netaddr.h"
 #include "moat/rpz_xfr.h"
-
-static bool same_host(const struct sockaddr *a, const struct sockaddr_storage *b)
-{
-	if (a->sa_family != b->ss_family)
-		return false;
-	if (a->sa_family == AF_INET)
-		return !memcmp(&((const struct sockaddr_in *)a)->sin_addr,
-		               &((const struct sockaddr_in *)b)->sin_addr, 4);
-	return a->sa_family == AF_INET6 &&
-	       !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-	               &((const struct sockaddr_in6 *)b)->sin6_addr, 16);
-}
 
 /* The transferred zone a NOTIFY question names, or -1. */
 static long zone_of(const struct config *cfg, const ldns_pkt *p)
@@ -71,18 +61,33 @@ static int respond(const struct config_rpz *z, const ldns_pkt *req, uint8_t *out
 	return rc;
 }
 
+/* The TSIG of the NOTIFY, checked, into *sig. */
+static bool notify_signed(ldns_pkt *p, const uint8_t *pkt, size_t len, const struct config_rpz *z,
+                          uint64_t now, struct rpz_notify_sig *sig)
+{
+	if (!rpz_tsig_verify_at(p, pkt, len, z, NULL, false, now, &sig->signed_at))
+		return false;
+	const ldns_rdf *mac = ldns_rr_rdf(ldns_pkt_tsig(p), 3);
+	sig->mac_len =
+	    ldns_rdf_size(mac) < sizeof(sig->mac) ? ldns_rdf_size(mac) : sizeof(sig->mac);
+	memcpy(sig->mac, ldns_rdf_data(mac), sig->mac_len);
+	return true;
+}
+
 int rpz_notify_check(const struct config *cfg, const uint8_t *pkt, size_t len,
-                     const struct sockaddr *from, uint8_t *out, size_t cap, size_t *zone, char *why,
-                     size_t whylen)
+                     const struct sockaddr *from, uint64_t now, uint8_t *out, size_t cap,
+                     size_t *zone, struct rpz_notify_sig *sig, char *why, size_t whylen)
 {
 	ldns_pkt *p = NULL;
 	int rc = MOAT_EINVAL;
 	long zi;
 	bool primary = false;
+	memset(sig, 0, sizeof(*sig));
 	/* Sandboxes may send NOTIFYs too: anything not from a primary is refused before ldns
 	 * reads a byte of it. */
 	for (size_t i = 0; i < cfg->nrpz && !primary; i++)
-		primary = cfg->rpz[i].primary.ss_family && same_host(from, &cfg->rpz[i].primary);
+		primary =
+		    cfg->rpz[i].primary.ss_family && netaddr_same_host(from, &cfg->rpz[i].primary);
 	if (!primary) {
 		snprintf(why, whylen, "NOTIFY not from a configured primary");
 		return MOAT_EINVAL;
@@ -95,12 +100,13 @@ int rpz_notify_check(const struct config *cfg, const uint8_t *pkt, size_t len,
 		snprintf(why, whylen, "not a NOTIFY request");
 	else if ((zi = zone_of(cfg, p)) < 0)
 		snprintf(why, whylen, "NOTIFY for a zone moat does not transfer");
-	else if (!same_host(from, &cfg->rpz[zi].primary))
+	else if (!netaddr_same_host(from, &cfg->rpz[zi].primary))
 		snprintf(why, whylen, "NOTIFY for rpz %s not from its primary", cfg->rpz[zi].name);
-	else if (cfg->rpz[zi].tsig_name[0] &&
-	         !rpz_tsig_verify(p, pkt, len, &cfg->rpz[zi], NULL, false))
-		snprintf(why, whylen, "NOTIFY for rpz %s without a valid TSIG of key %s",
-		         cfg->rpz[zi].name, cfg->rpz[zi].tsig_name);
+	else if (cfg->rpz[zi].tsig_name[0] && !notify_signed(p, pkt, len, &cfg->rpz[zi], now, sig))
+		snprintf(why, whylen,
+		         "NOTIFY for rpz %s without a valid TSIG of key %s (%s, signed within its "
+		         "fudge of now)",
+		         cfg->rpz[zi].name, cfg->rpz[zi].tsig_name, cfg->rpz[zi].tsig_alg);
 	else if ((rc = respond(&cfg->rpz[zi], p, out, cap, why, whylen)) > 0)
 		*zone = (size_t)zi;
 	ldns_pkt_free(p);

@@ -164,11 +164,17 @@ static int stream_second(struct xfr_stream *s, const ldns_rr *rr)
 	    soa_serial(rr) == s->cur->serial && soa_serial(rr) != s->final) {
 		s->ixfr = true;
 		s->state = XS_IXFR_DEL;
-		return (s->data = rpz_data_copy(s->cur)) ? 1 : MOAT_ENOMEM;
+		if (!(s->data = rpz_data_copy(s->cur)))
+			return MOAT_ENOMEM;
+		s->data->max_triggers = s->z->max_triggers; /* a reload may have changed it */
+		return 1;
 	}
 	snprintf(label, sizeof(label), "rpz:%s", s->z->name);
 	s->state = XS_AXFR;
-	return (s->data = rpz_data_new(s->kind, s->z->zone, label)) ? 0 : MOAT_ENOMEM;
+	if (!(s->data = rpz_data_new(s->kind, s->z->zone, label)))
+		return MOAT_ENOMEM;
+	s->data->max_triggers = s->z->max_triggers;
+	return 0;
 }
 
 static int stream_rr(struct xfr_stream *s, const ldns_rr *rr, char *err, size_t errlen)
@@ -197,17 +203,47 @@ static int stream_rr(struct xfr_stream *s, const ldns_rr *rr, char *err, size_t 
 	return rc;
 }
 
-bool rpz_tsig_verify(ldns_pkt *p, const uint8_t *wire, size_t len, const struct config_rpz *z,
-                     const ldns_rdf *mac, bool timers_only)
+/* The TSIG record's own fields against z: the key name and the algorithm configured (the
+ * packet never chooses: ldns would compute whatever MAC it names, hmac-md5 included), and the
+ * time signed within the record's fudge of now (RFC 8945 5.2.3; the MAC covers both). */
+static bool tsig_fields_ok(const ldns_rr *t, const struct config_rpz *z, uint64_t now)
+{
+	if (ldns_rr_rd_count(t) < 3 || ldns_rdf_size(ldns_rr_rdf(t, 1)) != 6 ||
+	    ldns_rdf_size(ldns_rr_rdf(t, 2)) != 2)
+		return false;
+	ldns_rdf *kn = ldns_dname_new_frm_str(z->tsig_name);
+	ldns_rdf *al = ldns_dname_new_frm_str(z->tsig_alg);
+	bool ok = kn && al && ldns_dname_compare(ldns_rr_owner(t), kn) == 0 &&
+	          ldns_dname_compare(ldns_rr_rdf(t, 0), al) == 0;
+	ldns_rdf_deep_free(kn);
+	ldns_rdf_deep_free(al);
+	const uint8_t *ts = ldns_rdf_data(ldns_rr_rdf(t, 1));
+	uint64_t at = (uint64_t)be16_get(ts) << 32 | be32_get(ts + 2);
+	uint64_t fudge = be16_get(ldns_rdf_data(ldns_rr_rdf(t, 2)));
+	return ok && (at > now ? at - now : now - at) <= fudge;
+}
+
+bool rpz_tsig_verify_at(ldns_pkt *p, const uint8_t *wire, size_t len, const struct config_rpz *z,
+                        const ldns_rdf *mac, bool timers_only, uint64_t now, uint64_t *signed_at)
 {
 	ldns_rr *t = ldns_pkt_tsig(p);
-	if (!t)
+	if (!t || !tsig_fields_ok(t, z, now))
 		return false;
+	if (signed_at) {
+		const uint8_t *ts = ldns_rdf_data(ldns_rr_rdf(t, 1));
+		*signed_at = (uint64_t)be16_get(ts) << 32 | be32_get(ts + 2);
+	}
 	bool ok =
 	    ldns_pkt_tsig_verify_next(p, wire, len, z->tsig_name, z->tsig_secret, mac, timers_only);
 	if (!ok && !ldns_pkt_tsig(p))
 		ldns_rr_free(t); /* detached by ldns and not put back */
 	return ok;
+}
+
+bool rpz_tsig_verify(ldns_pkt *p, const uint8_t *wire, size_t len, const struct config_rpz *z,
+                     const ldns_rdf *mac, bool timers_only)
+{
+	return rpz_tsig_verify_at(p, wire, len, z, mac, timers_only, (uint64_t)time(NULL), NULL);
 }
 
 /* Read and check one message of the answer (id, rcode, TSIG), feeding its records to s.

@@ -58,7 +58,7 @@ static void set_destroy(struct policy_set *s)
 	while (s) {
 		struct policy_set *next = s->next;
 		if (s->file) {
-			s->file->release(s); /* ports and names are in the mapping */
+			s->file->release(s); /* ports and names are in the files allocation */
 		} else {
 			for (size_t i = 0; i < s->nfiles; i++)
 				free(s->files[i]);
@@ -319,8 +319,8 @@ int policy_set_add(struct policy_set *s, const char *pattern, size_t len, const 
 	uint8_t wire[NAME_MAXWIRE];
 	char conv[IDN_MAXTEXT], why[160];
 	bool wild;
-	if (s->map || user_pattern(&pattern, &len, conv, why, sizeof(why)) < 0)
-		return MOAT_EINVAL; /* a mapped set is read-only */
+	if (s->head || user_pattern(&pattern, &len, conv, why, sizeof(why)) < 0)
+		return MOAT_EINVAL; /* a compiled set is read-only */
 	int wl = pattern_parse(pattern, len, wire, &wild);
 	if (wl < 0)
 		return wl;
@@ -331,8 +331,8 @@ int policy_set_add_wire(struct policy_set *s, const uint8_t *lname, bool wild, c
                         uint32_t line)
 {
 	int wl = name_wire_len(lname, NAME_MAXWIRE);
-	if (s->map || wl < 0 || (wild && wl == 1))
-		return MOAT_EINVAL; /* read-only (mapped), or "*." would match every name */
+	if (s->head || wl < 0 || (wild && wl == 1))
+		return MOAT_EINVAL; /* read-only (compiled), or "*." would match every name */
 	if (star_inside(lname))
 		return MOAT_EINVAL;
 	uint16_t fidx = 0;
@@ -348,8 +348,8 @@ int policy_set_add_wire(struct policy_set *s, const uint8_t *lname, bool wild, c
 int policy_set_remove_wire(struct policy_set *s, const uint8_t *lname, bool wild)
 {
 	int wl = name_wire_len(lname, NAME_MAXWIRE);
-	if (s->map || wl < 0)
-		return MOAT_EINVAL; /* a mapped set is read-only */
+	if (s->head || wl < 0)
+		return MOAT_EINVAL; /* a compiled set is read-only */
 	struct pslot *sl = set_find(s, lname, (size_t)wl, set_tag(s, lname, (size_t)wl));
 	uint32_t *r = wild ? &sl->wild : &sl->exact;
 	if (sl->name_off == SLOT_EMPTY || !*r)
@@ -374,8 +374,9 @@ bool policy_set_has_wire(const struct policy_set *s, const uint8_t *lname, bool 
 
 struct policy_set *policy_set_clone(const struct policy_set *o)
 {
-	if (o->map || o->next)
-		return NULL; /* one in-memory segment only (RPZ sets are never mapped or chained) */
+	if (o->head || o->next)
+		return NULL; /* one in-memory segment only (RPZ sets are never compiled or chained)
+		              */
 	struct policy_set *s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
@@ -559,7 +560,7 @@ static int line_error(struct policy_set *s, int rc, const char *err)
 
 int policy_set_load_file(struct policy_set *s, const char *path, char *err, size_t errlen)
 {
-	if (s->map) {
+	if (s->head) {
 		snprintf(err, errlen, "%s: a compiled set is read-only", path);
 		return MOAT_EINVAL;
 	}
@@ -657,7 +658,7 @@ void policy_set_on_error(struct policy_set *s, policy_set_err_fn fn, void *ctx)
 	s->bad_ctx = ctx;
 }
 
-/* The explanation of a rule of s. A file index past the set's files (only a damaged mapped file
+/* The explanation of a rule of s. A file index past the set's files (only a damaged compiled file
  * has one) reads "?". */
 static struct policy_rule rule_of(const struct policy_set *s, uint32_t r, bool wild,
                                   const uint8_t *at)
@@ -709,10 +710,6 @@ static const struct pslot *set_lookup(const struct policy_set *s, const uint8_t 
 		return NULL; /* an empty set (an agent whose lists are all compiled): no hashing */
 	size_t len = (size_t)name_wire_len(name, NAME_MAXWIRE);
 	uint32_t tag = set_tag(s, name, len);
-	if (s->file &&
-	    !s->file->use(s, s->filter + pfilter_block(tag, s->filter_blocks) * PFILTER_BLOCK,
-	                  PFILTER_BLOCK))
-		return s->file->damaged(s);
 	if (s->filter && !pfilter_maybe(s->filter, s->filter_blocks, tag))
 		return NULL;
 	const struct pslot *sl =

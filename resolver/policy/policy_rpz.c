@@ -8,6 +8,7 @@
 
 #include "moat/agent_edit.h"
 #include "moat/err.h"
+#include "moat/policy_lint.h"
 #include "moat/policy.h"
 #include "moat/rpz.h"
 
@@ -77,11 +78,21 @@ static int load_zones(const struct config *cfg, struct policy *p, const int *kin
 			rc =
 			    rpz_load_file_signed(kind, z->file, origin,
 			                         cfg->has_policy_pubkey ? cfg->policy_pubkey : NULL,
-			                         &p->rpz[i], err, errlen);
+			                         z->max_triggers, &p->rpz[i], err, errlen);
 		else {
+			if (!z->tsig_name[0])
+				policy_lint_add(
+				    p->lint, cfg->where.file ? cfg->where.file : "config",
+				    (uint32_t)(z->line > 0 ? z->line : 0),
+				    "rpz %s: transferred without tsig: anyone on the path to "
+				    "its primary can change the zone (give it a tsig key; "
+				    "with policy_pubkey this is refused)",
+				    z->name);
 			snprintf(label, sizeof(label), "rpz:%s", z->name);
 			if (!(p->rpz[i] = rpz_data_new(kind, origin, label)))
 				rc = MOAT_ENOMEM;
+			else
+				p->rpz[i]->max_triggers = z->max_triggers;
 		}
 		if (rc == MOAT_ENOMEM)
 			snprintf(err, errlen, "policy: %s", moat_strerror(rc));

@@ -195,6 +195,35 @@ int policy_sig_verify_fd(int fd, const char *path, const uint8_t pk[32], char *e
 	return sig_check(sig, d, pk, path, err, errlen);
 }
 
+int policy_sig_stream_begin(struct policy_sig_stream *s, const char *path, const uint8_t pk[32],
+                            char *err, size_t errlen)
+{
+	memset(s, 0, sizeof(*s));
+	if (!sodium_ready(path, err, errlen))
+		return MOAT_ENOMEM;
+	int rc = sig_load(path, pk, SIG_FILE, s->sig, err, errlen);
+	if (rc)
+		return rc;
+	memcpy(s->pk, pk, sizeof(s->pk));
+	crypto_generichash_init(&s->st, NULL, 0, 64);
+	crypto_generichash_update(&s->st, (const uint8_t *)SIG_CONTEXT, strlen(SIG_CONTEXT));
+	return 0;
+}
+
+void policy_sig_stream_add(struct policy_sig_stream *s, const void *p, size_t n)
+{
+	crypto_generichash_update(&s->st, p, n);
+}
+
+int policy_sig_stream_end(struct policy_sig_stream *s, const char *path, char *err, size_t errlen)
+{
+	uint8_t d[64];
+	crypto_generichash_final(&s->st, d, sizeof(d));
+	int rc = sig_check(s->sig, d, s->pk, path, err, errlen);
+	sodium_memzero(s, sizeof(*s));
+	return rc;
+}
+
 int policy_sig_verify_head(const uint8_t page[POLICY_SIG_HEAD], const char *path,
                            const uint8_t pk[32], char *err, size_t errlen)
 {

@@ -1,7 +1,7 @@
 /* pset.h: the layout of a pattern set, private to policy.c (which builds and searches it) and
  * policy_file.c (which writes it to a compiled file and opens it back). Both forms share this
  * struct and policy.c's lookup; a compiled set has no slots or arena in memory: its filter, port
- * rules and file names point into the read-only mapping, and its slots and records are read
+ * rules and file names are private copies made at open, and its slots and records are read
  * from the file (struct pset_file's find), so a lookup costs no resident memory. */
 #ifndef MOAT_PSET_H
 #define MOAT_PSET_H
@@ -50,17 +50,17 @@ struct policy_set {
 	size_t arena_len, arena_cap;
 	struct pslot *slots; /* owned (compiled: NULL); cap is a power of two (compiled: any) */
 	size_t cap, used, npatterns;
-	char **files; /* owned: file names, index = pslot.*_file - 1 (mapped: the strings are in
-	               * the mapping, the array is owned) */
+	char **files; /* owned: file names, index = pslot.*_file - 1 (compiled: one allocation
+	               * with the names and struct pfile_blocks) */
 	size_t nfiles;
-	struct pset_ports *ports; /* owned (mapped: in the mapping), sorted by rule */
+	struct pset_ports *ports; /* owned (compiled: in blocks' allocation), sorted by rule */
 	size_t nports, ports_cap;
 	bool no_ports; /* policy_set_forbid_ports */
-	/* Compiled form only (policy_file.c): the mapping, and a blocked Bloom filter over the
-	 * tags that answers most misses without touching the slots (so a deny touches one line
-	 * of a small array instead of a page of a large one). NULL filter: none (in memory). */
-	void *map; /* owned: munmap on free; NULL for a set built in memory */
-	size_t map_len;
+	/* Compiled form only (policy_file_read.c): the file's header as checked, and a blocked
+	 * Bloom filter over the tags that answers most misses without touching the slots (so a
+	 * deny touches one line of a small array and never the file). NULL filter: none (in
+	 * memory). Both are private copies: nothing of a compiled set is mapped. */
+	const void *head; /* compiled form (in blocks' allocation); NULL: built in memory */
 	const uint8_t *filter;
 	size_t filter_blocks;
 	struct pfile_blocks *blocks;  /* compiled form: which 4 KiB blocks are verified (in the
@@ -134,24 +134,19 @@ static inline void pfilter_add(uint8_t *f, size_t nblocks, uint32_t tag)
  * during the call. */
 typedef void (*pfile_each_fn)(void *arg, const uint8_t *name, uint32_t exact, uint32_t wild);
 
-/* How policy.c reads a compiled set: policy_file.c fills this in when it opens one, so the
+/* How policy.c reads a compiled set: policy_file_read.c fills this in when it opens one, so the
  * search code stays the same for both forms without knowing the file's layout. */
 struct pset_file {
-	/* True when every block of the mapping under [p, p+n) matches its hash in the file's block
-	 * table, hashing those used for the first time. False: a block is damaged (counted,
-	 * logged once); the lookup fails closed with damaged's slot. */
-	bool (*use)(const struct policy_set *s, const void *p, size_t n);
-	/* The slot a lookup that met a damaged block answers with: no rule in an allowlist (not
-	 * listed), both rules in a high-risk list (listed: denied and alerted). */
-	struct pslot *(*damaged)(const struct policy_set *s);
 	/* The rules of name (lower-cased wire, len bytes, tag its set_tag), read from the file
 	 * into out (only exact and wild mean anything; name_off is nonzero). Returns out, NULL
-	 * when name is not in the file, or damaged's slot when a block it needed is damaged. */
+	 * when name is not in the file, or the slot that fails closed (no rule in an allowlist:
+	 * not listed; both in a high-risk list: listed) when a block it needed is damaged or the
+	 * file changed since it was opened. */
 	const struct pslot *(*find)(const struct policy_set *s, const uint8_t *name, size_t len,
 	                            uint32_t tag, struct pslot *out);
 	/* fn for each name of the file, in slot order; names in damaged blocks are skipped. */
 	void (*each)(const struct policy_set *s, pfile_each_fn fn, void *arg);
-	/* Unmap the file and close its descriptor (policy_set_free's part). */
+	/* Free the filter and close the descriptor (policy_set_free's part). */
 	void (*release)(struct policy_set *s);
 };
 

@@ -1,9 +1,11 @@
 /* rpz.c owns RPZ zones as policy data: which records of a zone moat takes (QNAME triggers with
  * the passthru, NXDOMAIN and NODATA actions; see moat/rpz.h), the per-action trigger sets, their
  * patching by IXFR, reading zone files with ldns, and the RPZ precedence of a match. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "moat/err.h"
 #include "moat/pathfd.h"
@@ -227,6 +229,13 @@ int rpz_data_apply(struct rpz_data *d, const ldns_rr *rr, bool add, const char *
 		if (a != (int)act && policy_set_has_wire(d->set[a], trig, wild))
 			return fail(rr, where, line, "trigger listed with two actions", err,
 			            errlen);
+	if (d->max_triggers && rpz_count(d) >= d->max_triggers) {
+		snprintf(
+		    err, errlen,
+		    "%s: more than %zu triggers (the zone's max_triggers): the zone is refused",
+		    where, d->max_triggers);
+		return MOAT_ELIMIT;
+	}
 	rc = policy_set_add_wire(d->set[act], trig, wild, d->label, line);
 	if (rc == MOAT_EINVAL)
 		return fail(rr, where, line, "'*' inside a label (only *.name)", err, errlen);
@@ -300,26 +309,72 @@ static int load_records(struct rpz_data *d, FILE *f, const char *path, const uin
 int rpz_load_file(enum rpz_kind kind, const char *path, const uint8_t *origin,
                   struct rpz_data **out, char *err, size_t errlen)
 {
-	return rpz_load_file_signed(kind, path, origin, NULL, out, err, errlen);
+	return rpz_load_file_signed(kind, path, origin, NULL, 0, out, err, errlen);
+}
+
+/* A signed file read through a stream that hashes every byte the parser is handed. */
+struct sig_reader {
+	int fd;
+	struct policy_sig_stream st;
+};
+
+static ssize_t sig_read(void *c, char *buf, size_t n)
+{
+	struct sig_reader *r = c;
+	ssize_t got;
+	do
+		got = read(r->fd, buf, n);
+	while (got < 0 && errno == EINTR);
+	if (got > 0)
+		policy_sig_stream_add(&r->st, buf, (size_t)got);
+	return got;
+}
+
+/* The zone of a file opened as fd, and with pk its signature over exactly the bytes parsed (read
+ * once: a change in between cannot split what is checked from what is loaded). A file that does
+ * not parse is still hashed to its end, so a changed file says so rather than where it broke. */
+static int load_signed(struct rpz_data *d, int fd, const char *path, const uint8_t *origin,
+                       const uint8_t *pk, char *err, size_t errlen)
+{
+	struct sig_reader r = {.fd = fd};
+	int rc = policy_sig_stream_begin(&r.st, path, pk, err, errlen);
+	if (rc)
+		return rc;
+	FILE *f = fopencookie(&r, "r", (cookie_io_functions_t){.read = sig_read});
+	if (!f) {
+		sodium_memzero(&r.st, sizeof(r.st));
+		return MOAT_ENOMEM;
+	}
+	rc = load_records(d, f, path, origin, err, errlen);
+	char tail[4096], why[512];
+	while (fread(tail, 1, sizeof(tail), f) > 0)
+		;
+	bool rerr = ferror(f);
+	fclose(f);
+	int src = policy_sig_stream_end(&r.st, path, why, sizeof(why));
+	if (src || rerr) {
+		snprintf(err, errlen, "%s", rerr ? "read error" : why);
+		return src ? src : MOAT_EIO;
+	}
+	return rc;
 }
 
 int rpz_load_file_signed(enum rpz_kind kind, const char *path, const uint8_t *origin,
-                         const uint8_t *pk, struct rpz_data **out, char *err, size_t errlen)
+                         const uint8_t *pk, size_t max_triggers, struct rpz_data **out, char *err,
+                         size_t errlen)
 {
 	FILE *f = pathfd_fopen(path); /* also after the privilege drop */
 	if (!f) {
 		snprintf(err, errlen, "%s: cannot open: %m", path);
 		return MOAT_EIO;
 	}
-	/* The signature covers the bytes read through this same descriptor (pread: the stream's
-	 * position stays), so what is verified is what is loaded. */
-	int rc = pk ? policy_sig_verify_fd(fileno(f), path, pk, err, errlen) : 0;
-	if (rc) {
-		fclose(f);
-		return rc;
-	}
 	struct rpz_data *d = rpz_data_new(kind, origin, path);
-	rc = d ? load_records(d, f, path, origin, err, errlen) : MOAT_ENOMEM;
+	int rc = MOAT_ENOMEM;
+	if (d) {
+		d->max_triggers = max_triggers;
+		rc = pk ? load_signed(d, fileno(f), path, origin, pk, err, errlen)
+		        : load_records(d, f, path, origin, err, errlen);
+	}
 	fclose(f);
 	if (rc == MOAT_ENOMEM)
 		snprintf(err, errlen, "%s: %s", path, moat_strerror(rc));

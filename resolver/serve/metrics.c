@@ -235,6 +235,10 @@ int metrics_render_text(const struct metrics_worker *s, const char *version, cha
 	       "Checks of compiled-policy blocks that did not match their hash (each lookup that "
 	       "needed one failed closed).",
 	       metrics_get(&g->damaged_blocks));
+	scalar(&o, "moat_policy_files_changed_total", "counter",
+	       "Compiled-policy files changed after moatd opened them (each lookup that needed one "
+	       "failed closed until a reload).",
+	       metrics_get(&g->files_changed));
 	head(&o, "moat_policy_reloads_total", "counter", "Policy reloads, by result.");
 	emit(&o, "moat_policy_reloads_total{result=\"ok\"} %llu\n",
 	     (unsigned long long)metrics_get(&g->reloads_ok));
@@ -309,11 +313,13 @@ int metrics_render_json(const struct metrics_worker *s, const char *version, cha
 	    (unsigned long long)s->upstream_timeouts, (unsigned long long)s->upstream_mismatch);
 	emit(&o,
 	     "\"policy\":{\"agents\":%llu,\"patterns\":%llu,\"damaged_blocks\":%llu,"
+	     "\"files_changed\":%llu,"
 	     "\"reloads_ok\":%llu,\"reloads_failed\":%llu,\"last_reload\":%llu,"
 	     "\"last_reload_ok\":%s},\"workers\":%llu",
 	     (unsigned long long)metrics_get(&g->policy_agents),
 	     (unsigned long long)metrics_get(&g->policy_patterns),
 	     (unsigned long long)metrics_get(&g->damaged_blocks),
+	     (unsigned long long)metrics_get(&g->files_changed),
 	     (unsigned long long)metrics_get(&g->reloads_ok),
 	     (unsigned long long)metrics_get(&g->reloads_failed),
 	     (unsigned long long)metrics_get(&g->last_reload_unix),

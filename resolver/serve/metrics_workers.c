@@ -37,6 +37,7 @@ void metrics_collect(struct worker *ws, unsigned n, struct metrics_worker *sum)
 	memset(sum, 0, sizeof(*sum));
 	/* the policy counts its damaged blocks itself; the process-wide block shows the count */
 	metrics_set(&metrics_global.damaged_blocks, policy_file_damaged_total());
+	metrics_set(&metrics_global.files_changed, policy_file_tainted_total());
 	for (unsigned i = 0; i < n; i++)
 		if (ws[i].metrics)
 			metrics_sum(sum, ws[i].metrics);

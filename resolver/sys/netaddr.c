@@ -306,3 +306,15 @@ bool netaddr_cidr_covered(const struct cidr *c, const struct cidr *by, size_t n)
 	struct cidr lo = netaddr_half(c, 0), hi = netaddr_half(c, 1);
 	return netaddr_cidr_covered(&lo, by, n) && netaddr_cidr_covered(&hi, by, n);
 }
+
+bool netaddr_same_host(const struct sockaddr *a, const struct sockaddr_storage *b)
+{
+	if (a->sa_family != b->ss_family)
+		return false;
+	if (a->sa_family == AF_INET)
+		return !memcmp(&((const struct sockaddr_in *)a)->sin_addr,
+		               &((const struct sockaddr_in *)b)->sin_addr, 4);
+	return a->sa_family == AF_INET6 &&
+	       !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+	               &((const struct sockaddr_in6 *)b)->sin6_addr, 16);
+}

@@ -3,8 +3,10 @@
  * on already bound sockets, upstream sockets (socket/bind/connect), reading policy files again on
  * SIGHUP, memory management and clocks. The calls that could reach further are allowed only
  * with checked arguments: socket() only for AF_INET/AF_INET6 datagram or stream sockets and
- * AF_UNIX (the firewall channel, a control socket); openat() only read-only, or for writing
- * only relative to the log's directory (the reopen on SIGUSR1); kill()/tgkill() only to moatd
+ * AF_UNIX (the firewall channel, a control socket); openat() only read-only (moatd creates no
+ * file once the filter is on: the query log is reopened on SIGUSR1 by a helper process that
+ * opens only the log's own name beneath the log's directory, ops/logreopen.c; a filter cannot
+ * read a path, so "only beneath a directory" is no rule it can hold); kill()/tgkill() only to moatd
  * itself; ioctl() only the few requests libuv makes (FIONBIO, FIOCLEX, FIONCLEX, FIONREAD).
  * The runtime agents' LMDB store (agentstore.c) is opened before the filter and written after
  * it with calls already here (pwrite64/writev, lseek, fdatasync, futex). Anything else fails with
@@ -96,8 +98,8 @@ static const char *const allowed_calls[] = {
     "uname",
     "prlimit64",
     "getrusage",
-    /* a thread created just before the filter (libmicrohttpd's for the metrics endpoint,
-     * libfstrm's dnstap writer) may register with the kernel only after it: harmless calls,
+    /* a thread created just before the filter (the metrics endpoint's, libfstrm's dnstap
+     * writer) may register with the kernel only after it: harmless calls,
      * and glibc aborts the thread's start when rseq is refused */
     "rseq",
     "set_robust_list",
@@ -134,16 +136,13 @@ static const char *const allowed_calls[] = {
 };
 
 /* The calls allowed only with checked arguments (see the file comment). */
-static int add_checked(scmp_filter_ctx ctx, int log_dirfd)
+static int add_checked(scmp_filter_ctx ctx)
 {
-	const scmp_datum_t wflags = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND;
+	const scmp_datum_t wflags = O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_TMPFILE;
 	const scmp_datum_t pid = (scmp_datum_t)getpid();
 	int rc = 0;
 	rc |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat), 1,
 	                       SCMP_A2(SCMP_CMP_MASKED_EQ, wflags, 0));
-	if (log_dirfd >= 0)
-		rc |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat), 1,
-		                       SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)log_dirfd));
 	rc |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
 	                       SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
 	static const int fams[] = {AF_INET, AF_INET6}, types[] = {SOCK_DGRAM, SOCK_STREAM};
@@ -163,7 +162,7 @@ static int add_checked(scmp_filter_ctx ctx, int log_dirfd)
 	return rc;
 }
 
-static int install_filter(int log_dirfd, char *err, size_t errlen)
+static int install_filter(char *err, size_t errlen)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
 	if (!ctx) {
@@ -186,7 +185,7 @@ static int install_filter(int log_dirfd, char *err, size_t errlen)
 			return MOAT_EINVAL;
 		}
 	}
-	if (add_checked(ctx, log_dirfd) != 0) {
+	if (add_checked(ctx) != 0) {
 		snprintf(err, errlen, "seccomp: cannot add the argument checks");
 		seccomp_release(ctx);
 		return MOAT_EINVAL;
@@ -265,5 +264,5 @@ int privdrop_apply(const struct privdrop_opts *o, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot set no_new_privs: %m");
 		return MOAT_EIO;
 	}
-	return o->filter ? install_filter(o->log_dirfd, err, errlen) : 0;
+	return o->filter ? install_filter(err, errlen) : 0;
 }

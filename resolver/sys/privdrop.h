@@ -21,7 +21,6 @@ struct privdrop_opts {
 	const char *user; /* configured (--user, user:); NULL: the default above */
 	bool firewall;    /* a firewall channel is configured (see privdrop_pick_user) */
 	bool filter;      /* install the system-call filter */
-	int log_dirfd;    /* the log's directory (logreopen_init); -1: none */
 };
 
 /* Switch to the user privdrop_pick_user picks (its primary group, no supplementary groups),

@@ -6,8 +6,9 @@
  * the ratio to the smallest, and the same lookups on the set compiled and mapped back
  * (moat/policy_file.h, written under /tmp and removed), body trusted (quick) and with each block
  * verified on first use (lazy, the default: the untimed pass verifies what the timed lookups
- * touch, so this is the steady cost of the bitmap checks). Run by hand (tests/bench/run does not
- * need it):
+ * touch, so this is the steady cost of the bitmap checks); then the deny path alone (names on
+ * no list: every label's lookup answered by the filter), in memory and compiled (lazy). Run by
+ * hand (tests/bench/run does not need it):
  *   build/bench-policy [LOOKUPS [SIZE...]]   default 2000000 lookups, sizes 1k 100k 1M */
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +45,7 @@ int main(int argc, char **argv)
 	size_t sizes[16] = {1000, 100000, 1000000}, nsizes = 3;
 	long lookups = argc > 1 ? strtol(argv[1], NULL, 10) : 2000000;
 	enum { NQ = 1 << 16 };
-	static uint8_t q[NQ][NAME_MAXWIRE];
+	static uint8_t q[NQ][NAME_MAXWIRE], d[NQ][NAME_MAXWIRE];
 	double base = 0;
 
 	if (lookups < 1) {
@@ -54,7 +55,8 @@ int main(int argc, char **argv)
 	for (int i = 2; i < argc && i - 2 < 16; i++, nsizes = (size_t)i - 2)
 		sizes[i - 2] = (size_t)strtoul(argv[i], NULL, 10);
 	printf("| allowlist names | ns per lookup | x (smallest) | matched | mapped ns | mapped x "
-	       "(in memory) | lazy ns | lazy x (in memory) |\n|---|---|---|---|---|---|---|---|\n");
+	       "(in memory) | lazy ns | lazy x (in memory) | deny ns | deny lazy ns |\n"
+	       "|---|---|---|---|---|---|---|---|---|---|\n");
 	for (size_t si = 0; si < nsizes; si++) {
 		size_t n = sizes[si];
 		struct policy_set *s = policy_set_new();
@@ -81,6 +83,10 @@ int main(int argc, char **argv)
 				snprintf(text, sizeof(text), "d%07zu.x.bench.test", k);
 			if (name_from_text(text, strlen(text), q[i]) < 0)
 				return 1;
+			snprintf(text, sizeof(text), "d%07zu.x.bench.test",
+			         (size_t)(seed >> 4) % n);
+			if (name_from_text(text, strlen(text), d[i]) < 0)
+				return 1;
 		}
 		long hits = 0;
 		double ns = time_lookups(s, q, lookups, &hits);
@@ -101,9 +107,14 @@ int main(int argc, char **argv)
 		long mhits = 0, lhits = 0;
 		double mns = time_lookups(m, q, lookups, &mhits);
 		double lns = time_lookups(lz, q, lookups, &lhits);
-		printf("| %zu | %.1f | %.2f | %.1f%% | %.1f | %.2f | %.1f | %.2f |\n", n, ns,
-		       ns / base, 100.0 * (double)hits / (double)lookups, mns, mns / ns, lns,
-		       lns / ns);
+		long dh = 0;
+		double dns = time_lookups(s, d, lookups, &dh),
+		       dlns = time_lookups(lz, d, lookups, &dh);
+		printf("| %zu | %.1f | %.2f | %.1f%% | %.1f | %.2f | %.1f | %.2f | %.1f | %.1f |\n",
+		       n, ns, ns / base, 100.0 * (double)hits / (double)lookups, mns, mns / ns, lns,
+		       lns / ns, dns, dlns);
+		if (dh)
+			fprintf(stderr, "bench-policy: %ld denied names matched\n", dh);
 		if (mhits != hits || lhits != hits)
 			fprintf(stderr,
 			        "bench-policy: mapped sets matched %ld and %ld, in memory %ld\n",

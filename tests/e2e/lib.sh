@@ -514,6 +514,19 @@ e2e_wait_ready() {
 	e2e_fail "moatd '$1' not ready after $((E2E_STARTUP_TRIES / 10)) s: $(tail -n 5 "$log")"
 }
 
+# reload_moatd NAME: SIGHUP the e2e_bg moatd NAME, wait (10 s at most) for the next "policy
+# reloaded" or "reload failed" line of its log, and print the last such line.
+reload_moatd() {
+	local log="$E2E_WORK/$1.log" before i
+	before=$(grep -cE "policy reloaded|reload failed" "$log" || true)
+	kill -HUP "$(e2e_pid "$1")"
+	for ((i = 0; i < 100; i++)); do
+		(($(grep -cE "policy reloaded|reload failed" "$log" || true) > before)) && break
+		sleep 0.1
+	done
+	grep -E "policy reloaded|reload failed" "$log" | tail -1
+}
+
 # stop_moatd NAME: SIGTERM the e2e_bg moatd NAME, which must still run and must exit 0 (a crash
 # or a sanitizer report would not); its "moatd: stopped: ..." line is left in STOPLINE.
 stop_moatd() {
@@ -786,6 +799,7 @@ e2e_upstream_queries() {
 # e2e_poll SECS CMD... / e2e_poll_line [-E|-F] FILE PAT SECS / e2e_wait_exit NAME SECS
 # wait_line [-E|-F] FILE PAT [SECS]   like e2e_poll_line, failing the test on timeout (5 s)
 # start_moatd NAME ARGS... (after MOATD_BASE) / e2e_wait_ready NAME / stop_moatd NAME (STOPLINE)
+# reload_moatd NAME             SIGHUP, prints the next "policy reloaded"/"reload failed" line
 # start_fw NAME ARGS... (after FW_BASE)
 # e2e_users                     users moat and moat-fw for this test's daemons (E2E_USERS,
 #                               E2E_NOUSERS, DAEMON_WRAP), the host's files untouched

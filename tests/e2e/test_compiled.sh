@@ -55,17 +55,7 @@ e2e_assert_contains "$up" "www.example.test. A" "the allowed name went upstream"
 e2e_assert_not_contains "$up" "multi.example.test" "a denied name never went upstream"
 e2e_assert_not_contains "$up" "mail.example.test" "a high-risk name never went upstream"
 
-# reload RESULT: SIGHUP, then wait for the next "policy reloaded" or "reload failed" line.
-reload() {
-	local before i
-	before=$(grep -cE "policy reloaded|reload failed" "$E2E_WORK/moatd.log" || true)
-	kill -HUP "$(e2e_pid moatd)"
-	for ((i = 0; i < 100; i++)); do
-		(($(grep -cE "policy reloaded|reload failed" "$E2E_WORK/moatd.log" || true) > before)) && break
-		sleep 0.1
-	done
-	grep -E "policy reloaded|reload failed" "$E2E_WORK/moatd.log" | tail -1
-}
+reload() { reload_moatd moatd; }
 
 # --- an atomic replace and SIGHUP switch the policy ---
 printf 'multi.example.test\n' >"$E2E_WORK/new.txt"

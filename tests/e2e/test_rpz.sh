@@ -6,6 +6,7 @@
 # primary or without its TSIG are refused, a wrong TSIG key is refused and the old zone stays,
 # and the primary going away keeps the last zone.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/knot.sh"
 e2e_init rpz
 
 command -v knotd >/dev/null || e2e_fail "knotd not installed (tools/deps lists knot)"
@@ -37,43 +38,7 @@ $TTL 60
 mail.example.test CNAME .
 txt.example.test CNAME *.
 Z
-cat >"$K/knot.conf" <<C
-server:
-    rundir: "$K"
-    listen: 127.0.0.1@5310
-log:
-  - target: stderr
-    any: info
-database:
-    storage: "$K"
-key:
-  - id: k1
-    algorithm: hmac-sha256
-    secret: $SECRET
-remote:
-  - id: moat
-    address: 127.0.0.1@53
-    key: k1
-acl:
-  - id: xfr
-    address: 127.0.0.0/8
-    key: k1
-    action: transfer
-template:
-  - id: default
-    storage: "$K"
-    file: "%s.zone"
-    zonefile-sync: -1
-    zonefile-load: difference
-    journal-content: changes
-    notify: moat
-    acl: xfr
-zone:
-  - domain: allow.rpz.
-  - domain: hr.rpz.
-C
-e2e_bg knot knotd -c "$K/knot.conf"
-e2e_wait_port tcp 127.0.0.1 5310
+knot_start "$K" "$SECRET" allow.rpz. hr.rpz.
 
 moat_cfg() { # SECRET
 	cat >"$E2E_WORK/moatd.yaml" <<Y

@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -37,8 +38,9 @@ static void notify(const uint8_t *pkt, size_t len)
 	uint8_t out[1024];
 	char why[200];
 	size_t zi = 7;
-	int n = rpz_notify_check(&cfg, pkt, len, (struct sockaddr *)&from, out, sizeof(out), &zi,
-	                         why, sizeof(why));
+	struct rpz_notify_sig sig;
+	int n = rpz_notify_check(&cfg, pkt, len, (struct sockaddr *)&from, (uint64_t)time(NULL),
+	                         out, sizeof(out), &zi, &sig, why, sizeof(why));
 	if (n < 0) {
 		FZ_CHECK(memchr(why, 0, sizeof(why)) != NULL, "unterminated reason");
 		return;

@@ -1,7 +1,7 @@
 /* Unit tests for the runtime agents' store (resolver/agentstore.c): the record format (round
  * trip, version, truncated, corrupt or overlong records refused, bounds on every field) and the
  * LMDB environment (batched puts and deletes, abort, records surviving a close and reopen, a
- * corrupt record skipped and reported, a store of another format refused). */
+ * store with a corrupt record moved aside, a store of another format refused). */
 #include <criterion/criterion.h>
 
 #include <lmdb.h>
@@ -146,6 +146,7 @@ Test(format, refused)
 
 /* ---- the environment ---- */
 static char dir[64];
+#include "tmpfiles.h"
 
 static void env_setup(void)
 {
@@ -155,11 +156,7 @@ static void env_setup(void)
 
 static void env_teardown(void)
 {
-	char p[128];
-	snprintf(p, sizeof(p), "%s/data.mdb", dir);
-	unlink(p);
-	snprintf(p, sizeof(p), "%s/lock.mdb", dir);
-	unlink(p);
+	tmpdir_clear();
 	rmdir(dir);
 }
 
@@ -243,7 +240,45 @@ static void raw_put(const char *key, const void *val, size_t len)
 	mdb_env_close(env);
 }
 
-Test(env, corrupt_record_skipped)
+static int count_decided(void *ctx, const char *agent, const char *text)
+{
+	(void)agent;
+	(void)text;
+	(*(int *)ctx)++;
+	return 0;
+}
+
+/* The rules an ask decision kept are checked like the agents: a sound one passes the check at
+ * open, a damaged one moves the store aside. */
+Test(env, damaged_kept_decision_moves_the_store_aside)
+{
+	struct agentstore *st;
+	char err[256];
+	int n = 0;
+	cr_assert_eq(agentstore_open(dir, &st, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(agentstore_put_decided(st, "a1", "x.example.com tcp/443", err, sizeof(err)), 0,
+	             "%s", err);
+	cr_assert_eq(agentstore_commit(st, err, sizeof(err)), 0, "%s", err);
+	agentstore_close(st);
+	cr_assert_eq(agentstore_open(dir, &st, err, sizeof(err)), 0, "%s", err);
+	cr_assert_not(tmpdir_has("data.mdb.damaged-"), "a sound decision passes the check");
+	cr_assert_eq(agentstore_each_decided(st, count_decided, &n, err, sizeof(err)), 0, "%s",
+	             err);
+	cr_assert_eq(n, 1, "and is read back");
+	agentstore_close(st);
+	raw_put("!decided:a1", "\1x.example.com tcp/443XXXXXXXX", 31); /* its check is wrong */
+	cr_assert_eq(agentstore_open(dir, &st, err, sizeof(err)), 0, "%s", err);
+	cr_assert(tmpdir_has("data.mdb.damaged-"), "the damaged store was moved aside");
+	n = 0;
+	cr_assert_eq(agentstore_each_decided(st, count_decided, &n, err, sizeof(err)), 0, "%s",
+	             err);
+	cr_assert_eq(n, 0, "nothing of it is read");
+	agentstore_close(st);
+}
+
+/* A record whose check fails is damage: the whole store is moved aside (its other records are
+ * not trusted either) and moatd starts without runtime agents. */
+Test(env, corrupt_record_moves_the_store_aside)
 {
 	struct agentstore *st;
 	struct agent_spec a;
@@ -255,6 +290,7 @@ Test(env, corrupt_record_skipped)
 	cr_assert_eq(agentstore_put(st, &a, err, sizeof(err)), 0, "%s", err);
 	cr_assert_eq(agentstore_commit(st, err, sizeof(err)), 0, "%s", err);
 	agentstore_close(st);
+	cr_assert_not(tmpdir_has("data.mdb.damaged-"), "a sound store stays");
 	snprintf(a.name, sizeof(a.name), "hurt");
 	cr_assert_eq(agentstore_encode(&a, &v, &n), 0);
 	v[n / 2] ^= 0x40;
@@ -262,9 +298,9 @@ Test(env, corrupt_record_skipped)
 	free(v);
 	cr_assert_eq(agentstore_open(dir, &st, err, sizeof(err)), 0, "%s", err);
 	struct seen x = read_all(st);
-	cr_assert_eq(x.n, 1, "the good record is read");
-	cr_assert_eq(x.bad, 1, "the corrupt one is reported");
-	cr_assert_str_eq(x.badname, "hurt");
+	cr_assert_eq(x.n, 0, "nothing of the damaged store is read");
+	cr_assert_eq(x.bad, 0);
+	cr_assert(tmpdir_has("data.mdb.damaged-"), "the damaged store was moved aside");
 	agentstore_close(st);
 	agent_spec_clear(&a);
 }

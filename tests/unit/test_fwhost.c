@@ -14,6 +14,8 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/ioctl.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "hostnet.h"
@@ -235,10 +237,25 @@ static int try_write_open(void)
 	return fopen("/tmp/moat-fwprivs-test", "w") == NULL && errno == EPERM ? 0 : 2;
 }
 
+static int try_ioctl(void)
+{
+	/* libuv's requests work; a terminal's (push input, read its settings) do not. */
+	int one = 1, p[2];
+	char c = 'x';
+	struct termios t;
+	if (pipe(p) < 0 || ioctl(p[0], FIONBIO, &one) < 0 || ioctl(p[0], FIOCLEX) < 0 ||
+	    ioctl(p[0], FIONREAD, &one) < 0)
+		return 1;
+	if (ioctl(0, TIOCSTI, &c) == 0 || errno != EPERM)
+		return 2;
+	return ioctl(0, TCGETS, &t) < 0 && errno == EPERM ? 0 : 3;
+}
+
 Test(fwhost, seccomp_allowlist)
 {
 	cr_assert_eq(under_filter(try_exec), 128 + SIGSYS, "execve was not fatal");
 	cr_assert_eq(under_filter(try_io_uring), 128 + SIGSYS, "io_uring_setup was not fatal");
 	cr_assert_eq(under_filter(try_sockets), 0, "socket families");
 	cr_assert_eq(under_filter(try_write_open), 0, "file opens");
+	cr_assert_eq(under_filter(try_ioctl), 0, "ioctl requests");
 }

@@ -14,6 +14,7 @@
 #include "moat/err.h"
 
 static char dir[64];
+#include "tmpfiles.h"
 static struct ledger *led;
 
 static void setup(void)
@@ -228,26 +229,37 @@ Test(ledger, layout_and_malformed_records)
 	cr_assert_eq(kb[0], 4);
 	cr_assert_eq(kb[17], 192);
 	cr_assert_eq(kb[20], 9);
-	uint8_t good[] = {0, 0, 0, 0, 0, 0, 0x01, 0x00, 2, 'o', 'k'};
-	raw_put(kb, sizeof(kb), good, sizeof(good));
+	uint8_t good[32];
+	size_t glen = ledger_val_encode(kb, 256, "ok", good);
+	cr_assert_eq(glen, 9 + 2 + 8, "expiry, length, agent, check");
+	cr_assert_eq(good[6], 0x01);
+	cr_assert_eq(good[8], 2);
+	raw_put(kb, sizeof(kb), good, glen);
 	uint8_t shortval[] = {0, 0, 0, 0, 0, 0, 0x01, 0x00, 5, 'x'};
 	uint8_t kb2[LEDGER_KEYLEN];
 	k.dst[3] = 10;
 	ledger_key_encode(&k, kb2);
 	raw_put(kb2, sizeof(kb2), shortval, sizeof(shortval));
-	raw_put("short", 5, good, sizeof(good));
+	raw_put("short", 5, good, glen);
 	uint8_t kb3[LEDGER_KEYLEN];
 	k.dst[3] = 11;
 	ledger_key_encode(&k, kb3);
 	kb3[0] = 5; /* bad family */
-	raw_put(kb3, sizeof(kb3), good, sizeof(good));
+	raw_put(kb3, sizeof(kb3), good, glen);
+	/* A record whose check fails (a damaged page changed its address) is not a grant. */
+	uint8_t kb4[LEDGER_KEYLEN], moved[32];
+	k.dst[3] = 12;
+	ledger_key_encode(&k, kb4);
+	ledger_val_encode(kb4, 256, "ok", moved);
+	kb4[20] = 13;
+	raw_put(kb4, sizeof(kb4), moved, glen);
 
 	cr_assert_eq(ledger_open(dir, &led, err, sizeof(err)), 0, "%s", err);
 	struct seen s = live(0);
 	cr_assert_eq(s.n, 1, "only the well-formed record is live, got %zu", s.n);
 	cr_assert_eq(s.e[0].expiry, 256);
 	cr_assert_str_eq(s.e[0].agent, "ok");
-	cr_assert_eq(ledger_purge(led, 0), 3, "malformed records are purged");
+	cr_assert_eq(ledger_purge(led, 0), 4, "malformed and damaged records are purged");
 	cr_assert_eq(live(0).n, 1);
 }
 
@@ -358,11 +370,63 @@ Test(ledger, later_version_refused)
 {
 	char err[256] = "";
 	wipe_env();
-	uint8_t ver[] = {0, 0, 0, 3};
+	uint8_t ver[] = {0, 0, 0, LEDGER_VERSION + 1};
 	raw_put("version", 7, ver, sizeof(ver));
+	char why[256] = "";
+	cr_assert_eq(ledger_check(dir, why, sizeof(why)), 0, "a newer ledger is not damage: %s",
+	             why);
 	cr_assert_eq(ledger_open(dir, &led, err, sizeof(err)), MOAT_EIO);
 	cr_assert_null(led);
-	cr_assert(strstr(err, "version 3") != NULL, "%s", err);
+	cr_assert(strstr(err, "version 4") != NULL, "%s", err);
+}
+
+Test(ledger, version_2_gets_checks)
+{
+	char err[256];
+	wipe_env();
+	struct ledger_key k = key4(8);
+	uint8_t kb[LEDGER_KEYLEN];
+	ledger_key_encode(&k, kb);
+	uint8_t ver[] = {0, 0, 0, 2}, val[] = {0, 0, 0, 0, 0, 0, 0x10, 0x00, 2, 'v', '2'};
+	raw_put("version", 7, ver, sizeof(ver));
+	raw_put(kb, sizeof(kb), val, sizeof(val));
+	char why[256] = "";
+	cr_assert_eq(ledger_check(dir, why, sizeof(why)), 0, "a version-2 ledger is sound: %s",
+	             why);
+	cr_assert_eq(ledger_open(dir, &led, err, sizeof(err)), 0, "%s", err);
+	struct seen s = live(0x0f00);
+	cr_assert_eq(s.n, 1);
+	cr_assert_str_eq(s.e[0].agent, "v2");
+	ledger_close(led);
+	led = NULL;
+	cr_assert_eq(ledger_check(dir, why, sizeof(why)), 0, "rewritten with checks: %s", why);
+	cr_assert_eq(ledger_open(dir, &led, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(live(0x0f00).n, 1);
+}
+
+/* A grant changed on disk (its check fails): ledger_check says so, and moat-fw's open moves the
+ * ledger aside and starts empty (closed). */
+Test(ledger, damaged_record_moves_the_ledger_aside)
+{
+	char err[256], why[256] = "", path[256];
+	struct ledger_key k = key4(3);
+	cr_assert_eq(put1(&k, 5000, "agent", NULL), 0);
+	ledger_close(led);
+	led = NULL;
+	cr_assert_eq(ledger_check(dir, why, sizeof(why)), 0, "%s", why);
+	uint8_t kb[LEDGER_KEYLEN], val[32];
+	ledger_key_encode(&k, kb);
+	size_t n = ledger_val_encode(kb, 5000, "agent", val);
+	val[7] ^= 1; /* the expiry, not the check */
+	raw_put(kb, sizeof(kb), val, n);
+	cr_assert_eq(ledger_check(dir, why, sizeof(why)), MOAT_EFORMAT);
+	cr_assert(strstr(why, "fails its check"), "%s", why);
+	cr_assert_eq(ledger_open_checked(dir, &led, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(live(0).n, 0, "nothing of the damaged ledger is granted");
+	snprintf(path, sizeof(path), "%s/data.mdb", dir);
+	cr_assert_eq(access(path, F_OK), 0, "a new ledger");
+	cr_assert(tmpdir_has("data.mdb.damaged-"), "the damaged ledger was moved aside");
+	tmpdir_clear();
 }
 
 /* ledger_delete_if: the records whose key matches go, live or expired; the others stay. */

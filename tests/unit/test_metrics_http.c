@@ -2,16 +2,19 @@
  * real loopback socket: GET /metrics answers 200 with the body the program renders and the
  * Prometheus content type, both from a listening socket handed over (moat-fw) and from an
  * address it binds (moatd); another path is 404 with a line naming the program; a body that
- * cannot be rendered closes the connection without an answer. */
+ * cannot be rendered closes the connection without an answer; slow clients (a byte every few
+ * seconds) neither keep a scraper out nor hold their connections past the deadline. */
 #include <criterion/criterion.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "moat/metrics_http.h"
@@ -44,7 +47,7 @@ static int listener(struct sockaddr_in *sa)
 	sa->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	cr_assert(fd >= 0);
 	cr_assert_eq(bind(fd, (struct sockaddr *)sa, sizeof(*sa)), 0);
-	cr_assert_eq(listen(fd, 4), 0);
+	cr_assert_eq(listen(fd, 16), 0);
 	cr_assert_eq(getsockname(fd, (struct sockaddr *)sa, &len), 0);
 	return fd;
 }
@@ -126,5 +129,74 @@ Test(metrics_http, failed_body_closes)
 	calls = 0;
 	cr_expect_eq(fetch(&sa, "/metrics", out, sizeof(out)), 0, "got: %s", out);
 	cr_expect_eq(calls, 1);
+	metrics_http_stop(h);
+}
+
+/* A slow client from 127.0.0.1: connected, one byte of a request sent, the rest never. */
+static int slow_client(const struct sockaddr_in *sa)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert_eq(connect(fd, (const struct sockaddr *)sa, sizeof(*sa)), 0);
+	cr_assert_eq(send(fd, "G", 1, 0), 1);
+	return fd;
+}
+
+/* Whether the server closed fd (EOF or reset) within ms. */
+static bool closed_within(int fd, int ms)
+{
+	struct pollfd p = {fd, POLLIN, 0};
+	char b[64];
+	return poll(&p, 1, ms) == 1 && recv(fd, b, sizeof(b), MSG_DONTWAIT) <= 0;
+}
+
+/* 8 slow clients, all from the scraper's own address, then the scraper: it gets its answer
+ * (within 2 s here: the connections in its way are closed, not waited for), and every slow
+ * client is closed by the server although it keeps sending (the deadline counts from accept;
+ * the idle timeout alone would never close them). */
+Test(metrics_http, slow_clients_do_not_hold_the_endpoint, .timeout = 60)
+{
+	struct sockaddr_in sa;
+	char out[4096];
+	int fd = listener(&sa), slow[8];
+	struct metrics_http_opts o = {.program = "prog", .fd = fd, .body = body_ok, .ctx = "s 1\n"};
+	struct metrics_http *h = metrics_http_start(&o);
+	cr_assert_not_null(h);
+	for (int i = 0; i < 8; i++)
+		slow[i] = slow_client(&sa);
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct timeval tv = {.tv_sec = 2};
+	cr_assert_eq(setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	cr_assert_eq(connect(s, (const struct sockaddr *)&sa, sizeof(sa)), 0);
+	static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+	cr_assert_eq(send(s, req, sizeof(req) - 1, 0), (ssize_t)sizeof(req) - 1);
+	size_t got = 0;
+	for (ssize_t k;
+	     got + 1 < sizeof(out) && (k = recv(s, out + got, sizeof(out) - 1 - got, 0)) > 0;)
+		got += (size_t)k;
+	out[got] = '\0';
+	close(s);
+	cr_expect_not_null(strstr(out, "\r\n\r\ns 1\n"),
+	                   "no answer within 2 s past 8 slow clients: '%s'", out);
+	/* Each slow client keeps sending a byte a second; the server closes every one (bounded:
+	 * the deadline is 5 s, the poll gives 20). */
+	int open = 8;
+	for (int round = 0; round < 20 && open; round++) {
+		open = 0;
+		for (int i = 0; i < 8; i++) {
+			if (slow[i] < 0)
+				continue;
+			if (closed_within(slow[i], 1000 / 8) ||
+			    send(slow[i], "E", 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+				close(slow[i]);
+				slow[i] = -1;
+				continue;
+			}
+			open++;
+		}
+	}
+	cr_expect_eq(open, 0, "%d slow clients still held a connection", open);
+	for (int i = 0; i < 8; i++)
+		if (slow[i] >= 0)
+			close(slow[i]);
 	metrics_http_stop(h);
 }

@@ -1,8 +1,10 @@
 /* Unit tests for the compiled policy file (policy_file.c): a round trip keeps every decision,
  * rule and port list; damaged files (truncated, a flipped header or body byte, another version,
  * not a compiled file at all) are refused with a reason; the quick mode survives a garbage body
- * without leaving the mapping; a rename replaces a file; the loader hook chains compiled sets
- * and refuses text lists when a policy key is set. */
+ * without reading outside the file; a rename replaces a file and is no change of the open one; a
+ * file changed in place after open (filter, record, truncation, a copy over it) fails closed and
+ * is counted; the loader hook chains compiled sets and refuses text lists when a policy key is
+ * set. */
 #include <criterion/criterion.h>
 
 #include <fcntl.h>
@@ -11,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "moat/config.h"
@@ -664,4 +667,108 @@ Test(pfile, walk_skips_damaged_block)
 	cr_assert_eq(policy_file_info(s, &in), 0);
 	cr_assert_geq(in.bad_blocks, 1);
 	policy_set_free(s);
+}
+
+/* An hour older than now: a compiled file is older than moatd's open in practice, so a write
+ * after the open changes its modification time even where timestamps are coarse. */
+static void age(const char *path)
+{
+	struct timespec t[2] = {{.tv_sec = time(NULL) - 3600}, {.tv_sec = time(NULL) - 3600}};
+	cr_assert_eq(utimensat(AT_FDCWD, path, t, 0), 0);
+}
+
+/* What `cp other path` does: the same inode, truncated, other bytes written into it. */
+static void copy_over(const char *from, const char *path)
+{
+	char buf[4096];
+	int in = open(from, O_RDONLY), out = open(path, O_WRONLY | O_TRUNC);
+	cr_assert(in >= 0 && out >= 0);
+	for (ssize_t n; (n = read(in, buf, sizeof(buf))) > 0;)
+		cr_assert_eq(write(out, buf, (size_t)n), n);
+	close(in);
+	close(out);
+}
+
+/* One way of changing the file in place (the layout of a small list: slots in the first data
+ * block, the filter in the second, the records in the third). */
+static void change(const char *path, int how)
+{
+	static const uint8_t zero[64];
+	uint8_t b = 0x55;
+	switch (how) {
+	case 0: /* the filter zeroed */
+		patch(path, DATA + 4096, zero, sizeof(zero));
+		break;
+	case 1: /* a record changed */
+		patch(path, DATA + 2 * 4096 + 5, &b, 1);
+		break;
+	case 2: /* truncated */
+		cr_assert_eq(truncate(path, DATA + 100), 0);
+		break;
+	default: /* another valid file copied over it */
+		copy_over(compile("other", "other.example\n", how == 4), path);
+		break;
+	}
+}
+
+/* Changed in place after it was opened, every way: the set is tainted (logged once, counted),
+ * a high-risk name stays listed and an allowlist's name is no longer listed (fail closed), and
+ * nothing reads through a mapping (a truncation raises no SIGBUS). */
+Test(pfile, changed_in_place_fails_closed)
+{
+	for (int how = 0; how < 4; how++)
+		for (int hr = 0; hr < 2; hr++) {
+			char name[16];
+			snprintf(name, sizeof(name), "chg%d%d", how, hr);
+			const char *path =
+			    compile(name, hr ? "bad.example\n*.worse.example\n" : LIST, hr);
+			char keep[512];
+			snprintf(keep, sizeof(keep), "%s", path);
+			age(keep);
+			struct policy_set *s = NULL;
+			cr_assert_eq(policy_file_open(keep, hr, POLICY_VERIFY_LAZY, NULL, &s, err,
+			                              sizeof(err)),
+			             0, "%s", err);
+			const uint8_t *n = W(hr ? "bad.example" : "example.com");
+			cr_assert(policy_set_match(s, n, NULL), "listed before the change");
+			uint64_t before = policy_file_tainted_total();
+			change(keep, how + (how == 3 && hr));
+			cr_assert_eq(policy_set_match(s, n, NULL), hr,
+			             "way %d, %s: %s after the change", how,
+			             hr ? "high-risk" : "allow", hr ? "listed" : "not listed");
+			cr_assert_eq(
+			    policy_set_match(s, W(hr ? "a.worse.example" : "a.example.org"), NULL),
+			    hr);
+			struct policy_file_info in;
+			cr_assert_eq(policy_file_info(s, &in), 0);
+			cr_assert(in.tainted, "way %d: tainted", how);
+			cr_assert_eq(policy_file_tainted_total(), before + 1, "counted once");
+			/* What the filter rules out was checked at open and still answers. */
+			cr_assert_not(policy_set_match(s, W("unlisted.example"), NULL));
+			policy_set_free(s);
+		}
+}
+
+/* moatctl compile's replacement (a new inode renamed over the path) is no change of the open
+ * file: the running set keeps answering, and an open of the path loads the new file. */
+Test(pfile, rename_replacement_is_no_change)
+{
+	char keep[512];
+	snprintf(keep, sizeof(keep), "%s", compile("ren", LIST, false));
+	age(keep);
+	struct policy_set *s = NULL, *t = NULL;
+	cr_assert_eq(open_mode(keep, POLICY_VERIFY_LAZY, &s), 0, "%s", err);
+	struct policy_set *n = policy_set_new();
+	cr_assert_eq(policy_set_add(n, "new.example", 11, "new.txt", 1), 0);
+	cr_assert_eq(policy_file_write(n, false, keep, err, sizeof(err)), 0, "%s", err);
+	policy_set_free(n);
+	cr_assert(policy_set_match(s, W("example.com"), NULL), "the open set still answers");
+	cr_assert_not(policy_set_match(s, W("new.example"), NULL));
+	struct policy_file_info in;
+	cr_assert_eq(policy_file_info(s, &in), 0);
+	cr_assert_not(in.tainted, "a rename over the path is no change of the open file");
+	cr_assert_eq(open_mode(keep, POLICY_VERIFY_LAZY, &t), 0, "%s", err);
+	cr_assert(policy_set_match(t, W("new.example"), NULL), "the replacement loads");
+	policy_set_free(s);
+	policy_set_free(t);
 }

@@ -15,6 +15,7 @@
 #include "moat/keyfile.h"
 #include "moat/policy.h"
 #include "moat/policy_file.h"
+#include "moat/policy_lint.h"
 #include "moat/policy_sig.h"
 #include "moat/rpz.h"
 
@@ -129,21 +130,30 @@ Test(psig, rpz_file_with_key)
 	struct rpz_data *d = NULL;
 	put(P("z.rpz"), "$ORIGIN rpz.test.\n@ SOA ns. h. 1 60 60 600 60\n"
 	                "ok.example CNAME rpz-passthru.\n");
-	cr_assert_eq(rpz_load_file_signed(RPZ_ALLOW, P("z.rpz"), NULL, pk, &d, err, sizeof(err)),
+	cr_assert_eq(rpz_load_file_signed(RPZ_ALLOW, P("z.rpz"), NULL, pk, 0, &d, err, sizeof(err)),
 	             MOAT_EIO, "unsigned");
 	cr_assert_null(d);
 	cr_assert_eq(policy_sig_sign_file(P("z.rpz"), sk, err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(rpz_load_file_signed(RPZ_ALLOW, P("z.rpz"), NULL, pk2, &d, err, sizeof(err)),
-	             MOAT_EINVAL, "other key");
-	cr_assert_eq(rpz_load_file_signed(RPZ_ALLOW, P("z.rpz"), NULL, pk, &d, err, sizeof(err)), 0,
-	             "%s", err);
+	cr_assert_eq(
+	    rpz_load_file_signed(RPZ_ALLOW, P("z.rpz"), NULL, pk2, 0, &d, err, sizeof(err)),
+	    MOAT_EINVAL, "other key");
+	cr_assert_eq(rpz_load_file_signed(RPZ_ALLOW, P("z.rpz"), NULL, pk, 0, &d, err, sizeof(err)),
+	             0, "%s", err);
 	cr_assert_eq(rpz_count(d), 1);
 	rpz_data_unref(d);
 	d = NULL;
 	put(P("z.rpz"), "$ORIGIN rpz.test.\n@ SOA ns. h. 1 60 60 600 60\n"
 	                "ok.example CNAME rpz-passthru.\nmore.example CNAME rpz-passthru.\n");
-	cr_assert_eq(rpz_load_file_signed(RPZ_ALLOW, P("z.rpz"), NULL, pk, &d, err, sizeof(err)),
+	cr_assert_eq(rpz_load_file_signed(RPZ_ALLOW, P("z.rpz"), NULL, pk, 0, &d, err, sizeof(err)),
 	             MOAT_EINVAL, "changed after signing");
+	cr_assert_null(d);
+	/* A change that also breaks the zone: the signature is what the error names (the bytes are
+	 * hashed to the end), not the line where parsing stopped. */
+	put(P("z.rpz"), "$ORIGIN rpz.test.\n@ SOA ns. h. 1 60 60 600 60\n"
+	                "ok.example CNAME rpz-passthru.\nbad.example A 192.0.2.1\n");
+	cr_assert_eq(rpz_load_file_signed(RPZ_ALLOW, P("z.rpz"), NULL, pk, 0, &d, err, sizeof(err)),
+	             MOAT_EINVAL);
+	cr_assert(strstr(err, "bad signature"), "%s", err);
 	cr_assert_null(d);
 }
 
@@ -169,6 +179,47 @@ Test(psig, rpz_file_in_policy_load)
 	cr_assert_eq(policy_load(&cfg, &p, err, sizeof(err)), 0, "%s", err);
 	policy_unref(p);
 	config_free(&cfg);
+}
+
+/* A transferred zone is signed only by its TSIG: with policy_pubkey, one without is refused by
+ * the config check (so at --check and at start, file:line of the zone); without a key it loads
+ * with a lint warning. */
+static int rpz_primary_config(bool key, bool tsig, struct policy **p)
+{
+	char text[2048];
+	struct config cfg;
+	snprintf(text, sizeof(text),
+	         "upstreams: [192.0.2.53]\nlisten: [127.0.0.1:5300]\n%s%s\n"
+	         "rpz:\n  - {name: t, primary: 192.0.2.1, zone: rpz.test.%s}\n"
+	         "agents:\n  - name: a\n    clients: [10.0.0.0/8]\n    allow: [\"rpz:t\"]\n",
+	         key ? "policy_pubkey: " : "", key ? P("k.pub") : "",
+	         tsig ? ", tsig: {name: k1, secret: c2VjcmV0}" : "");
+	config_init(&cfg);
+	int rc = config_load_string(&cfg, text, strlen(text), "t.yaml", err, sizeof(err));
+	if (!rc)
+		rc = config_validate(&cfg, err, sizeof(err));
+	if (!rc)
+		rc = policy_load(&cfg, p, err, sizeof(err));
+	config_free(&cfg);
+	return rc;
+}
+
+Test(psig, rpz_primary_without_tsig)
+{
+	struct policy *p = NULL;
+	cr_assert_lt(rpz_primary_config(true, false, &p), 0, "accepted with policy_pubkey");
+	cr_assert(strstr(err, "t.yaml:5: rpz 't': policy_pubkey is set"), "%s", err);
+	cr_assert(strstr(err, "give it a tsig key"), "%s", err);
+	cr_assert_eq(rpz_primary_config(true, true, &p), 0, "%s", err);
+	policy_unref(p);
+	p = NULL;
+	cr_assert_eq(rpz_primary_config(false, false, &p), 0, "%s", err);
+	bool warned = false;
+	for (size_t i = 0; i < policy_lint_count(p->lint); i++)
+		warned |=
+		    strstr(policy_lint_get(p->lint, i), "rpz t: transferred without tsig") != NULL;
+	cr_assert(warned, "no lint warning for a zone transferred without tsig");
+	policy_unref(p);
 }
 
 /* ---- header signatures of compiled files (moat/policy_sig.h: two kinds) ---- */
@@ -259,7 +310,7 @@ Test(psig, head_signature_for_text_or_rpz_refused)
 	put(P("z.rpz"), "$ORIGIN rpz.test.\n@ SOA ns. h. 1 60 60 600 60\n"
 	                "ok.example CNAME rpz-passthru.\n");
 	copy(P("c.mpol.sig"), P("z.rpz.sig"));
-	cr_assert_eq(rpz_load_file_signed(RPZ_ALLOW, P("z.rpz"), NULL, pk, &d, err, sizeof(err)),
+	cr_assert_eq(rpz_load_file_signed(RPZ_ALLOW, P("z.rpz"), NULL, pk, 0, &d, err, sizeof(err)),
 	             MOAT_EINVAL);
 	cr_assert(strstr(err, "header signature"), "%s", err);
 	cr_assert_null(d);

@@ -1,7 +1,9 @@
 /* Unit tests for moatd's privilege drop: the default user, and the system-call filter's
  * argument checks, tried for real in a forked child under the very filter moatd loads (issue
  * 12: open(/etc/passwd, O_RDWR), socket(AF_PACKET), socket(AF_NETLINK) and kill(1, 0) used to
- * succeed under it). */
+ * succeed under it; issue 23: openat(logdir, "/etc/x") and "../escaped" with O_CREAT did),
+ * and the log's reopen helper, the one way left to create a file (its name, beneath the log's
+ * directory, no link out). */
 #include <criterion/criterion.h>
 #include <pwd.h>
 #include <errno.h>
@@ -17,7 +19,11 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <linux/openat2.h>
+#include <stdbool.h>
+
 #include "moat/err.h"
+#include "ops/logreopen.h"
 #include "sys/privdrop.h"
 
 /* What one call did under the filter: 0 allowed, 1 refused with EPERM, 2 something else. */
@@ -47,16 +53,39 @@ static int opened(const char *path, int flags)
 }
 
 /* Runs in the child: each line is "name result", result as refused() gives it. */
-static void probe(FILE *out, int logdir)
+static void probe(FILE *out, int logdir, FILE *log)
 {
 	fprintf(out, "open-rdwr %d\n", opened("/etc/passwd", O_RDWR));
 	fprintf(out, "open-wronly %d\n", opened("/etc/passwd", O_WRONLY | O_APPEND));
 	fprintf(out, "open-creat %d\n", opened("/tmp/moat-privdrop-never", O_RDONLY | O_CREAT));
 	fprintf(out, "open-rdonly %d\n", opened("/etc/passwd", O_RDONLY));
-	int fd = openat(logdir, "log.jsonl", O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-	fprintf(out, "openat-logdir-write %d\n", refused(fd));
+	/* moatd itself creates nothing once filtered: not in the log's directory, not by an
+	 * absolute path or ".." from its descriptor (the helper reopens the log) */
+	static const char *const names[] = {"log.jsonl", "/tmp/moat-privdrop-abs-never",
+	                                    "../moat-privdrop-escaped-never"};
+	static const char *const keys[] = {"openat-logdir-write", "openat-logdir-absolute",
+	                                   "openat-logdir-dotdot"};
+	for (int i = 0; i < 3; i++) {
+		int fd = openat(logdir, names[i], O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+		fprintf(out, "%s %d\n", keys[i], refused(fd));
+		if (fd >= 0)
+			close(fd);
+	}
+	int fd = openat(logdir, "tmp", O_TMPFILE | O_RDWR, 0600);
+	fprintf(out, "openat-tmpfile %d\n", refused(fd));
 	if (fd >= 0)
 		close(fd);
+	struct open_how how = {.flags = O_WRONLY | O_CREAT, .mode = 0600};
+	fd = (int)syscall(SYS_openat2, logdir, "log.jsonl", &how, sizeof(how));
+	fprintf(out, "openat2 %d\n", refused(fd));
+	if (fd >= 0)
+		close(fd);
+	/* the helper, asked as on SIGUSR1, creates the log (the parent checks it is there) */
+	char why[256] = "";
+	int lr = logreopen_now(log, why, sizeof(why));
+	fprintf(out, "logreopen-create %d\n", lr == 0 ? 0 : 2);
+	if (lr)
+		fprintf(out, "logreopen-why %s\n", why);
 	fprintf(out, "socket-packet %d\n", sock(AF_PACKET, SOCK_RAW));
 	fprintf(out, "socket-netlink %d\n", sock(AF_NETLINK, SOCK_RAW));
 	fprintf(out, "socket-inet-raw %d\n", sock(AF_INET, SOCK_RAW));
@@ -77,12 +106,15 @@ static void probe(FILE *out, int logdir)
 }
 
 static char results[4096];
+static bool log_created;
 
-/* Fork, install the filter in the child (no user change: the test may not be root), probe. */
+/* Fork, start the log's helper and install the filter in the child (no user change: the test
+ * may not be root), probe. */
 static void run_under_filter(void)
 {
-	char dir[] = "/tmp/moat-privdrop-XXXXXX";
+	char dir[] = "/tmp/moat-privdrop-XXXXXX", logpath[128];
 	cr_assert_not_null(mkdtemp(dir));
+	snprintf(logpath, sizeof(logpath), "%s/log.jsonl", dir);
 	int logdir = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	cr_assert_geq(logdir, 0);
 	int p[2];
@@ -93,12 +125,14 @@ static void run_under_filter(void)
 		close(p[0]);
 		FILE *out = fdopen(p[1], "w");
 		char err[256];
-		struct privdrop_opts o = {.user = "root", .filter = true, .log_dirfd = logdir};
+		struct privdrop_opts o = {.user = "root", .filter = true};
 		if (geteuid() != 0)
 			o.user = NULL;
-		if (!out || privdrop_apply(&o, err, sizeof(err)) < 0)
+		FILE *log = fopen("/dev/null", "w"); /* what the reopen lands on */
+		if (!out || !log || logreopen_init(logpath, NULL) < 0 ||
+		    privdrop_apply(&o, err, sizeof(err)) < 0)
 			_exit(3);
-		probe(out, logdir);
+		probe(out, logdir, log);
 		fclose(out);
 		_exit(0);
 	}
@@ -112,11 +146,12 @@ static void run_under_filter(void)
 	int st;
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d: %s", st, results);
-	char f[256];
-	snprintf(f, sizeof(f), "%s/log.jsonl", dir);
-	unlink(f);
+	log_created = access(logpath, F_OK) == 0;
+	unlink(logpath);
 	rmdir(dir);
 	close(logdir);
+	cr_assert_neq(access("/tmp/moat-privdrop-abs-never", F_OK), 0, "created by absolute path");
+	cr_assert_neq(access("/tmp/moat-privdrop-escaped-never", F_OK), 0, "created through ..");
 }
 
 static int result_of(const char *name)
@@ -134,9 +169,22 @@ Test(privdrop, filter_refuses_what_moatd_never_needs)
 {
 	run_under_filter();
 	static const char *const no[] = {
-	    "open-rdwr",      "open-wronly",     "open-creat",       "socket-packet",
-	    "socket-netlink", "socket-inet-raw", "socket-inet6-raw", "kill-init",
-	    "tgkill-other",   "ioctl-tiocsti",   "ioctl-tcgets",
+	    "open-rdwr",
+	    "open-wronly",
+	    "open-creat",
+	    "socket-packet",
+	    "socket-netlink",
+	    "socket-inet-raw",
+	    "socket-inet6-raw",
+	    "kill-init",
+	    "tgkill-other",
+	    "ioctl-tiocsti",
+	    "ioctl-tcgets",
+	    "openat-logdir-write",
+	    "openat-logdir-absolute",
+	    "openat-logdir-dotdot",
+	    "openat-tmpfile",
+	    "openat2",
 	};
 	for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
 		cr_expect_eq(result_of(no[i]), 1, "%s was not refused with EPERM:\n%s", no[i],
@@ -147,11 +195,40 @@ Test(privdrop, filter_allows_what_moatd_does)
 {
 	run_under_filter();
 	static const char *const yes[] = {
-	    "open-rdonly", "openat-logdir-write", "socket-inet-dgram", "socket-inet6-stream",
-	    "socket-unix", "kill-self",           "tgkill-self",       "ioctl-fionbio",
+	    "open-rdonly", "socket-inet-dgram", "socket-inet6-stream", "socket-unix",
+	    "kill-self",   "tgkill-self",       "ioctl-fionbio",       "logreopen-create",
 	};
 	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
 		cr_expect_eq(result_of(yes[i]), 0, "%s was refused:\n%s", yes[i], results);
+	cr_expect(log_created, "the helper created the log in its directory");
+}
+
+/* The helper opens the log's name beneath its directory only: a symbolic link put in the log's
+ * place, pointing out of the directory, is refused, and nothing is created where it points. */
+Test(privdrop, log_helper_refuses_a_link_out)
+{
+	char dir[] = "/tmp/moat-privdrop-XXXXXX", logpath[128], out[128], why[256] = "";
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(logpath, sizeof(logpath), "%s/log.jsonl", dir);
+	snprintf(out, sizeof(out), "%s-outside", dir);
+	cr_assert_eq(symlink(out, logpath), 0);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct privdrop_opts o = {.user = NULL, .filter = true};
+		FILE *log = fopen("/dev/null", "w"); /* before the filter */
+		if (!log || logreopen_init(logpath, NULL) < 0 ||
+		    privdrop_apply(&o, why, sizeof(why)) < 0)
+			_exit(3);
+		_exit(logreopen_now(log, why, sizeof(why)) < 0 ? 0 : 1);
+	}
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the link was followed (status %d)", st);
+	cr_expect_neq(access(out, F_OK), 0, "a file was created outside the log's directory");
+	unlink(out);
+	unlink(logpath);
+	rmdir(dir);
 }
 
 Test(privdrop, default_user)

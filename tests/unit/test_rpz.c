@@ -425,3 +425,33 @@ Test(rpz, config_errors)
 	cr_expect(strstr(err, "t.yaml:3: highrisk_rpz: no rpz zone named 'nope'"), "%s", err);
 	config_free(&cfg);
 }
+
+/* A zone's trigger cap: one more trigger than max_triggers refuses the zone (file or transfer),
+ * with the cap named; as many as it allows load. */
+Test(rpz, max_triggers_refuses_the_zone)
+{
+	char err[512] = "", *path = write_tmp("$ORIGIN rpz.test.\n@ SOA ns. h. 1 60 60 600 60\n"
+	                                      "a.example CNAME rpz-passthru.\n"
+	                                      "b.example CNAME rpz-passthru.\n"
+	                                      "*.c.example CNAME rpz-passthru.\n");
+	struct rpz_data *d = NULL;
+	cr_assert_eq(rpz_load_file_signed(RPZ_ALLOW, path, NULL, NULL, 3, &d, err, sizeof(err)), 0,
+	             "%s", err);
+	cr_assert_eq(rpz_count(d), 3);
+	cr_assert_eq(d->max_triggers, 3, "the cap goes with the zone (an IXFR patches a copy)");
+	struct rpz_data *c = rpz_data_copy(d);
+	cr_assert_eq(c->max_triggers, 3);
+	ldns_rr *rr = RR("d.example.rpz.test. 60 IN CNAME rpz-passthru.");
+	cr_assert_eq(rpz_data_apply(c, rr, true, "rpz:feed", 0, err, sizeof(err)), MOAT_ELIMIT);
+	ldns_rr_free(rr);
+	cr_assert(strstr(err, "more than 3 triggers"), "%s", err);
+	rpz_data_unref(c);
+	rpz_data_unref(d);
+	d = NULL;
+	cr_assert_eq(rpz_load_file_signed(RPZ_ALLOW, path, NULL, NULL, 2, &d, err, sizeof(err)),
+	             MOAT_ELIMIT);
+	cr_assert(strstr(err, "max_triggers"), "%s", err);
+	cr_assert_null(d);
+	unlink(path);
+	free(path);
+}

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -279,15 +280,16 @@ Test(rpz_xfr, rejected_record_and_silent_primary)
 
 /* ---- NOTIFY ---- */
 
-static size_t notify_wire(const char *zone, const char *secret, uint8_t *out)
+/* A NOTIFY for zone signed with secret (NULL: unsigned) by key name under algorithm alg. */
+static size_t notify_signed(const char *zone, const char *key, const char *secret, const char *alg,
+                            uint8_t *out)
 {
 	ldns_rdf *zn = ldns_dname_new_frm_str(zone);
 	ldns_pkt *p = ldns_pkt_query_new(zn, LDNS_RR_TYPE_SOA, LDNS_RR_CLASS_IN, LDNS_AA);
 	ldns_pkt_set_opcode(p, LDNS_PACKET_NOTIFY);
 	ldns_pkt_set_id(p, 4242);
 	if (secret)
-		cr_assert_eq(ldns_pkt_tsig_sign(p, KEY, secret, 300, "hmac-sha256", NULL),
-		             LDNS_STATUS_OK);
+		cr_assert_eq(ldns_pkt_tsig_sign(p, key, secret, 300, alg, NULL), LDNS_STATUS_OK);
 	uint8_t *w = NULL;
 	size_t n = 0;
 	ldns_pkt2wire(&w, p, &n);
@@ -297,35 +299,52 @@ static size_t notify_wire(const char *zone, const char *secret, uint8_t *out)
 	return n;
 }
 
-static void refused(const struct config *cfg, const uint8_t *pkt, size_t n,
-                    const struct sockaddr_in *from, const char *reason)
+static size_t notify_wire(const char *zone, const char *secret, uint8_t *out)
+{
+	return notify_signed(zone, KEY, secret, "hmac-sha256", out);
+}
+
+static void refused_at(const struct config *cfg, const uint8_t *pkt, size_t n,
+                       const struct sockaddr_in *from, uint64_t now, const char *reason)
 {
 	uint8_t out[1024];
-	char why[200] = "";
+	char why[300] = "";
 	size_t zi;
-	cr_expect_lt(rpz_notify_check(cfg, pkt, n, (const struct sockaddr *)from, out, sizeof(out),
-	                              &zi, why, sizeof(why)),
+	struct rpz_notify_sig sig;
+	cr_expect_lt(rpz_notify_check(cfg, pkt, n, (const struct sockaddr *)from, now, out,
+	                              sizeof(out), &zi, &sig, why, sizeof(why)),
 	             0, "accepted, want: %s", reason);
 	cr_expect(strstr(why, reason), "want '%s' in '%s'", reason, why);
 }
 
+static void refused(const struct config *cfg, const uint8_t *pkt, size_t n,
+                    const struct sockaddr_in *from, const char *reason)
+{
+	refused_at(cfg, pkt, n, from, (uint64_t)time(NULL), reason);
+}
+
+/* Where the zone's primary (zone_cfg: loopback) sends from. */
+static struct sockaddr_in primary_addr(void)
+{
+	return (struct sockaddr_in){.sin_family = AF_INET,
+	                            .sin_port = htons(40000),
+	                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+}
+
 Test(rpz_notify, only_from_the_primary_with_its_key)
 {
-	struct config cfg = {0};
 	struct config_rpz z = zone_cfg(53, true);
-	cfg.rpz = &z;
-	cfg.nrpz = 1;
-	struct sockaddr_in from = {.sin_family = AF_INET,
-	                           .sin_port = htons(40000),
-	                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct config cfg = {.rpz = &z, .nrpz = 1};
+	struct sockaddr_in from = primary_addr();
 	struct sockaddr_in other = from;
 	other.sin_addr.s_addr = htonl(0x7f000002);
 	uint8_t pkt[1024], out[1024];
 	char why[200];
 	size_t zi = 9;
+	struct rpz_notify_sig sig;
 	size_t n = notify_wire("rpz.test.", SECRET, pkt);
-	int rn = rpz_notify_check(&cfg, pkt, n, (struct sockaddr *)&from, out, sizeof(out), &zi,
-	                          why, sizeof(why));
+	int rn = rpz_notify_check(&cfg, pkt, n, (struct sockaddr *)&from, (uint64_t)time(NULL), out,
+	                          sizeof(out), &zi, &sig, why, sizeof(why));
 	cr_assert_gt(rn, 0, "%s", why);
 	cr_expect_eq(zi, 0);
 	ldns_pkt *r = NULL;
@@ -350,4 +369,33 @@ Test(rpz_notify, only_from_the_primary_with_its_key)
 	n = notify_wire("other.test.", SECRET, pkt);
 	refused(&cfg, pkt, n, &from, "does not transfer");
 	refused(&cfg, pkt, 5, &from, "malformed");
+}
+
+/* The TSIG's own fields are checked, not taken from the packet: the algorithm configured (a
+ * NOTIFY signed hmac-md5 with the right secret is refused), the key name configured, and the
+ * time signed within its fudge (300 s here) of now; an accepted one hands back its time and
+ * MAC for the replay check. */
+Test(rpz_notify, tsig_algorithm_key_and_time_pinned)
+{
+	struct config_rpz z = zone_cfg(53, true);
+	struct config cfg = {.rpz = &z, .nrpz = 1};
+	struct sockaddr_in from = primary_addr();
+	uint8_t pkt[1024], out[1024];
+	char why[300] = "";
+	size_t zi;
+	struct rpz_notify_sig sig;
+	size_t n = notify_signed("rpz.test.", KEY, SECRET, "hmac-md5.sig-alg.reg.int", pkt);
+	refused(&cfg, pkt, n, &from, "without a valid TSIG");
+	n = notify_signed("rpz.test.", "other-key.", SECRET, "hmac-sha256", pkt);
+	refused(&cfg, pkt, n, &from, "without a valid TSIG");
+	n = notify_wire("rpz.test.", SECRET, pkt);
+	uint64_t now = (uint64_t)time(NULL);
+	refused_at(&cfg, pkt, n, &from, now + 400, "within its fudge of now");
+	refused_at(&cfg, pkt, n, &from, now - 400, "within its fudge of now");
+	int rn = rpz_notify_check(&cfg, pkt, n, (struct sockaddr *)&from, now + 200, out,
+	                          sizeof(out), &zi, &sig, why, sizeof(why));
+	cr_assert_gt(rn, 0, "inside the fudge: %s", why);
+	cr_expect(sig.signed_at >= now - 1 && sig.signed_at <= now + 1, "signed at %llu",
+	          (unsigned long long)sig.signed_at);
+	cr_expect_eq(sig.mac_len, 2 + 32, "the MAC field: length, then HMAC-SHA256");
 }

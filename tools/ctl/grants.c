@@ -11,6 +11,7 @@
 #include "ctl.h"
 #include "moat/bytes.h"
 #include "ledger.h"
+#include "moat/err.h"
 
 struct grants_out {
 	const char *agent;
@@ -64,6 +65,15 @@ int ctl_grants(const char *dir, const char *agent, bool raw)
 	/* ledger_open would create a missing directory: a typo must not leave one behind. */
 	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
 		fprintf(stderr, "moatctl: no ledger at %s\n", dir);
+		return 1;
+	}
+	/* A damaged page could crash this reader: checked in a child first (moat-fw moves a
+	 * damaged ledger aside when it starts). */
+	if (ledger_check(dir, err, sizeof(err)) == MOAT_EFORMAT) {
+		fprintf(stderr,
+		        "moatctl: the ledger at %s is damaged (%s); moat-fw moves it aside "
+		        "when it starts\n",
+		        dir, err);
 		return 1;
 	}
 	if (ledger_open(dir, &l, err, sizeof(err)) < 0) {

@@ -1,5 +1,6 @@
-/* ledger.c owns moat-fw's LMDB grant ledger (record format in ledger.h): opening the environment,
- * batched extend-only writes, iteration over live records and purging of expired ones.
+/* ledger.c owns moat-fw's LMDB grant ledger (record format in ledger.h): checking it at start
+ * (in a child: moat/storecheck.h), opening the environment, batched extend-only writes,
+ * iteration over live records and purging of expired ones.
  *
  * LMDB gives crash safety for free: a transaction is either fully in data.mdb after commit or not
  * at all, so a killed moat-fw never leaves half a batch. Commits are not synchronous: the
@@ -10,6 +11,8 @@
 #include "ledger.h"
 #include "moat/bytes.h"
 #include "moat/err.h"
+#include "moat/lmdbcheck.h"
+#include "moat/storecheck.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -19,7 +22,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define LEDGER_VAL_MIN 10 /* expiry, agent_len, at least one agent byte */
+#define LEDGER_CHECK 8                     /* CRC-64 of the key and the value before it */
+#define LEDGER_VAL_MIN (10 + LEDGER_CHECK) /* expiry, agent_len, an agent byte, the check */
+#define LEDGER_CHECK_MS 10000              /* the start-up check's child at most */
 
 struct ledger {
 	MDB_env *env;
@@ -65,37 +70,88 @@ static bool ledger_is_version_key(const MDB_val *k)
 	       memcmp(k->mv_data, ledger_version_key, k->mv_size) == 0;
 }
 
-/* Version 1 -> 2 inside txn: each 33-byte record becomes its "every port" record (what version
- * 1 opened). Then the version record. */
+/* CRC-64/XZ (the ECMA-182 polynomial, reflected) over n bytes, continuing crc. Damage is what
+ * it tells apart (a random page, never an attacker: the ledger is moat-fw's own file), and
+ * moat-fw links no crypto library; a record is ~60 bytes, bit by bit is fast enough. */
+static uint64_t crc64(uint64_t crc, const uint8_t *p, size_t n)
+{
+	crc = ~crc;
+	while (n--) {
+		crc ^= *p++;
+		for (int k = 0; k < 8; k++)
+			crc = (crc >> 1) ^ (0xC96C5795D7870F42ull & (0 - (crc & 1)));
+	}
+	return ~crc;
+}
+
+static void ledger_check_of(const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen,
+                            uint8_t *out)
+{
+	uint64_t c = crc64(crc64(0, key, klen), val, vlen);
+	be32_put(out, (uint32_t)(c >> 32));
+	be32_put(out + 4, (uint32_t)c);
+}
+
+size_t ledger_val_encode(const uint8_t *key, uint64_t expiry, const char *agent, uint8_t *out)
+{
+	size_t alen = strlen(agent);
+	be32_put(out, (uint32_t)(expiry >> 32));
+	be32_put(out + 4, (uint32_t)expiry);
+	out[8] = (uint8_t)alen;
+	memcpy(out + 9, agent, alen);
+	ledger_check_of(key, LEDGER_KEYLEN, out, 9 + alen, out + 9 + alen);
+	return 9 + alen + LEDGER_CHECK;
+}
+
+/* One record of an older ledger as it is in version 3: a version-1 key (33 bytes) becomes its
+ * "every port" key; the value gets its check. An old value of another shape is dropped (it was
+ * skipped and purged before too). */
+struct ledger_old {
+	uint8_t key[LEDGER_KEYLEN];
+	uint8_t val[9 + LEDGER_AGENT_MAX + LEDGER_CHECK];
+	size_t vlen;
+};
+
+/* Versions 1 and 2 -> 3 inside txn: every record read, then written back in the new form. */
 static int ledger_migrate(MDB_txn *txn, MDB_dbi dbi)
 {
 	MDB_cursor *cur;
 	MDB_val k, v;
+	struct ledger_old *old = NULL;
+	size_t n = 0, cap = 0;
 	int rc = mdb_cursor_open(txn, dbi, &cur);
 	if (rc)
 		return rc;
-	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;) {
-		if (k.mv_size != LEDGER_KEYLEN_V1) {
-			rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		const uint8_t *p = v.mv_data;
+		bool shaped = (k.mv_size == LEDGER_KEYLEN_V1 || k.mv_size == LEDGER_KEYLEN) &&
+		              v.mv_size >= 10 && p[8] >= 1 && p[8] <= LEDGER_AGENT_MAX &&
+		              v.mv_size == 9u + p[8];
+		if (!shaped)
 			continue;
+		if (grow_one(&old, &cap, n, sizeof(*old), 64) < 0) {
+			rc = ENOMEM;
+			break;
 		}
-		uint8_t nk[LEDGER_KEYLEN], val[9 + LEDGER_AGENT_MAX];
-		size_t vl = v.mv_size < sizeof(val) ? v.mv_size : sizeof(val);
-		memcpy(val, v.mv_data, vl);
-		memset(nk, 0, sizeof(nk));
-		memcpy(nk, k.mv_data, LEDGER_KEYLEN_V1);
-		if ((rc = mdb_cursor_del(cur, 0)) != 0)
-			break;
-		MDB_val nkv = {sizeof(nk), nk}, nvv = {vl, val};
-		if ((rc = mdb_put(txn, dbi, &nkv, &nvv, 0)) != 0)
-			break;
-		/* Go on after the record just written (it sorts after the old key). */
-		rc = mdb_cursor_get(cur, &nkv, &v, MDB_SET_RANGE);
-		if (rc == 0)
-			rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+		struct ledger_old *o = &old[n++];
+		memset(o->key, 0, sizeof(o->key));
+		memcpy(o->key, k.mv_data, k.mv_size);
+		char agent[LEDGER_AGENT_MAX + 1];
+		memcpy(agent, p + 9, p[8]);
+		agent[p[8]] = '\0';
+		o->vlen = ledger_val_encode(o->key, (uint64_t)be32_get(p) << 32 | be32_get(p + 4),
+		                            agent, o->val);
 	}
 	mdb_cursor_close(cur);
-	if (rc != MDB_NOTFOUND)
+	if (rc == MDB_NOTFOUND)
+		rc = mdb_drop(txn, dbi, 0); /* empty it: old keys and shapes go */
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		MDB_val nk = {LEDGER_KEYLEN, old[i].key}, nv = {old[i].vlen, old[i].val};
+		rc = mdb_put(txn, dbi, &nk, &nv, 0);
+	}
+	free(old);
+	if (rc)
 		return rc;
 	uint8_t ver[4] = {0, 0, 0, LEDGER_VERSION};
 	MDB_val vk = {sizeof(ledger_version_key) - 1, (void *)ledger_version_key},
@@ -109,27 +165,33 @@ static int ledger_check_version(MDB_txn *txn, MDB_dbi dbi, char *err, size_t err
 	MDB_val vk = {sizeof(ledger_version_key) - 1, (void *)ledger_version_key}, vv;
 	int rc = mdb_get(txn, dbi, &vk, &vv);
 	if (rc == MDB_NOTFOUND)
-		return ledger_migrate(txn, dbi);
+		return ledger_migrate(txn, dbi); /* version 1 (or a new ledger) */
 	if (rc)
 		return rc;
 	const uint8_t *p = vv.mv_data;
 	uint32_t ver = vv.mv_size == 4 ? be32_get(p) : 0;
 	if (ver == LEDGER_VERSION)
 		return 0;
+	if (ver == 2)
+		return ledger_migrate(txn, dbi);
 	snprintf(err, errlen, "ledger format version %u is not %d (newer moat-fw?)", ver,
 	         LEDGER_VERSION);
 	return -1;
 }
 
-/* Expiry of a well-formed value, with the agent name copied out when agent != NULL; 0 when the
- * value is malformed (0 is never a live expiry). */
-static uint64_t ledger_val_parse(const MDB_val *v, char *agent)
+/* Expiry of a well-formed value of key k whose check matches, with the agent name copied out
+ * when agent != NULL; 0 when the value is malformed or damaged (0 is never a live expiry). */
+static uint64_t ledger_val_parse(const MDB_val *k, const MDB_val *v, char *agent)
 {
 	const uint8_t *p = v->mv_data;
-	if (v->mv_size < LEDGER_VAL_MIN)
+	uint8_t check[LEDGER_CHECK];
+	if (v->mv_size < LEDGER_VAL_MIN || k->mv_size != LEDGER_KEYLEN)
 		return 0;
 	size_t alen = p[8];
-	if (alen == 0 || alen > LEDGER_AGENT_MAX || v->mv_size != 9 + alen)
+	if (alen == 0 || alen > LEDGER_AGENT_MAX || v->mv_size != 9 + alen + LEDGER_CHECK)
+		return 0;
+	ledger_check_of(k->mv_data, k->mv_size, p, 9 + alen, check);
+	if (memcmp(check, p + 9 + alen, LEDGER_CHECK) != 0)
 		return 0;
 	uint64_t e = (uint64_t)be32_get(p) << 32 | be32_get(p + 4);
 	if (agent) {
@@ -137,6 +199,78 @@ static uint64_t ledger_val_parse(const MDB_val *v, char *agent)
 		agent[alen] = '\0';
 	}
 	return e;
+}
+
+/* One record in the start-up check's child: the version record, or a well-formed grant whose
+ * check matches. */
+static int ledger_check_record(const MDB_val *k, const MDB_val *v, void *arg, char *why,
+                               size_t whylen)
+{
+	const unsigned *ver = arg;
+	if (ledger_is_version_key(k))
+		return 0;
+	if (*ver < LEDGER_VERSION) /* an old ledger: its shape only (it gets checks when opened) */
+		return k->mv_size != LEDGER_KEYLEN && k->mv_size != LEDGER_KEYLEN_V1;
+	if (ledger_key_ok(k) && ledger_val_parse(k, v, NULL))
+		return 0;
+	snprintf(why, whylen, "a grant record fails its check");
+	return 1;
+}
+
+/* The check's child (moat/storecheck.h): the version, then the whole ledger walked. */
+static int ledger_check_child(const char *dir, void *arg, char *why, size_t whylen)
+{
+	struct lmdbcheck c;
+	(void)arg;
+	int rc = lmdbcheck_open(&c, dir, LEDGER_MAPSIZE, why, whylen);
+	if (rc)
+		return rc > 0 ? 0 : 1;
+	MDB_val vk = {sizeof(ledger_version_key) - 1, (void *)ledger_version_key}, vv;
+	unsigned ver = 1;
+	rc = mdb_get(c.txn, c.dbi, &vk, &vv);
+	if (rc == 0)
+		ver = vv.mv_size == 4 ? be32_get(vv.mv_data) : 0;
+	if ((rc && rc != MDB_NOTFOUND) || ver < 1) {
+		snprintf(why, whylen, "the version record is damaged");
+		lmdbcheck_close(&c);
+		return 1;
+	}
+	rc = ver > LEDGER_VERSION ? 0 : lmdbcheck_walk(&c, ledger_check_record, &ver, why, whylen);
+	lmdbcheck_close(&c);
+	return rc ? 1 : 0;
+}
+
+int ledger_check(const char *dir, char *why, size_t whylen)
+{
+	return storecheck_run(dir, ledger_check_child, NULL, LEDGER_CHECK_MS, why, whylen);
+}
+
+int ledger_open_checked(const char *dir, struct ledger **out, char *err, size_t errlen)
+{
+	char why[512], moved[4200];
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+		snprintf(err, errlen, "%s: cannot create: %s", dir, strerror(errno));
+		return MOAT_EIO;
+	}
+	int rc = ledger_check(dir, why, sizeof(why));
+	if (rc == MOAT_EIO) {
+		snprintf(err, errlen, "%s: %s", dir, why);
+		return rc;
+	}
+	if (rc) {
+		if (storecheck_move_aside(dir, "data.mdb", "lock.mdb", moved, sizeof(moved)) < 0) {
+			snprintf(err, errlen,
+			         "%s: the ledger is damaged (%s) and cannot be moved aside: %s",
+			         dir, why, strerror(errno));
+			return MOAT_EIO;
+		}
+		fprintf(
+		    stderr,
+		    "moat-fw: ledger %s: damaged (%s): moved aside to %s; starting with no grants "
+		    "(closed): they come back as moatd resolves the names again\n",
+		    dir, why, moved);
+	}
+	return ledger_open(dir, out, err, errlen);
 }
 
 int ledger_open(const char *dir, struct ledger **out, char *err, size_t errlen)
@@ -236,7 +370,7 @@ int ledger_batch_put(struct ledger *l, const struct ledger_key *key, uint64_t ex
                      const char *agent, uint64_t *prev)
 {
 	uint8_t kb[LEDGER_KEYLEN];
-	uint8_t vb[9 + LEDGER_AGENT_MAX];
+	uint8_t vb[9 + LEDGER_AGENT_MAX + LEDGER_CHECK];
 
 	if (prev)
 		*prev = 0;
@@ -253,7 +387,7 @@ int ledger_batch_put(struct ledger *l, const struct ledger_key *key, uint64_t ex
 	MDB_val v;
 	int rc = mdb_get(l->batch, l->dbi, &k, &v);
 	if (rc == 0) {
-		uint64_t old = ledger_val_parse(&v, NULL);
+		uint64_t old = ledger_val_parse(&k, &v, NULL);
 		if (prev)
 			*prev = old;
 		if (old >= expiry)
@@ -261,11 +395,7 @@ int ledger_batch_put(struct ledger *l, const struct ledger_key *key, uint64_t ex
 	} else if (rc != MDB_NOTFOUND) {
 		return MOAT_EIO;
 	}
-	be32_put(vb, (uint32_t)(expiry >> 32));
-	be32_put(vb + 4, (uint32_t)expiry);
-	vb[8] = (uint8_t)alen;
-	memcpy(vb + 9, agent, alen);
-	v.mv_size = 9 + alen;
+	v.mv_size = ledger_val_encode(kb, expiry, agent, vb);
 	v.mv_data = vb;
 	return mdb_put(l->batch, l->dbi, &k, &v, 0) == 0 ? 0 : MOAT_EIO;
 }
@@ -320,7 +450,7 @@ static int ledger_walk(struct ledger *l, const uint8_t *start, size_t plen, uint
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		if (!ledger_key_ok(&k))
 			continue;
-		e.expiry = ledger_val_parse(&v, e.agent);
+		e.expiry = ledger_val_parse(&k, &v, e.agent);
 		if (e.expiry <= now && !expired)
 			continue;
 		ledger_key_decode(k.mv_data, &e.key);
@@ -401,7 +531,7 @@ static int ledger_delete_where(struct ledger *l,
 static bool ledger_stale(const MDB_val *k, const MDB_val *v, void *ctx)
 {
 	uint64_t now = *(const uint64_t *)ctx;
-	return !((ledger_key_ok(k) && ledger_val_parse(v, NULL) > now) || ledger_is_version_key(k));
+	return !((ledger_key_ok(k) && ledger_val_parse(k, v, NULL) > now) || ledger_is_version_key(k));
 }
 
 int ledger_purge(struct ledger *l, uint64_t now)

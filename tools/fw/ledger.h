@@ -2,7 +2,7 @@
  * directory holding data.mdb and lock.mdb). After a restart moat-fw rebuilds the kernel's allow
  * sets from it, so nothing granted is lost and nothing expired comes back.
  *
- * Record format, version 2 (one database, the environment's unnamed main DB):
+ * Record format, version 3 (one database, the environment's unnamed main DB):
  *   key   (36 bytes): u8 family (4 or 6)
  *                     16 bytes sandbox source address (all zero in the netns placement; IPv4 in
  *                              the first 4 bytes, rest zero)
@@ -11,11 +11,14 @@
  *                     u16 port, big-endian (0 unless proto is 6 or 17)
  *   value (9 + agent_len bytes): u64 expiry, unix seconds, big-endian
  *                     u8 agent_len (1..63), agent name bytes (no NUL)
- *   and one record key "version" (7 bytes) -> u32 big-endian format version (2).
- * Version 1 had 33-byte keys (no proto, no port: every port). ledger_open turns each version-1
- * record into its version-2 "every port" record, then writes the version record; a
- * ledger of a later version is refused. Records of any other shape are skipped when iterating
- * and deleted by ledger_purge.
+ *                     u8 check[8]: CRC-64/XZ, big-endian, of the key and the value bytes before it
+ *   and one record key "version" (7 bytes) -> u32 big-endian format version (3).
+ * LMDB has no page checksums: the check tells a record a damaged page changed from a grant
+ * moat-fw made, so nothing is restored that was not granted. Version 2 had no check, version 1
+ * also 33-byte keys (no proto, no port: every port); ledger_open rewrites either in version 3
+ * (a version-1 record becomes its "every port" record), then writes the version record; a
+ * ledger of a later version is refused. Records of any other shape, or whose check fails, are
+ * skipped when iterating and deleted by ledger_purge.
  *
  * Writes happen in batches: ledger_batch_begin opens one write transaction, ledger_batch_put
  * adds records to it, ledger_batch_commit commits them into the shared mapping without an fsync
@@ -31,7 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LEDGER_VERSION 2
+#define LEDGER_VERSION 3
 #define LEDGER_KEYLEN 36
 #define LEDGER_KEYLEN_V1 33
 #define LEDGER_AGENT_MAX 63
@@ -57,8 +60,18 @@ struct ledger_entry {
 
 /* Open (creating the directory with mode 0700 if missing) the ledger in dir. On success *out
  * owns the environment; free it with ledger_close. Returns 0, MOAT_EIO (err says why) or
- * MOAT_ENOMEM. */
+ * MOAT_ENOMEM. A damaged page can crash this process: moat-fw opens with ledger_open_checked. */
 int ledger_open(const char *dir, struct ledger **out, char *err, size_t errlen);
+
+/* Check the ledger in dir in a child process (moat/storecheck.h): every record read, each grant's
+ * check verified. 0 (sound, or none yet), MOAT_EFORMAT with why (damaged), MOAT_EIO. Before
+ * any thread starts. */
+int ledger_check(const char *dir, char *why, size_t whylen);
+
+/* moat-fw's start: ledger_check, a damaged ledger moved aside to data.mdb.damaged-TIME with a
+ * message on stderr (moat-fw then starts with no grants: closed, and moatd's next answers grant
+ * again), then ledger_open. */
+int ledger_open_checked(const char *dir, struct ledger **out, char *err, size_t errlen);
 void ledger_close(struct ledger *l);
 
 /* Make committed batches durable (fsync). Commits are not synced one by one; moat-fw calls this
@@ -105,7 +118,9 @@ int ledger_purge(struct ledger *l, uint64_t now);
 int ledger_delete_if(struct ledger *l, bool (*match)(const struct ledger_key *key, void *ctx),
                      void *ctx);
 
-/* Serialized forms, exposed for tests and tools. key_out: LEDGER_KEYLEN bytes. */
+/* Serialized forms, exposed for tests and tools. key_out: LEDGER_KEYLEN bytes. A value of the
+ * encoded key (agent: 1..63 bytes) into out (9 + 63 + 8 bytes at most); returns its length. */
 void ledger_key_encode(const struct ledger_key *key, uint8_t *key_out);
+size_t ledger_val_encode(const uint8_t *key, uint64_t expiry, const char *agent, uint8_t *out);
 
 #endif

@@ -5,7 +5,8 @@
  * The system-call filter is an allowlist, made by watching moat-fw (its libuv loop, LMDB and
  * libnftables' netlink talk) under strace through start-up, grants, purges and stop: anything
  * else fails with EPERM, and the calls that would change what the process is (execve,
- * io_uring, ptrace) kill it. */
+ * io_uring, ptrace) kill it. Arguments are checked where a call could reach further: socket()
+ * only Unix and netlink, openat() only read-only, ioctl() only libuv's four requests. */
 #include "privs.h"
 
 #include "moat/err.h"
@@ -17,6 +18,7 @@
 #include <seccomp.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -87,7 +89,6 @@ static const int fwprivs_allowed[] = {
     SCMP_SYS(newfstatat),
     SCMP_SYS(statx),
     SCMP_SYS(fcntl),
-    SCMP_SYS(ioctl),
     SCMP_SYS(fsync),
     SCMP_SYS(fdatasync),
     SCMP_SYS(msync),
@@ -199,6 +200,14 @@ int fwprivs_filter(char *err, size_t errlen)
 		                           .datum_a = (scmp_datum_t)families[i],
 		                           .datum_b = 0};
 		rc = seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1, &cmp);
+	}
+	/* ioctl: only what libuv asks (non-blocking, close-on-exec, bytes waiting), as in moatd's
+	 * filter; a terminal's or a device's requests (TIOCSTI, ...) are refused. */
+	static const unsigned long ioctls[] = {FIONBIO, FIOCLEX, FIONCLEX, FIONREAD};
+	for (size_t i = 0; i < sizeof(ioctls) / sizeof(ioctls[0]) && rc == 0; i++) {
+		struct scmp_arg_cmp cmp = {
+		    .arg = 1, .op = SCMP_CMP_EQ, .datum_a = (scmp_datum_t)ioctls[i], .datum_b = 0};
+		rc = seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1, &cmp);
 	}
 	/* Files: read-only opens (libnftables and glibc may read a table), nothing written. */
 	if (rc == 0) {

@@ -254,7 +254,7 @@ static int fwsrv_start(struct fwsrv *srv)
 	}
 	if ((o->netns && (rc = fwsrv_enter_sandbox(srv)) < 0) || (rc = fwsrv_open_nft(srv)) < 0)
 		return rc;
-	if ((rc = ledger_open(o->state_dir, &srv->ledger, err, sizeof(err))) < 0) {
+	if ((rc = ledger_open_checked(o->state_dir, &srv->ledger, err, sizeof(err))) < 0) {
 		fprintf(stderr, "moat-fw: ledger: %s\n", err);
 		return rc;
 	}
