@@ -208,13 +208,17 @@ static bool il_dec4_at(const char *s, uint8_t addr[4])
 	return s[i] == '\0' || il_is_sep(s[i]);
 }
 
-/* Exactly 8 hex digits at s ("a9fea9fe", nip.io's hex form), ending at a separator or the end. */
+/* A label of exactly 8 hex digits at s ("a9fea9fe", nip.io's hex form), ending at a '.' or
+ * the end. Only a whole label: names of object stores and CDNs end their labels in hashes
+ * ("bucket-e386fb85"), and reading those would deny one benign name in seven (the guard's ranges
+ * cover that share of the space); the services that also take "app-a9fea9fe" are high-risk
+ * names anyway (zones/highrisk.txt), and the answer's own check refuses what they return. */
 static bool il_hex8_at(const char *s, uint8_t addr[4])
 {
 	for (int i = 0; i < 8; i++)
 		if (il_hexval((uint8_t)s[i]) < 0)
 			return false;
-	if (s[8] != '\0' && !il_is_sep(s[8]))
+	if (s[8] != '\0' && s[8] != '.')
 		return false;
 	for (int i = 0; i < 4; i++)
 		addr[i] =
@@ -235,7 +239,8 @@ size_t iplit_embedded_v4_all(const uint8_t *wire, uint8_t (*addrs)[4], size_t ma
 	for (size_t i = 0; i < n && found < max; i++) {
 		if (i > 0 && !il_is_sep(buf[i - 1]))
 			continue;
-		if (il_dec4_at(buf + i, addrs[found]) || il_hex8_at(buf + i, addrs[found]))
+		if (il_dec4_at(buf + i, addrs[found]) ||
+		    ((i == 0 || buf[i - 1] == '.') && il_hex8_at(buf + i, addrs[found])))
 			found++;
 	}
 	return found;
