@@ -10,22 +10,11 @@
 # interleaved rounds, so both see the same load. Run by hand as root:
 # tests/bench/fw_bridge.sh [BUILD_DIR]. Prints figures, asserts nothing.
 set -euo pipefail
-export MOAT_SRC=$(cd "$(dirname "$0")/../.." && pwd)
-export MOAT_BUILD=${1:-$MOAT_SRC/build}
-source "$MOAT_SRC/tests/e2e/lib.sh"
+source "$(dirname "$0")/fw_lib.sh"
 e2e_init fw_bridge_bench
-ROUNDS=${ROUNDS:-3}
-SECS=${SECS:-3}
 source "$MOAT_SRC/tests/e2e/fw_bridged.sh"
 fw_bridged
-ip -n "$HOSTNS" link add br-o type bridge
-ip -n "$HOSTNS" link set br-o up
-e2e_peer sbxc
-C=$E2E_PEER
-e2e_peer sbxd
-D=$E2E_PEER
-fw_bridge_port "$C" vc br-o 198.51.100.65/28
-fw_bridge_port "$D" vd br-o 198.51.100.66/28
+fw_other_bridge
 e2e_bg floor ip netns exec "$NET" "$MOAT_BUILD/bench-floor" 203.0.113.80 53
 e2e_bg floor2 ip netns exec "$D" "$MOAT_BUILD/bench-floor" 198.51.100.66 53
 E2E_NS=$NET e2e_wait_port udp 203.0.113.80 53
@@ -58,10 +47,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	done
 	echo "$line"
 done
-median() { tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{ v[NR] = $1 } END {
-	print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-ro=$(median "${all[routed-off]}") rn=$(median "${all[routed-on]}")
-so=$(median "${all[switched-off]}") sn=$(median "${all[switched-on]}")
+ro=$(fwb_median "${all[routed-off]}") rn=$(fwb_median "${all[routed-on]}")
+so=$(fwb_median "${all[switched-off]}") sn=$(fwb_median "${all[switched-on]}")
 awk -v ro="$ro" -v rn="$rn" -v so="$so" -v sn="$sn" 'BEGIN { printf "medians: routed " \
 	"off=%d on=%d (on/off %.3f); switched off=%d on=%d (on/off %.3f)\n", ro, rn, rn / ro, so, sn,
 	sn / so }'
