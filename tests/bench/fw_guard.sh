@@ -6,12 +6,8 @@
 # interleaved rounds, so all three see the same load. Run by hand as root:
 # tests/bench/fw_guard.sh [BUILD_DIR]. Prints figures, asserts nothing.
 set -euo pipefail
-export MOAT_SRC=$(cd "$(dirname "$0")/../.." && pwd)
-export MOAT_BUILD=${1:-$MOAT_SRC/build}
-source "$MOAT_SRC/tests/e2e/lib.sh"
+source "$(dirname "$0")/fw_lib.sh"
 e2e_init fw_guard_bench
-ROUNDS=${ROUNDS:-3}
-SECS=${SECS:-3}
 source "$MOAT_SRC/tests/e2e/fw_routed.sh"
 fw_routed 203.0.113.80
 e2e_bg floor ip netns exec "$NET" "$MOAT_BUILD/bench-floor" 203.0.113.80 53
@@ -48,9 +44,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	done
 	echo "$line"
 done
-median() { tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{ v[NR] = $1 } END {
-	print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-n=$(median "${all[none]}") m=$(median "${all[moat]}") g=$(median "${all[guard]}")
+n=$(fwb_median "${all[none]}") m=$(fwb_median "${all[moat]}") g=$(fwb_median "${all[guard]}")
 awk -v n="$n" -v m="$m" -v g="$g" 'BEGIN { printf "medians: none=%d moat=%d guard=%d; " \
 	"moat/none=%.3f guard/moat=%.3f guard/none=%.3f\n", n, m, g, m / n, g / m, g / n }'
 # The table stays dormant-free and is removed: nothing of the run is left.

@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # moat on a Docker-style bridge (issue 22): the host's bridge br-x holds the gateway address
 # inside the sandboxes' subnet, as docker0, podman, libvirt and LXD do, and moat-fw takes the
-# whole subnet (--sandbox 192.0.2.0/24@br-x). Two sandboxes hang off the bridge on veth ports;
-# their DNS is moatd on the gateway (the README's worked example, with an agent each):
-#
-#   sandbox A 192.0.2.2, 2001:db8:77::2 -- va \
-#                                               br-x 192.0.2.1/24, 2001:db8:77::1/64   host
-#   sandbox B 192.0.2.3, 2001:db8:77::3 -- vb /   (moatd, NSD 198.51.100.53, moat-fw)
-#                                         h1 198.51.100.1 ---- n0 "net": 203.0.113.80, .81,
-#                                                                  2001:db8:3::80 (listeners)
+# whole subnet (--sandbox 192.0.2.0/24@br-x). Two sandboxes, A and B, hang off the bridge on veth
+# ports (the topology of fw_bridged.sh); their DNS is moatd on the gateway, its upstream NSD on
+# the host (the README's worked example, with an agent each).
 # Shown: moat-fw starts with the gateway inside the range; each sandbox's lookups open its own
 # addresses and not the other's, in both families; a packet from a sandbox with the gateway's
 # address as source (raw socket, both families) is dropped and counted in chain prerouting and
 # never reaches "net"; a name answered with the gateway's address is not granted; the host's
-# services beyond DNS stay closed to the sandboxes. Judged at the receiver.
+# services beyond DNS stay closed to the sandboxes. And what the bridge switches between its
+# ports (which the inet hooks never see): open before moat-fw, then nothing of A's reaches B,
+# by IPv4, IPv6, ARP and ND, or as a raw frame (packet socket, IP or not, unicast or
+# broadcast), judged by B's service, datagram log and a capture on B's interface below its
+# inet stack; the drops counted in table bridge moat; both sandboxes still resolve and reach
+# their grants. Judged at the receiver.
 source "$(dirname "$0")/lib.sh"
 e2e_init fw_bridge
 # moatd connects to moat-fw only as the user it drops to: both daemons run with the users the
@@ -23,46 +23,8 @@ e2e_users
 PY=$E2E_PY
 FW="$MOAT_BUILD/moat-fw"
 H="$E2E_DIR/peers/hostile.py"
-HOSTNS=$E2E_NS
-e2e_peer sbxa
-A=$E2E_PEER
-e2e_peer sbxb
-B=$E2E_PEER
-e2e_peer net
-NET=$E2E_PEER
-for ns in "$HOSTNS" "$A" "$B" "$NET"; do
-	ip netns exec "$ns" sysctl -qw net.ipv6.conf.default.accept_dad=0 net.ipv6.conf.all.accept_dad=0
-done
-# The bridge and its gateway address, as a container engine makes them.
-e2e_run ip link add br-x type bridge
-e2e_run ip link set br-x up
-e2e_addr_dev "$HOSTNS" br-x 192.0.2.1/24
-e2e_addr_dev "$HOSTNS" br-x 2001:db8:77::1/64
-# port SBX HOSTIF ADDR4 ADDR6: a sandbox on a veth port of the bridge, routed via the gateway.
-port() {
-	e2e_veth "$1" s0 "$HOSTNS" "$2"
-	e2e_run ip link set "$2" master br-x
-	e2e_addr_dev "$1" s0 "$3/24"
-	e2e_addr_dev "$1" s0 "$4/64"
-	ip -n "$1" route add default via 192.0.2.1
-	ip -n "$1" -6 route add default via 2001:db8:77::1
-}
-port "$A" va 192.0.2.2 2001:db8:77::2
-port "$B" vb 192.0.2.3 2001:db8:77::3
-e2e_veth "$HOSTNS" h1 "$NET" n0
-e2e_addr_dev "$HOSTNS" h1 198.51.100.1/28
-e2e_addr_dev "$HOSTNS" h1 2001:db8:2::1/64
-e2e_addr_dev "$NET" n0 198.51.100.2/28
-e2e_addr_dev "$NET" n0 2001:db8:2::2/64
-for a in 203.0.113.80/32 203.0.113.81/32 2001:db8:3::80/128; do e2e_addr_dev "$NET" lo "$a"; done
-e2e_run ip route add 203.0.113.0/24 via 198.51.100.2
-e2e_run ip -6 route add 2001:db8:3::/64 via 2001:db8:2::2
-ip -n "$NET" route add 192.0.2.0/24 via 198.51.100.1
-ip -n "$NET" -6 route add 2001:db8:77::/64 via 2001:db8:2::1
-e2e_run sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
-links() { ip -n "$1" -o link show | awk -F': ' '{print $2}' | sed 's/@.*//' | sort | tr '\n' ' '; }
-e2e_assert_eq "lo s0 " "$(links "$A")" "sandbox A must have one link, to the bridge"
-e2e_assert_eq "lo s0 " "$(links "$B")" "sandbox B must have one link, to the bridge"
+source "$E2E_DIR/fw_bridged.sh"
+fw_bridged
 
 in_a() { ip netns exec "$A" "$@"; }
 in_b() { ip netns exec "$B" "$@"; }
@@ -76,11 +38,26 @@ E2E_NS=$NET e2e_wait_port tcp 203.0.113.81 80
 E2E_NS=$NET e2e_wait_port udp 203.0.113.80 9
 e2e_wait_port tcp '*' 8082
 e2e_wait_port udp '*' 8083
+# In sandbox B: a service, a datagram log and a capture below the inet stack of what arrives
+# from A's MAC address (whatever its kind: IP, ARP, ND, any ethertype).
+e2e_bg bsvc ip netns exec "$B" "$PY" "$H" tcp-listen 240 192.0.2.3:8090 "[2001:db8:77::3]:8090"
+e2e_bg blog ip netns exec "$B" "$PY" "$H" udp-log 240 192.0.2.3:9 "[2001:db8:77::3]:9"
+e2e_bg bcap ip netns exec "$B" "$PY" "$H" capture 240 s0 "$AMAC"
+E2E_NS=$B e2e_wait_port tcp 192.0.2.3 8090
+E2E_NS=$B e2e_wait_port udp 192.0.2.3 9
+wait_line "$E2E_WORK/bcap.log" ready
 # Before moat: the bridge routes, so what stays shut below is the firewall's doing.
 e2e_assert_eq connected "$(in_a "$PY" "$H" connect 203.0.113.81 80)" "no route before moat"
 e2e_assert_eq connected "$(in_b "$PY" "$H" connect 192.0.2.1 8082)" "no host service before moat"
 wait_line "$E2E_WORK/hostsvc.log" accepted
 svc_before=$(grep -c accepted "$E2E_WORK/hostsvc.log")
+# ... and the bridge switches A's frames to B: every way below is open without moat-fw.
+e2e_assert_eq connected "$(in_a "$PY" "$H" connect 192.0.2.3 8090)" "A cannot reach B before moat"
+e2e_assert_eq connected "$(in_a "$PY" "$H" connect 2001:db8:77::3 8090)" "A cannot reach B by IPv6 before moat"
+in_a "$PY" "$H" packet s0 "$BMAC" 192.0.2.2 192.0.2.3 9 pre-raw >/dev/null
+in_a "$PY" "$H" frame s0 "$BMAC" 0x88b5 pre-frame >/dev/null
+wait_line "$E2E_WORK/blog.log" "got 192.0.2.2 pre-raw"
+wait_line "$E2E_WORK/bcap.log" "from $AMAC type 0x88b5"
 
 cat >"$E2E_WORK/demo.test.zone" <<'Z'
 $ORIGIN demo.test.
@@ -114,6 +91,10 @@ e2e_wait_log fw 'listening on'
 start_moatd moatd -c "$E2E_WORK/moatd.yaml"
 e2e_assert_contains "$(e2e_run nft list set inet moat hostsrc4)" '"br-x" . 192.0.2.1 }' "v4 gateway"
 e2e_assert_contains "$(e2e_run nft list set inet moat hostsrc6)" '"br-x" . 2001:db8:77::1 }' "v6 gateway"
+# From here on nothing of A's may reach B's interface: the capture's lines after this barrier.
+fw_barrier "$E2E_WORK/bcap.log" "$BMAC"
+l2_mark=$FW_MARK
+bsvc_before=$(grep -c accepted "$E2E_WORK/bsvc.log")
 
 sbx() { local ns=$1; shift; ip netns exec "$ns" setpriv --bounding-set -net_admin "$PY" "$H" "$@"; }
 resolve() { ip netns exec "$1" dig +time=2 +tries=1 +short "@$2" "$3" "$4"; }
@@ -170,7 +151,36 @@ e2e_assert_not_contains "$(cat "$E2E_WORK/hostudp.log")" got "a datagram reached
 e2e_assert_eq "$svc_before" "$(grep -c accepted "$E2E_WORK/hostsvc.log")" \
 	"a host service accepted a sandbox: $(cat "$E2E_WORK/hostsvc.log")"
 
+# --- between the two sandboxes: nothing is switched from A to B, whatever its kind -------------
+# A forgets B's addresses, so it must ask again (ARP, neighbour discovery).
+ip -n "$A" neigh flush dev s0
+e2e_assert_contains "$(sbx "$A" connect 192.0.2.3 8090)" failed "A reached B by IPv4"
+e2e_assert_contains "$(sbx "$A" connect 2001:db8:77::3 8090)" failed "A reached B by IPv6"
+# With B's MAC address given (a permanent neighbour entry, a packet socket): unicast frames.
+ip -n "$A" neigh replace 192.0.2.3 lladdr "$BMAC" dev s0 nud permanent
+ip -n "$A" -6 neigh replace 2001:db8:77::3 lladdr "$BMAC" dev s0 nud permanent
+sbx "$A" udp 192.0.2.2 192.0.2.3 9 l2-udp4 >/dev/null
+sbx "$A" udp 2001:db8:77::2 2001:db8:77::3 9 l2-udp6 >/dev/null
+e2e_assert_contains "$(sbx "$A" connect 192.0.2.3 8090)" failed "A reached B by IPv4 (B's MAC known)"
+in_a "$PY" "$H" packet s0 "$BMAC" 192.0.2.2 192.0.2.3 9 l2-raw4 >/dev/null
+in_a "$PY" "$H" packet s0 "$BMAC" 2001:db8:77::2 2001:db8:77::3 9 l2-raw6 >/dev/null
+in_a "$PY" "$H" frame s0 "$BMAC" 0x88b5 l2-frame >/dev/null
+in_a "$PY" "$H" frame s0 ff:ff:ff:ff:ff:ff 0x88b5 l2-bcast >/dev/null
+fw_barrier "$E2E_WORK/bcap.log" "$BMAC" # sent last
+e2e_assert_eq 0 "$(fw_from_since "$E2E_WORK/bcap.log" "$l2_mark")" \
+	"frames from A reached B's interface: $(tail -n 5 "$E2E_WORK/bcap.log")"
+e2e_assert_not_contains "$(cat "$E2E_WORK/blog.log")" l2- "a datagram from A reached B"
+e2e_assert_eq "$bsvc_before" "$(grep -c accepted "$E2E_WORK/bsvc.log")" "B's service accepted A"
+l2=$(e2e_run nft list chain bridge moat bridged | awk '/counter packets/ { print $(NF-3) }')
+((l2 >= 6)) || e2e_fail "the bridge drops are not counted: $(e2e_run nft list table bridge moat)"
+e2e_assert_contains "$(cat "$E2E_WORK/fw.log")" "sandbox bridges (or interfaces not there yet) br-x" \
+	"moat-fw did not say it closes br-x"
+# B still resolves and reaches its grant after all that (A did above).
+e2e_assert_eq 203.0.113.81 "$(resolve "$B" 192.0.2.1 b.demo.test A)" "B: b.demo.test after the L2 probes"
+e2e_assert_eq connected "$(sbx "$B" connect 203.0.113.81 80)" "B: its grant after the L2 probes"
+
 stop_moatd moatd
 e2e_stop fw
-e2e_run "$FW" --remove >/dev/null
+e2e_assert_contains "$(e2e_run "$FW" --remove)" "removed tables bridge moat and moat_guard" "--remove"
+e2e_assert_eq "" "$(e2e_run nft list tables)" "tables left after --remove"
 e2e_pass

@@ -1,7 +1,8 @@
 /* Unit tests for moat-fw's reading of nftables events (tools/fw/watch.c, fwwatch_parse), on
  * messages built here as the kernel sends them: a change by another socket is counted and
- * described by its weightiest event and named by its NEWGEN (pid, command); events of our own
- * sockets, of the kernel (port id 0), of other tables and of other families are not changes;
+ * described by its weightiest event (and its table, of the inet or the bridge family) and named
+ * by its NEWGEN (pid, command); events of our own sockets, of the kernel (port id 0), of other
+ * tables and of other families are not changes;
  * a cut message stops the walk without harm. */
 #include <criterion/criterion.h>
 
@@ -86,7 +87,25 @@ Test(fwwatch, others_change_named_by_newgen)
 	ev(NFT_MSG_NEWTABLE, NFPROTO_INET, 557, "moat", 0, NULL);
 	fwwatch_parse(buf, len, own100, NULL, &ch);
 	cr_assert_str_eq(ch.what, "table inet moat_guard deleted");
+	cr_assert_str_eq(ch.table, "inet moat_guard");
 	cr_assert_eq(ch.n, 2);
+
+	/* The bridge tables (a sandbox bridge) are ours too. */
+	memset(&ch, 0, sizeof(ch));
+	len = 0;
+	ev(NFT_MSG_DELRULE, NFPROTO_BRIDGE, 558, "moat", NFTA_RULE_CHAIN, "bridged");
+	ev(NFT_MSG_DELTABLE, NFPROTO_BRIDGE, 558, "moat_guard", 0, NULL);
+	gen(558, 99, "nft");
+	fwwatch_parse(buf, len, own100, NULL, &ch);
+	cr_assert_eq(ch.n, 2);
+	cr_assert_str_eq(ch.what, "table bridge moat_guard deleted");
+	cr_assert_str_eq(ch.table, "bridge moat_guard");
+	memset(&ch, 0, sizeof(ch));
+	len = 0;
+	ev(NFT_MSG_NEWSETELEM, NFPROTO_BRIDGE, 559, "moat", NFTA_SET_ELEM_LIST_SET, "other_ports");
+	fwwatch_parse(buf, len, own100, NULL, &ch);
+	cr_assert_str_eq(ch.what, "elements of set bridge moat other_ports added");
+	cr_assert_str_eq(ch.table, "bridge moat");
 }
 
 Test(fwwatch, not_changes)
@@ -97,6 +116,9 @@ Test(fwwatch, not_changes)
 	ev(NFT_MSG_DELSETELEM, NFPROTO_INET, 0, "moat", 2, "allow4"); /* the kernel */
 	ev(NFT_MSG_DELTABLE, NFPROTO_INET, 555, "filter", 0, NULL);   /* another table */
 	ev(NFT_MSG_DELTABLE, NFPROTO_IPV4, 555, "moat", 0, NULL);     /* table ip moat */
+	ev(NFT_MSG_DELTABLE, NFPROTO_NETDEV, 555, "moat", 0, NULL);   /* table netdev moat */
+	ev(NFT_MSG_DELTABLE, NFPROTO_BRIDGE, 555, "filter", 0, NULL); /* another bridge table */
+	ev(NFT_MSG_DELTABLE, NFPROTO_BRIDGE, 100, "moat", 0, NULL);   /* ours, by our socket */
 	ev(NFT_MSG_DELTABLE, NFPROTO_INET, 555, "moatx", 0, NULL);
 	ev(NFT_MSG_DELTABLE, NFPROTO_INET, 555, NULL, 0, NULL); /* no name */
 	gen(100, 1, "moat-fw");

@@ -1,6 +1,6 @@
 /* holder.c owns the answer to "does a running moat-fw hold table inet moat here?" (holder.h):
- * the pid in the table's comment, checked against /proc (alive, in this network namespace, and
- * still called moat-fw). */
+ * the pid in the table's comment (table bridge moat's when the inet one is gone), checked
+ * against /proc (alive, in this network namespace, and still called moat-fw). */
 #include "holder.h"
 
 #include "nft.h"
@@ -33,7 +33,9 @@ int fwhold_check(struct fwnft *n, unsigned long *pid, char *comm, size_t commlen
 	*pid = 0;
 	if (commlen)
 		comm[0] = '\0';
-	if (fwnft_table_comment(n, FWNFT_TABLE, c, sizeof(c)) != 0)
+	/* Table inet moat names its holder; table bridge moat too, should it be the one left. */
+	if (fwnft_table_comment(n, "inet", FWNFT_TABLE, c, sizeof(c)) != 0 &&
+	    fwnft_table_comment(n, "bridge", FWNFT_TABLE, c, sizeof(c)) != 0)
 		return FWHOLD_NONE;
 	*pid = fwnft_comment_pid(c);
 	if (*pid == 0 || !fwhold_same_netns(*pid, &alive))

@@ -1,9 +1,12 @@
 /* hostnet.c owns what moat-fw reads from the network stack it runs in (see hostnet.h): the
  * interface a sandbox range is routed to, the host's own addresses and on-link IPv6 prefixes,
- * and entering the sandbox's network namespace.
+ * the interfaces (which are bridges, which are whose ports), and entering the sandbox's network
+ * namespace.
  *
  * Routes come from /proc/net/route and /proc/net/ipv6_route rather than rtnetlink: the text is
- * a stable kernel interface, the parser is a pure function, and start-up is not a hot path. */
+ * a stable kernel interface, the parser is a pure function, and start-up is not a hot path.
+ * Interfaces come from rtnetlink, not /sys/class/net: sysfs shows the namespace it was mounted
+ * in, which need not be the one moat-fw runs in. */
 #include "hostnet.h"
 #include "moat/bytes.h"
 #include "moat/err.h"
@@ -12,13 +15,17 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
+#include <libmnl/libmnl.h>
 #include <limits.h>
+#include <linux/if_link.h>
+#include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define FWHOST_RTF_GATEWAY 0x0002u
@@ -206,6 +213,164 @@ int fwhost_addrs_nets(struct fwnft_range **own, size_t *nown, struct fwnft_range
 	}
 	freeifaddrs(ifa);
 	return rc;
+}
+
+/* --- links -------------------------------------------------------------------------------- */
+
+struct fwhost_dump {
+	struct fwhost_link *v;
+	size_t n, cap;
+	int err;
+};
+
+/* Whether a IFLA_LINKINFO nest names the kind "bridge". */
+static bool fwhost_kind_bridge(const struct nlattr *info)
+{
+	const struct nlattr *a;
+	mnl_attr_for_each_nested(a, info)
+	{
+		if (mnl_attr_get_type(a) == IFLA_INFO_KIND &&
+		    mnl_attr_validate(a, MNL_TYPE_NUL_STRING) >= 0)
+			return strcmp(mnl_attr_get_str(a), "bridge") == 0;
+	}
+	return false;
+}
+
+static int fwhost_link_cb(const struct nlmsghdr *h, void *data)
+{
+	struct fwhost_dump *d = data;
+	const struct ifinfomsg *ifm = mnl_nlmsg_get_payload(h);
+	struct fwhost_link l = {.index = (uint32_t)ifm->ifi_index};
+	const struct nlattr *a;
+	if (h->nlmsg_type != RTM_NEWLINK || h->nlmsg_len < NLMSG_LENGTH(sizeof(*ifm)))
+		return MNL_CB_OK;
+	mnl_attr_for_each(a, h, sizeof(*ifm))
+	{
+		uint16_t t = mnl_attr_get_type(a);
+		if (t == IFLA_IFNAME && mnl_attr_validate(a, MNL_TYPE_NUL_STRING) >= 0)
+			snprintf(l.name, sizeof(l.name), "%s", mnl_attr_get_str(a));
+		else if (t == IFLA_MASTER && mnl_attr_validate(a, MNL_TYPE_U32) >= 0)
+			l.master = mnl_attr_get_u32(a);
+		else if (t == IFLA_LINKINFO && mnl_attr_validate(a, MNL_TYPE_NESTED) >= 0)
+			l.bridge = fwhost_kind_bridge(a);
+	}
+	if (grow_one(&d->v, &d->cap, d->n, sizeof(*d->v), 32) < 0) {
+		d->err = MOAT_ENOMEM;
+		return MNL_CB_ERROR;
+	}
+	d->v[d->n++] = l;
+	return MNL_CB_OK;
+}
+
+/* One dump into d. 0, 1 (interrupted by a change: try again), MOAT_EIO or MOAT_ENOMEM. */
+static int fwhost_dump_once(struct mnl_socket *nl, struct fwhost_dump *d)
+{
+	static uint8_t buf[1 << 15];
+	uint32_t seq = (uint32_t)time(NULL), port = mnl_socket_get_portid(nl);
+	struct nlmsghdr *h = mnl_nlmsg_put_header(buf);
+	h->nlmsg_type = RTM_GETLINK;
+	h->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+	h->nlmsg_seq = seq;
+	struct ifinfomsg *ifm = mnl_nlmsg_put_extra_header(h, sizeof(*ifm));
+	ifm->ifi_family = AF_UNSPEC;
+	if (mnl_socket_sendto(nl, h, h->nlmsg_len) < 0)
+		return MOAT_EIO;
+	int rc;
+	do {
+		ssize_t got = mnl_socket_recvfrom(nl, buf, sizeof(buf));
+		if (got <= 0)
+			return MOAT_EIO;
+		rc = mnl_cb_run(buf, (size_t)got, seq, port, fwhost_link_cb, d);
+	} while (rc > MNL_CB_STOP);
+	if (rc < 0)
+		return d->err ? d->err : errno == EINTR ? 1 : MOAT_EIO;
+	return 0;
+}
+
+int fwhost_links(struct fwhost_link **v, size_t *n)
+{
+	struct fwhost_dump d = {0};
+	int rc = 1;
+	struct mnl_socket *nl = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC);
+	if (!nl || mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0) {
+		if (nl)
+			mnl_socket_close(nl);
+		return MOAT_EIO;
+	}
+	for (int tries = 0; tries < 5 && rc == 1; tries++) {
+		d.n = 0;
+		d.err = 0;
+		rc = fwhost_dump_once(nl, &d);
+	}
+	mnl_socket_close(nl);
+	if (rc != 0) {
+		free(d.v);
+		return rc > 0 ? MOAT_EIO : rc;
+	}
+	*v = d.v;
+	*n = d.n;
+	return 0;
+}
+
+static const struct fwhost_link *fwhost_find(const struct fwhost_link *l, size_t nl,
+                                             const char *name, uint32_t index)
+{
+	for (size_t i = 0; i < nl; i++)
+		if (name ? strcmp(l[i].name, name) == 0 : l[i].index == index)
+			return &l[i];
+	return NULL;
+}
+
+static bool fwhost_named(const struct fwnft_ifname *br, size_t nbr, const char *name)
+{
+	for (size_t i = 0; i < nbr; i++)
+		if (strcmp(br[i].name, name) == 0)
+			return true;
+	return false;
+}
+
+int fwhost_bridges(const struct fwhost_link *l, size_t nl, const struct fwnft_range *sb, size_t nsb,
+                   struct fwnft_ifname **br, size_t *nbr, uint32_t **ports, size_t *nports)
+{
+	size_t cb = 0, cp = 0;
+	*br = NULL;
+	*ports = NULL;
+	*nbr = *nports = 0;
+	for (size_t i = 0; i < nsb; i++) {
+		const struct fwhost_link *k = fwhost_find(l, nl, sb[i].ifname, 0);
+		/* A runtime sandbox's link is a veth moat run makes (and may have deleted). */
+		bool runtime = strncmp(sb[i].ifname, FWNFT_RUNTIME_IFPREFIX,
+		                       strlen(FWNFT_RUNTIME_IFPREFIX)) == 0;
+		if ((k && !k->bridge) || (!k && runtime) || fwhost_named(*br, *nbr, sb[i].ifname))
+			continue;
+		if (grow_one(br, &cb, *nbr, sizeof(**br), 4) < 0)
+			goto oom;
+		snprintf((*br)[(*nbr)++].name, FWNFT_IFNAMSIZ, "%s", sb[i].ifname);
+	}
+	/* Ascending by index, whatever order the dump had: a change is a different list. */
+	for (uint32_t last = 0;;) {
+		const struct fwhost_link *next = NULL;
+		for (size_t i = 0; i < nl; i++) {
+			const struct fwhost_link *m =
+			    l[i].master ? fwhost_find(l, nl, NULL, l[i].master) : NULL;
+			if (m && m->bridge && !fwhost_named(*br, *nbr, m->name) &&
+			    l[i].index > last && (!next || l[i].index < next->index))
+				next = &l[i];
+		}
+		if (!next)
+			break;
+		if (grow_one(ports, &cp, *nports, sizeof(**ports), 16) < 0)
+			goto oom;
+		(*ports)[(*nports)++] = last = next->index;
+	}
+	return 0;
+oom:
+	free(*br);
+	free(*ports);
+	*br = NULL;
+	*ports = NULL;
+	*nbr = *nports = 0;
+	return MOAT_ENOMEM;
 }
 
 int fwhost_enter_netns(const char *spec)

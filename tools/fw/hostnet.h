@@ -1,11 +1,14 @@
 /* hostnet.h: what moat-fw learns from the network stack it runs in: which interface a sandbox
  * range is routed to (from /proc/net/route and /proc/net/ipv6_route), the host's own addresses
- * and on-link IPv6 prefixes (getifaddrs), and entering a network namespace by name or path.
+ * and on-link IPv6 prefixes (getifaddrs), its interfaces and which of them are bridges and
+ * bridge ports (rtnetlink), and entering a network namespace by name or path.
  * The route-table parsers are pure functions over the files' text, so they are unit-tested. */
 #ifndef MOAT_FW_HOSTNET_H
 #define MOAT_FW_HOSTNET_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "nft.h"
 
@@ -28,6 +31,27 @@ int fwhost_addrs(struct fwnft_range **own, size_t *nown, struct fwnft_range **li
  * with its interface's name) into *nets when nets is not NULL (malloc'd, the caller frees). */
 int fwhost_addrs_nets(struct fwnft_range **own, size_t *nown, struct fwnft_range **link6,
                       size_t *nlink6, struct fwnft_range **nets, size_t *nnets);
+
+/* One network interface as rtnetlink tells it: name, index, its master's index (0: none) and
+ * whether it is a Linux bridge (link kind "bridge"). */
+struct fwhost_link {
+	char name[FWNFT_IFNAMSIZ];
+	uint32_t index;
+	uint32_t master;
+	bool bridge;
+};
+
+/* The current namespace's interfaces (one RTM_GETLINK dump, retried when the kernel says it was
+ * interrupted by a change). *v is malloc'd: the caller frees it. 0, MOAT_EIO or MOAT_ENOMEM. */
+int fwhost_links(struct fwhost_link **v, size_t *n);
+
+/* From the interfaces l[0..nl) and the sandbox ranges: the sandbox interfaces that are bridges
+ * or do not exist (they may become one; not so a runtime sandbox's FWNFT_RUNTIME_IFPREFIX*,
+ * a veth) into *br, each once, in the order first named; the indexes of the ports of every
+ * other bridge, ascending, into *ports. Both malloc'd (the caller frees them; NULL when
+ * empty). Pure. 0 or MOAT_ENOMEM. */
+int fwhost_bridges(const struct fwhost_link *l, size_t nl, const struct fwnft_range *sb, size_t nsb,
+                   struct fwnft_ifname **br, size_t *nbr, uint32_t **ports, size_t *nports);
 
 /* Enter the network namespace spec: a path (/proc/PID/ns/net, /var/run/netns/X: anything with
  * a '/') or a name under /run/netns. Says why on stderr when it fails. Returns 0 or MOAT_EIO,

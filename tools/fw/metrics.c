@@ -196,12 +196,17 @@ void fwmetrics_refresh(struct fwnft *nft, struct ledger *l)
 	int n = MOAT_ENOMEM;
 	if (list && text &&
 	    fwnft_query(nft, "list table inet moat", list, FWM_LIST_MAX, err, sizeof(err)) == 0) {
-		/* The guard's chains (forward placement) have names of their own: appended, they
-		 * are read as more chains of the same listing. */
-		size_t l = strlen(list);
-		if (fwnft_query(nft, "list table inet moat_guard", list + l, FWM_LIST_MAX - l, err,
-		                sizeof(err)) != 0)
-			list[l] = '\0';
+		/* The guard's chains and the bridge tables' (forward placement) have names of
+		 * their own: appended, they are read as more chains of the same listing. */
+		static const char *const more[] = {"list table inet moat_guard",
+		                                   "list table bridge moat",
+		                                   "list table bridge moat_guard"};
+		for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++) {
+			size_t l = strlen(list);
+			if (fwnft_query(nft, more[i], list + l, FWM_LIST_MAX - l, err,
+			                sizeof(err)) != 0)
+				list[l] = '\0';
+		}
 		n = fwmetrics_render_table(list, text, FWM_SNAP_MAX);
 	}
 	free(list);

@@ -44,10 +44,7 @@ void fwnft_buf_free(struct fwnft_buf *b)
 	b->err = 0;
 }
 
-static int fwnft_printf(struct fwnft_buf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static int fwnft_printf(struct fwnft_buf *b, const char *fmt, ...)
+int fwnft_printf(struct fwnft_buf *b, const char *fmt, ...)
 {
 	va_list ap;
 	while (b->err == 0) {
@@ -383,7 +380,7 @@ static int fwnft_filter_rules(const struct fwnft_setup *s, struct fwnft_buf *b, 
 	return fwnft_printf(b, "\t\tcounter%s drop\n", L(s, chain, "unresolved"));
 }
 
-static bool fwnft_ifname_ok(const char *n)
+bool fwnft_ifname_ok(const char *n)
 {
 	size_t len = strlen(n);
 	if (len == 0 || len >= FWNFT_IFNAMSIZ)
@@ -425,6 +422,8 @@ static int fwnft_check_setup(const struct fwnft_setup *s)
 		    (s->hostsrc[i].family != 4 && s->hostsrc[i].family != 6) ||
 		    !fwnft_ifname_ok(s->hostsrc[i].ifname))
 			return MOAT_EINVAL;
+	if ((s->nbridge || s->bridge_stale) && s->placement != FWNFT_FORWARD)
+		return MOAT_EINVAL;
 	return 0;
 }
 
@@ -680,7 +679,8 @@ int fwnft_build_ruleset(const struct fwnft_setup *s, struct fwnft_buf *b)
 		fwnft_forward_chains(s, b);
 	else
 		fwnft_netns_chains(s, b);
-	return fwnft_printf(b, "}\n");
+	fwnft_printf(b, "}\n");
+	return fwnft_build_bridge(s, b);
 }
 
 unsigned long fwnft_comment_pid(const char *comment)
@@ -753,12 +753,23 @@ int fwnft_run(struct fwnft *n, const char *cmds, char *err, size_t errlen)
 	return fwnft_exec(n, cmds, NULL, 0, err, errlen, true);
 }
 
+int fwnft_check(struct fwnft *n, const char *cmds, char *err, size_t errlen)
+{
+	if (!n)
+		return MOAT_EINVAL;
+	nft_ctx_set_dry_run(n->ctx, true);
+	int rc = fwnft_exec(n, cmds, NULL, 0, err, errlen, true);
+	nft_ctx_set_dry_run(n->ctx, false);
+	return rc;
+}
+
 int fwnft_query(struct fwnft *n, const char *cmd, char *out, size_t cap, char *err, size_t errlen)
 {
 	return fwnft_exec(n, cmd, out, cap, err, errlen, false);
 }
 
-int fwnft_table_comment(struct fwnft *n, const char *name, char *out, size_t cap)
+int fwnft_table_comment(struct fwnft *n, const char *family, const char *name, char *out,
+                        size_t cap)
 {
 	char cmd[96], err[256];
 	size_t big = 1 << 16;
@@ -769,7 +780,7 @@ int fwnft_table_comment(struct fwnft *n, const char *name, char *out, size_t cap
 	/* Terse: without the set elements, so a table of a million grants lists in no time. */
 	unsigned int flags = nft_ctx_output_get_flags(n->ctx);
 	nft_ctx_output_set_flags(n->ctx, flags | NFT_CTX_OUTPUT_TERSE);
-	snprintf(cmd, sizeof(cmd), "list table inet %s\n", name);
+	snprintf(cmd, sizeof(cmd), "list table %s %s\n", family, name);
 	int rc = fwnft_query(n, cmd, list, big, err, sizeof(err));
 	nft_ctx_output_set_flags(n->ctx, flags);
 	if (rc == 0) {

@@ -1,7 +1,8 @@
 /* moat-fw's nftables side: the text of every nft command moat-fw sends (built by pure functions,
  * unit-tested without a kernel) and the thin libnftables wrapper that runs it.
  *
- * moat-fw owns exactly one table, `inet moat`, and never names any other. Layout:
+ * moat-fw owns table `inet moat` (in the forward placement also `inet moat_guard` and, on a
+ * bridge, `bridge moat` and `bridge moat_guard`) and never names any other. Layout:
  *   set deny4 / deny6   interval sets of the always-deny ranges (from the ranges files)
  *   set allow4 / allow6 timeout sets of granted destinations (any port); in the forward
  *                       placement their elements are `sandbox source . destination`
@@ -30,6 +31,15 @@
  *                       mark on what passes; at priority -1 it drops sandbox-interface
  *                       packets that carry the mark already (set by someone else), so only
  *                       moat's table can set it
+ *   table bridge moat and table bridge moat_guard (forward placement, when a sandbox interface
+ *                       is a Linux bridge, or does not exist yet; nft_bridge.c): frames the
+ *                       bridge switches between two of its ports never reach the inet hooks,
+ *                       so both drop them (counted) in the bridge forward hook: by bridge name
+ *                       (meta ibrname) where the kernel has it, else every bridged frame but
+ *                       those of the ports of the host's other bridges (a set of ifindexes).
+ *                       Frames to and from the bridge device itself (the host) are not
+ *                       forwarded and pass; the guard, at the next priority, drops the same
+ *                       when moat's bridge table is gone
  * Rule order for traffic the sandbox sends (chain sandbox / output): source check (counted
  * drop), the sandbox's own flows, IPv6 neighbour discovery (netns), the deny sets (counted
  * drop), DNS to each resolver, ICMP other than echo (counted drop), the allow sets, counted
@@ -72,6 +82,11 @@ struct fwnft_range {
 	bool allow_private;          /* sandbox ranges only */
 };
 
+/* An interface's name (a sandbox bridge). */
+struct fwnft_ifname {
+	char name[FWNFT_IFNAMSIZ];
+};
+
 /* A resolver the sandbox may send DNS to (UDP and TCP). */
 struct fwnft_resolver {
 	uint8_t family;
@@ -106,6 +121,15 @@ struct fwnft_setup {
 	unsigned long pid;  /* moat-fw's pid, named in the table's comment (0: no comment) */
 	uint16_t log_group; /* --drop-log: drop and allow rules log to this nflog group (droplog.h);
 	                     * 0: no log statements */
+	/* forward: the sandbox interfaces that are Linux bridges or do not exist yet (they may
+	 * become one): tables bridge moat and moat_guard drop what they switch between ports */
+	const struct fwnft_ifname *bridge;
+	size_t nbridge;
+	bool bridge_meta; /* the kernel has meta ibrname: match the bridge by its name */
+	/* !bridge_meta: the ifindexes of the ports of the host's other bridges, which pass */
+	const uint32_t *bports;
+	size_t nbports;
+	bool bridge_stale; /* no bridge now, but bridge tables may be left: delete them */
 };
 
 /* A growable text buffer. Zero-initialise; fwnft_buf_free releases it. The first failure to
@@ -118,6 +142,12 @@ struct fwnft_buf {
 	int err; /* 0, or the first failure's MOAT_E* */
 };
 void fwnft_buf_free(struct fwnft_buf *b);
+
+/* Append printf-style text to b (see above). Returns 0 or b->err. */
+int fwnft_printf(struct fwnft_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* True when n is an interface name nft may be given in quotes (no quote, no blank). */
+bool fwnft_ifname_ok(const char *n);
 
 /* Parse "ADDR" or "ADDR/LEN" (host bits must be zero; no LEN means a host route) into r.
  * Returns 0 or MOAT_EINVAL. */
@@ -145,8 +175,19 @@ size_t fwnft_ranges_reduce(struct fwnft_range *v, size_t n);
 
 /* Append the start-up batch: `add table` + `delete table` (so the table is new whatever was left
  * behind) and the whole table with its sets and chains; in the forward placement table
- * moat_guard the same way, first. Returns 0 or MOAT_ENOMEM/MOAT_EINVAL. */
+ * moat_guard the same way, first, and the bridge tables after (fwnft_build_bridge). Returns 0
+ * or MOAT_ENOMEM/MOAT_EINVAL. */
 int fwnft_build_ruleset(const struct fwnft_setup *s, struct fwnft_buf *b);
+
+/* nft_bridge.c. Append tables bridge moat_guard and moat, each replaced whole (add + delete +
+ * the table) when s has bridges; only add + delete (they go) when it has none but
+ * bridge_stale; nothing else. Returns 0 or MOAT_ENOMEM/MOAT_EINVAL. */
+int fwnft_build_bridge(const struct fwnft_setup *s, struct fwnft_buf *b);
+
+/* nft_bridge.c. Append the commands that replace the elements of both bridge tables' port sets
+ * with s->bports (one transaction: never an empty set in between). Only for !bridge_meta with
+ * bridges. Returns 0 or MOAT_ENOMEM/MOAT_EINVAL. */
+int fwnft_build_bports(const struct fwnft_setup *s, struct fwnft_buf *b);
 
 /* The libnftables context. Create it after entering the target network namespace: libnftables
  * talks netlink in the namespace current at creation. */
@@ -158,12 +199,17 @@ void fwnft_close(struct fwnft *n);
  * err. */
 int fwnft_run(struct fwnft *n, const char *cmds, char *err, size_t errlen);
 
+/* Let the kernel check cmds without applying them (a transaction it aborts: libnftables' dry
+ * run). Returns as fwnft_run. */
+int fwnft_check(struct fwnft *n, const char *cmds, char *err, size_t errlen);
+
 /* Run one command and copy what nft printed into out (cut to cap). Returns as fwnft_run. */
 int fwnft_query(struct fwnft *n, const char *cmd, char *out, size_t cap, char *err, size_t errlen);
 
-/* The comment of table inet NAME into out ("" when it has none), read without the set
- * elements. 0, or MOAT_ENOENT when there is no such table. */
-int fwnft_table_comment(struct fwnft *n, const char *name, char *out, size_t cap);
+/* The comment of table FAMILY NAME ("inet", "moat") into out ("" when it has none), read
+ * without the set elements. 0, or MOAT_ENOENT when there is no such table. */
+int fwnft_table_comment(struct fwnft *n, const char *family, const char *name, char *out,
+                        size_t cap);
 
 /* The text of the table comment for pid, and the pid read back from one (0 when the text is
  * not such a comment). */

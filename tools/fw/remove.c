@@ -1,6 +1,7 @@
-/* remove.c owns `moat-fw --remove`: delete table inet moat and table inet moat_guard (in --netns
- * when given) and say what went with them, unless a running moat-fw holds them (holder.h). The
- * only way moat-fw's rules ever leave: a stop keeps them (closed stays closed). */
+/* remove.c owns `moat-fw --remove`: delete table inet moat and table inet moat_guard, and the
+ * bridge tables of the same names (in --netns when given), and say what went with them, unless
+ * a running moat-fw holds them (holder.h). The only way moat-fw's rules ever leave: a stop
+ * keeps them (closed stays closed). */
 #include "remove.h"
 #include "holder.h"
 #include "hostnet.h"
@@ -69,11 +70,13 @@ int fwremove_run(const char *netns, bool force)
 	const char *where = netns ? netns : "this namespace";
 	bool table = fwnft_query(n, "list table inet " FWNFT_TABLE "\n", list, FWREMOVE_LIST_MAX,
 	                         err, sizeof(err)) == 0;
-	bool guard = fwnft_table_comment(n, FWNFT_GUARD, gc, sizeof(gc)) == 0;
+	bool guard = fwnft_table_comment(n, "inet", FWNFT_GUARD, gc, sizeof(gc)) == 0;
+	bool br = fwnft_table_comment(n, "bridge", FWNFT_TABLE, gc, sizeof(gc)) == 0;
+	bool brguard = fwnft_table_comment(n, "bridge", FWNFT_GUARD, gc, sizeof(gc)) == 0;
 	int rc = 0;
-	if (!table && !guard) {
+	if (!table && !guard && !br && !brguard) {
 		printf("moat-fw: no table inet " FWNFT_TABLE " in %s; nothing removed\n", where);
-	} else if (table && fwremove_held(n, where, force)) {
+	} else if ((table || br) && fwremove_held(n, where, force)) {
 		rc = MOAT_ELIMIT; /* held: refused */
 	} else {
 		size_t grants = 0;
@@ -81,11 +84,13 @@ int fwremove_run(const char *netns, bool force)
 			grants++;
 		fwremove_names(table ? list : "", "chain", chains, sizeof(chains));
 		fwremove_names(table ? list : "", "set", sets, sizeof(sets));
-		/* Both in one transaction: never the guard without the table it stands for. */
-		char cmd[128];
-		snprintf(cmd, sizeof(cmd), "%s%s",
+		/* All in one transaction: never a guard without the table it stands for. */
+		char cmd[256];
+		snprintf(cmd, sizeof(cmd), "%s%s%s%s",
 		         table ? "delete table inet " FWNFT_TABLE "\n" : "",
-		         guard ? "delete table inet " FWNFT_GUARD "\n" : "");
+		         guard ? "delete table inet " FWNFT_GUARD "\n" : "",
+		         br ? "delete table bridge " FWNFT_TABLE "\n" : "",
+		         brguard ? "delete table bridge " FWNFT_GUARD "\n" : "");
 		rc = fwnft_run(n, cmd, err, sizeof(err));
 		if (rc < 0)
 			fprintf(stderr, "moat-fw: cannot delete the tables: %s\n", err);
@@ -97,6 +102,11 @@ int fwremove_run(const char *netns, bool force)
 			printf("moat-fw: removed table inet " FWNFT_GUARD
 			       " from %s: nothing keeps the sandbox interfaces closed now\n",
 			       where);
+		if (rc == 0 && (br || brguard))
+			printf("moat-fw: removed table%s bridge %s%s%s from %s: sandboxes on one "
+			       "bridge reach each other now\n",
+			       br && brguard ? "s" : "", br ? FWNFT_TABLE : "",
+			       br && brguard ? " and " : "", brguard ? FWNFT_GUARD : "", where);
 	}
 	fwnft_close(n);
 	free(list);

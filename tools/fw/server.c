@@ -17,6 +17,7 @@
 #include "nft_batch.h"
 #include "privs.h"
 #include "server_batch.h"
+#include "server_bridge.h"
 #include "server_conn.h"
 #include "server_restore.h"
 #include "server_sandbox.h"
@@ -72,6 +73,7 @@ static void fwsrv_sync_cb(uv_timer_t *h)
 		} else {
 			free(own);
 		}
+		fwsrv_bridge_refresh(srv);
 	}
 }
 
@@ -305,6 +307,8 @@ static void fwsrv_free(struct fwsrv *srv, bool loop)
 	free(srv->own);
 	free(srv->link6);
 	free(srv->hostsrc);
+	free(srv->bridge);
+	free(srv->bports);
 	free(srv->pending);
 	free(srv->elems);
 	free(srv->nelems);

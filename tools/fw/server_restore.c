@@ -1,11 +1,13 @@
 /* server_restore.c owns what moat-fw does with the ledger outside a batch: the rebuild at start-up
  * and after someone else changed the tables (table inet moat, and moat_guard in the forward
- * placement, replaced in one nft transaction from the current state: srv->setup's sandboxes and
- * the host's gateways in them; then every live ledger grant that this run still allows put
- * back) and the periodic purge of expired records. */
+ * placement, with the bridge tables when a sandbox interface is a bridge, replaced in one nft
+ * transaction from the current state: srv->setup's sandboxes, the host's gateways in them and
+ * the sandbox bridges; then every live ledger grant that this run still allows put back) and
+ * the periodic purge of expired records. */
 #include "server_restore.h"
 
 #include "nft_batch.h"
+#include "server_bridge.h"
 #include "server_vet.h"
 #include "startck.h"
 #include "moat/addrguard.h"
@@ -114,23 +116,24 @@ int fwsrv_rebuild(struct fwsrv *srv, bool restore)
 	double t0 = fwsrv_ms();
 	int purged = ledger_purge(srv->ledger, (uint64_t)time(NULL));
 	int rc = ledger_iterate(srv->ledger, (uint64_t)time(NULL), fwsrv_restore_cb, &r);
+	if (rc < 0)
+		fprintf(stderr, "moat-fw: reading the ledger failed: %s\n", moat_strerror(rc));
 	/* The sandboxes as they are now: those of --sandbox and those added at runtime
 	 * (server_sandbox.c), which extend the same array. */
 	srv->setup.sandbox = srv->o->sandbox;
 	srv->setup.nsandbox = srv->o->nsandbox;
 	if (rc >= 0)
 		rc = fwsrv_gateways(srv);
-
 	if (rc >= 0)
-		rc = fwnft_build_ruleset(&srv->setup, &b);
+		rc = fwsrv_bridge_setup(srv); /* says why when it fails */
+	if (rc >= 0 && (rc = fwnft_build_ruleset(&srv->setup, &b)) < 0)
+		fprintf(stderr, "moat-fw: building the ruleset: %s\n", moat_strerror(rc));
 	if (rc >= 0) {
 		rc = fwnft_run(srv->nft, b.p, err, sizeof(err));
 		if (rc < 0)
 			fprintf(stderr, "moat-fw: nft: %s\n", err);
 		if (rc >= 0)
 			rc = fwsrv_restore_elems(srv, r.v, r.n);
-	} else {
-		fprintf(stderr, "moat-fw: reading the ledger failed: %s\n", moat_strerror(rc));
 	}
 	if (rc >= 0)
 		fprintf(stderr,
@@ -138,8 +141,11 @@ int fwsrv_rebuild(struct fwsrv *srv, bool restore)
 		        "%zu grants restored, %zu skipped, %d expired purged; %.3f ms\n",
 		        restore ? "restored" : "created",
 		        srv->o->placement == FWNFT_NETNS ? "netns" : "forward", srv->ndeny,
-		        srv->o->placement == FWNFT_NETNS ? "" : ", with table inet moat_guard", r.n,
-		        r.skipped, purged > 0 ? purged : 0, fwsrv_ms() - t0);
+		        srv->o->placement == FWNFT_NETNS ? ""
+		        : srv->nbridge
+		            ? ", with table inet moat_guard and tables bridge moat, moat_guard"
+		            : ", with table inet moat_guard",
+		        r.n, r.skipped, purged > 0 ? purged : 0, fwsrv_ms() - t0);
 	free(r.v);
 	fwnft_buf_free(&b);
 	return rc < 0 ? rc : 0;

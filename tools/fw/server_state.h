@@ -2,12 +2,13 @@
  * the loop's handles, stop), server_conn.c (the socket, its connections and their ACKs),
  * server_vet.c (the checks a grant must pass), server_batch.c (the end-of-turn batch),
  * server_restore.c (the ledger's rebuild at start-up and its purge), server_watch.c (changes
- * to the tables by others: ALERT and restore) and server_sandbox.c (runtime sandboxes).
- * Internal to moat-fw: only
- * those files include it; everyone else knows server.h. */
+ * to the tables by others: ALERT and restore), server_sandbox.c (runtime sandboxes) and
+ * server_bridge.c (the sandbox bridges). Internal to moat-fw: only those files include it;
+ * everyone else knows server.h. */
 #ifndef MOAT_FW_SERVER_STATE_H
 #define MOAT_FW_SERVER_STATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -77,6 +78,12 @@ struct fwsrv {
 	size_t nlink6;
 	struct fwnft_range *hostsrc; /* forward: the host's addresses inside sandbox ranges */
 	size_t nhostsrc;
+	struct fwnft_ifname *bridge; /* forward: the sandbox bridges (server_bridge.c) */
+	size_t nbridge;
+	uint32_t *bports; /* forward: the ports of the host's other bridges */
+	size_t nbports;
+	int bridge_meta;   /* 0: not asked yet; 1: the kernel has meta ibrname; -1: it has not */
+	bool bridge_known; /* the interfaces were read once */
 	struct fwwatch *watch; /* changes to our tables by others (server_watch.c) */
 	uv_poll_t watch_poll;
 	uv_timer_t watch_retry; /* a restore that failed is tried again */

@@ -58,11 +58,12 @@ static void fwsrv_alert(struct fwsrv *srv, const struct fwwatch_change *ch)
 	srv->suppressed = 0;
 	if (ch->n)
 		fprintf(stderr,
-		        "moat-fw: ALERT: table inet moat changed by another process (pid %u %s, "
+		        "moat-fw: ALERT: table %s changed by another process (pid %u %s, "
 		        "netlink port %u): %s (%u events)%s%s; restoring the tables from the "
 		        "ledger\n",
-		        (unsigned)ch->pid, ch->pid ? ch->comm : "unknown", (unsigned)ch->portid,
-		        ch->what, ch->n, ch->lost ? "; events were lost too" : "", more);
+		        ch->table, (unsigned)ch->pid, ch->pid ? ch->comm : "unknown",
+		        (unsigned)ch->portid, ch->what, ch->n,
+		        ch->lost ? "; events were lost too" : "", more);
 	else
 		fprintf(stderr,
 		        "moat-fw: ALERT: nftables events were lost (socket buffer full)%s; "

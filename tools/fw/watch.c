@@ -96,8 +96,8 @@ static int fwwatch_kind(uint16_t type, const char **verb, const char **obj, uint
 
 /* One event of another socket about table (one of ours): counted, and described when it is the
  * weightiest so far. */
-static void fwwatch_change_add(const struct nlmsghdr *h, uint16_t type, const char *table,
-                               struct fwwatch_change *ch)
+static void fwwatch_change_add(const struct nlmsghdr *h, uint16_t type, const char *family,
+                               const char *table, struct fwwatch_change *ch)
 {
 	const char *verb, *obj;
 	uint16_t na;
@@ -111,10 +111,11 @@ static void fwwatch_change_add(const struct nlmsghdr *h, uint16_t type, const ch
 	if (rank <= ch->rank)
 		return;
 	ch->rank = rank;
+	snprintf(ch->table, sizeof(ch->table), "%s %s", family, table);
 	if (na == 0)
-		snprintf(ch->what, sizeof(ch->what), "%s inet %s %s", obj, table, verb);
+		snprintf(ch->what, sizeof(ch->what), "%s %s %s %s", obj, family, table, verb);
 	else
-		snprintf(ch->what, sizeof(ch->what), "%s inet %s %s %s", obj, table,
+		snprintf(ch->what, sizeof(ch->what), "%s %s %s %s %s", obj, family, table,
 		         name ? name : "?", verb);
 }
 
@@ -139,12 +140,16 @@ void fwwatch_parse(const void *buf, size_t len, bool (*own)(void *ctx, uint32_t 
 		}
 		const struct nfgenmsg *g = mnl_nlmsg_get_payload(h);
 		const char *table = fwwatch_str(h, 1); /* NFTA_*_TABLE and NFTA_TABLE_NAME are 1 */
-		if (g->nfgen_family != NFPROTO_INET || !table ||
+		/* Ours: moat and moat_guard of the inet and of the bridge family. */
+		const char *family = g->nfgen_family == NFPROTO_INET     ? "inet"
+		                     : g->nfgen_family == NFPROTO_BRIDGE ? "bridge"
+		                                                         : NULL;
+		if (!family || !table ||
 		    (strcmp(table, FWNFT_TABLE) != 0 && strcmp(table, FWNFT_GUARD) != 0))
 			continue;
 		if (own && own(ctx, h->nlmsg_pid))
 			continue;
-		fwwatch_change_add(h, type, table, ch);
+		fwwatch_change_add(h, type, family, table, ch);
 	}
 }
 

@@ -1,5 +1,6 @@
-/* watch.h: moat-fw's view of changes to its tables (table inet moat and table inet moat_guard)
- * made by anyone else, from the kernel's nftables events (NFNLGRP_NFTABLES).
+/* watch.h: moat-fw's view of changes to its tables (moat and moat_guard, of the inet family and,
+ * on a sandbox bridge, of the bridge family) made by anyone else, from the kernel's nftables
+ * events (NFNLGRP_NFTABLES).
  *
  * Every event names the netlink port id of the socket whose transaction made it. moat-fw's own
  * writes go through its other NETLINK_NETFILTER sockets (the libnftables context and the grant
@@ -23,6 +24,7 @@
 struct fwwatch_change {
 	unsigned n;      /* events about our tables from other sockets */
 	char what[160];  /* the weightiest of them ("table inet moat deleted", ...) */
+	char table[40];  /* and its table ("inet moat", "bridge moat_guard", ...) */
 	int rank;        /* how weighty `what` is (table > chain > set > rule > elements) */
 	bool want_gen;   /* a change was seen and its NEWGEN not yet */
 	uint32_t pid;    /* from that NEWGEN: the process (0: unknown) */

@@ -14,6 +14,11 @@ usage: hostile.py CMD ARGS...
   ping DST                       one ICMP(v6) echo, 1 s: prints "reply" or "no reply"
   packet IF DSTMAC SRC DST PORT TOKEN   the UDP datagram in an Ethernet frame on a packet
                                  socket (AF_PACKET: below every inet hook of the sender)
+  frame IF DSTMAC ETHERTYPE TOKEN   one Ethernet frame of any ethertype (0x88b5: local
+                                 experimental, neither IP nor ARP) carrying TOKEN
+  capture SECONDS IF SRCMAC      receiver side, below the inet stack: print "from SRCMAC type
+                                 0xNNNN" for every frame IF receives from SRCMAC, and "barrier"
+                                 for every received frame that carries "l2-barrier"
 Addresses are IPv4 or IPv6; IF gives the scope of link-local and multicast addresses."""
 import select
 import socket
@@ -209,6 +214,35 @@ def packet(ifname, dstmac, src, dst, port, token):
     print("sent", flush=True)
 
 
+def frame(ifname, dstmac, ethertype, token):
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    s.bind((ifname, 0))
+    payload = token.encode().ljust(46, b"\0")  # the minimum Ethernet payload
+    s.send(bytes.fromhex(dstmac.replace(":", "")) + s.getsockname()[4] +
+           struct.pack("!H", int(ethertype, 16)) + payload)
+    print("sent", flush=True)
+
+
+def capture(seconds, ifname, srcmac):
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))  # ETH_P_ALL
+    s.bind((ifname, 3))
+    want = bytes.fromhex(srcmac.replace(":", ""))
+    print("ready", flush=True)
+    end = time.time() + seconds
+    while time.time() < end:
+        r, _, _ = select.select([s], [], [], 0.2)
+        if not r:
+            continue
+        data, addr = s.recvfrom(65535)
+        if addr[2] == socket.PACKET_OUTGOING:
+            continue
+        if data[6:12] == want:
+            print("from %s type 0x%04x" % (srcmac, struct.unpack("!H", data[12:14])[0]),
+                  flush=True)
+        if b"l2-barrier" in data:
+            print("barrier", flush=True)
+
+
 def main():
     cmd, a = sys.argv[1], sys.argv[2:]
     if cmd == "udp-log":
@@ -227,6 +261,10 @@ def main():
         connect(a[0], int(a[1]), *a[2:4])
     elif cmd == "packet":
         packet(a[0], a[1], a[2], a[3], int(a[4]), a[5])
+    elif cmd == "frame":
+        frame(a[0], a[1], a[2], a[3])
+    elif cmd == "capture":
+        capture(float(a[0]), a[1], a[2])
     elif cmd == "ping":
         ping(a[0])
     elif cmd == "idle":
