@@ -35,6 +35,7 @@
 #include "serve/fetch.h"
 #include "serve/fwchan.h"
 #include "serve/limits.h"
+#include "serve/log_sink.h"
 #include "ops/logreopen.h"
 #include "ops/metrics_endpoint.h"
 #include "serve/metrics_workers.h"
@@ -49,7 +50,7 @@ static struct inflight *inflight; /* caps on questions in flight, shared by the 
 static struct config cfg;
 static struct config_flags opts;
 static uv_signal_t sig_term, sig_int, sig_hup;
-static FILE *qlog; /* the query log (SIGUSR1 reopens it) */
+static struct log_sink *qlog; /* the query log (SIGUSR1 reopens it); NULL: none */
 static uv_timer_t stats_timer;
 static struct rpz_feed *feed; /* RPZ transfers; NULL until started */
 
@@ -303,12 +304,18 @@ static int start_shared(const struct policy *policy, int *log_dirfd)
 {
 	char err[512];
 
-	qlog = log_open(cfg.log_file);
-	if (!qlog) {
-		fprintf(stderr, "moatd: cannot open log %s: %m\n", cfg.log_file);
+	/* The writer thread starts here, before the filter (which has no clone). */
+	int rc = log_sink_open(cfg.log_file, cfg.workers, &qlog);
+	if (rc == 0)
+		rc = log_sink_start(qlog);
+	if (rc < 0) {
+		if (rc == MOAT_EIO)
+			fprintf(stderr, "moatd: cannot open log %s: %m\n", cfg.log_file);
+		else
+			fprintf(stderr, "moatd: out of memory for the query log\n");
 		return 1;
 	}
-	*log_dirfd = logreopen_init(cfg.log_file);
+	*log_dirfd = qlog ? logreopen_init(cfg.log_file) : -1;
 	if (*log_dirfd < -1) {
 		fprintf(stderr, "moatd: warning: the query log cannot be reopened on SIGUSR1\n");
 		*log_dirfd = -1;
@@ -489,7 +496,7 @@ int main(int argc, char **argv)
 	ratelimit_free(limiter);
 	inflight_free(inflight);
 	agentstore_close(store);
-	log_close(qlog);
+	log_sink_close(qlog); /* after worker_deinit wrote the workers' last counts */
 	logreopen_release();
 	pathfd_release();
 	config_free(&cfg);

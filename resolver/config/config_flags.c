@@ -47,7 +47,9 @@ static void usage(FILE *f)
 	    "  --deny FORM            nxdomain (default), refused or sinkhole\n"
 	    "  --strict-chain         every CNAME/DNAME target must be allowed too\n"
 	    "  --allow-private        private and shared answers are not refused\n"
-	    "  --log FILE             query log (JSON lines); default stdout\n"
+	    "  --log FILE             query log (JSON lines); default stdout; /dev/null: none\n"
+	    "  --log-budget BYTES     query log bytes a second, beyond: counted, not written\n"
+	    "                         (default 1048576; 0: unbounded)\n"
 	    "  --firewall PATH        grant answers' addresses through moat-fw at PATH first\n"
 	    "  -c CONFIG              YAML config with agents (see zones/moatd.example.yaml)\n"
 	    "  --check                validate config and policy, print the result, exit\n"
@@ -148,6 +150,7 @@ static const struct option flags_long[] = {
     {"strict-chain", no_argument, 0, O_STRICT},
     {"allow-private", no_argument, 0, O_PRIVATE},
     {"log", required_argument, 0, O_LOG},
+    {"log-budget", required_argument, 0, O_NUMBER},
     {"firewall", required_argument, 0, O_FIREWALL},
     {"cache-size", required_argument, 0, O_NUMBER},
     {"ratelimit", required_argument, 0, O_NUMBER},

@@ -1,13 +1,14 @@
 /* logreopen.c owns reopening the query log on SIGUSR1 (see logreopen.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "moat/err.h"
-#include "moat/log.h"
 #include "moat/pathfd.h"
 #include "ops/logreopen.h"
+#include "serve/log_sink.h"
 
 static int dirfd_ = -1;
 static char base[256];
@@ -25,7 +26,7 @@ int logreopen_init(const char *path)
 	return dirfd_ >= 0 ? dirfd_ : MOAT_EIO;
 }
 
-int logreopen_now(FILE *f, char *err, size_t errlen)
+int logreopen_now(struct log_sink *f, char *err, size_t errlen)
 {
 	if (dirfd_ < 0 || !f)
 		return 0;
@@ -34,7 +35,7 @@ int logreopen_now(FILE *f, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot reopen the log %s: %s", base, strerror(errno));
 		return MOAT_EIO;
 	}
-	if (log_reopen_fd(f, fd) < 0) {
+	if (log_sink_reopen_fd(f, fd) < 0) {
 		snprintf(err, errlen, "cannot reopen the log %s: %s", base, strerror(errno));
 		return MOAT_EIO;
 	}

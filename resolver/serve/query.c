@@ -21,6 +21,7 @@
 #include "moat/ratelimit.h"
 #include "serve/fetch.h"
 #include "serve/fwchan.h"
+#include "serve/log_bound.h"
 #include "serve/reply.h"
 #include "serve/local_answer.h"
 #include "serve/query.h"
@@ -594,7 +595,7 @@ static void log_query_done(struct query *qr, const char *decision, const char *r
 	struct addr_list al;
 	al.n = 0;
 	al.used = 0;
-	if (released && a)
+	if (released && a && qr->srv->log)
 		wire_resp_each_passed_addr(a->pkt, a->len, &a->resp, on_log_addr, &al);
 	struct log_query e = {
 	    .client = (const struct sockaddr *)&qr->to.client,
@@ -622,10 +623,12 @@ static void log_query_done(struct query *qr, const char *decision, const char *r
 	log_emit(qr->srv, &qr->to, &e);
 }
 
-/* Every log line goes through here, and so is counted (moat/metrics.h). */
+/* Every log line goes through here, and so is counted (moat/metrics.h); with no log, nothing
+ * is formatted. */
 static void log_emit(struct worker *srv, const struct reply_to *to, const struct log_query *e)
 {
-	log_write_query(srv->log, e);
+	if (srv->log)
+		log_out_query(srv->log, e, uv_now(srv->loop));
 	metrics_count_query(srv->metrics, e->agent, e->decision, reply_tcp(to), e->rcode);
 }
 
