@@ -26,7 +26,7 @@
  *                                             # moat if it exists, else nobody; root: stay)
  *   workers: 1                                # threads, each with its own loop and cache share
  *   seccomp: true                             # system-call filter after start-up
- *   ratelimit_qps: 0                          # per client (IPv4, IPv6 /64); 0: no limit
+ *   ratelimit_qps: 10000                      # per client (IPv4, IPv6 /64); 0: no limit
  *   ratelimit_burst: 0                        # bucket size; 0: same as ratelimit_qps
  *   ratelimit_action: refuse                  # refuse (REFUSED) or drop
  *   cache_size_mb: 32                         # answer cache; 0 turns it off
