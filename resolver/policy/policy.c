@@ -43,6 +43,7 @@ struct policy_set *policy_set_new(void)
 		return NULL;
 	randombytes_buf(s->key, sizeof(s->key));
 	s->refs = 1;
+	s->depths_known = true; /* empty: no depth listed yet */
 	s->cap = 64;
 	s->slots = slots_alloc(s->cap);
 	if (!s->slots) {
@@ -260,10 +261,25 @@ static int arena_room(struct policy_set *s, size_t bytes, bool exact)
 	return 0;
 }
 
+/* Bit of a name of d labels in a set's depth masks. */
+static inline uint64_t depth_bit(unsigned d)
+{
+	return 1ull << (d < 63 ? d : 63);
+}
+
+static unsigned name_depth(const uint8_t *n)
+{
+	unsigned d = 0;
+	for (; *n; n += *n + 1)
+		d++;
+	return d;
+}
+
 static int set_insert(struct policy_set *s, const uint8_t *wire, size_t wl, uint32_t tag, bool wild,
                       uint16_t fidx, uint32_t line, const struct policy_ports *pp)
 {
 	int rc;
+	*(wild ? &s->wild_depths : &s->exact_depths) |= depth_bit(name_depth(wire));
 	if ((s->used + 1) * 4 > s->cap * 3 && (rc = set_grow(s)))
 		return rc;
 	struct pslot *sl = set_find(s, wire, wl, tag);
@@ -681,13 +697,16 @@ static const struct pslot *set_lookup(const struct policy_set *s, const uint8_t 
 	return !sl || sl->name_off == SLOT_EMPTY ? NULL : sl;
 }
 
-static bool match_below_one(const struct policy_set *s, const uint8_t *lname,
+/* depth: lname's label count. */
+static bool match_below_one(const struct policy_set *s, const uint8_t *lname, unsigned depth,
                             struct policy_rule *rule)
 {
 	const struct pslot *sl;
 	struct pslot buf;
 	for (const uint8_t *p = lname; *p;) {
 		p = name_parent(p);
+		if (s->depths_known && !(s->wild_depths & depth_bit(--depth)))
+			continue; /* no "*." pattern of this length: nothing to hash */
 		sl = set_lookup(s, p, &buf);
 		if (sl && sl->wild) {
 			if (rule)
@@ -702,15 +721,18 @@ static bool match_below_one(const struct policy_set *s, const uint8_t *lname,
 
 bool policy_set_match(const struct policy_set *s, const uint8_t *lname, struct policy_rule *rule)
 {
+	unsigned depth = name_depth(lname);
 	for (; s; s = s->next) {
 		struct pslot buf;
-		const struct pslot *sl = set_lookup(s, lname, &buf);
+		const struct pslot *sl = !s->depths_known || (s->exact_depths & depth_bit(depth))
+		                             ? set_lookup(s, lname, &buf)
+		                             : NULL;
 		if (sl && sl->exact) {
 			if (rule)
 				*rule = rule_of(s, sl->exact, false, lname);
 			return true;
 		}
-		if (match_below_one(s, lname, rule))
+		if (match_below_one(s, lname, depth, rule))
 			return true;
 	}
 	return false;
@@ -719,8 +741,9 @@ bool policy_set_match(const struct policy_set *s, const uint8_t *lname, struct p
 bool policy_set_match_below(const struct policy_set *s, const uint8_t *lname,
                             struct policy_rule *rule)
 {
+	unsigned depth = name_depth(lname);
 	for (; s; s = s->next)
-		if (match_below_one(s, lname, rule))
+		if (match_below_one(s, lname, depth, rule))
 			return true;
 	return false;
 }
