@@ -485,6 +485,123 @@ static size_t line_end(struct lw *w, char *out)
 	return (size_t)(w->p - out);
 }
 
+/* Everything after the name: the same for every deny of an agent, so it is kept (below). */
+static void put_tail(struct lw *w, const struct log_query *e)
+{
+	PUT_LIT(w, ",\"qtype\":");
+	if (e->qname)
+		put_qtype(w, e->qtype);
+	else
+		PUT_LIT(w, "null");
+	PUT_LIT(w, ",\"qclass\":");
+	put_uint(w, e->qclass);
+	PUT_LIT(w, ",\"decision\":");
+	put_const(w, e->decision);
+	PUT_LIT(w, ",\"reason\":");
+	put_str(w, e->reason, &memo.reason);
+	PUT_LIT(w, ",\"rcode\":");
+	put_const(w, e->rcode < 0 ? NULL : wire_rcode_str((uint8_t)e->rcode));
+	PUT_LIT(w, ",\"upstream\":");
+	if (e->upstream)
+		put_addr(w, e->upstream, true, &memo.upstream);
+	else
+		PUT_LIT(w, "null");
+	PUT_LIT(w, ",\"upstream_ms\":");
+	if (e->upstream_us >= 0) {
+		put_uint(w, (uint64_t)e->upstream_us / 1000);
+		char frac[4] = {'.', (char)('0' + e->upstream_us % 1000 / 100),
+		                (char)('0' + e->upstream_us % 100 / 10),
+		                (char)('0' + e->upstream_us % 10)};
+		put(w, frac, 4);
+	} else {
+		PUT_LIT(w, "null");
+	}
+	if (e->alert)
+		PUT_LIT(w, ",\"alert\":true");
+	else
+		PUT_LIT(w, ",\"alert\":false");
+	put_v2(w, e);
+}
+
+/* The tail of the last line without an upstream or an address (a deny, a refusal): what it
+ * was made of, and its text. */
+struct tail_key {
+	const char *decision, *grant; /* constants: by pointer */
+	int rcode;
+	uint32_t rule_line, grant_life;
+	uint16_t qtype, qclass;
+	bool has_qname, alert, has_answer, has_grant_life, has_reason, has_rule;
+};
+
+static _Thread_local struct {
+	bool valid;
+	struct tail_key k;
+	char reason[MEMO_TEXT], rule[MEMO_TEXT];
+	uint16_t len;
+	char text[MEMO_TEXT * 14];
+} tail;
+
+static struct tail_key tail_key_of(const struct log_query *e)
+{
+	struct tail_key k;
+	memset(&k, 0, sizeof(k)); /* the padding too: keys are compared as bytes */
+	k.decision = e->decision;
+	k.grant = e->grant;
+	k.rcode = e->rcode;
+	k.rule_line = e->rule_line;
+	k.grant_life = e->grant_life;
+	k.qtype = e->qtype;
+	k.qclass = e->qclass;
+	k.has_qname = e->qname != NULL;
+	k.alert = e->alert;
+	k.has_answer = e->has_answer;
+	k.has_grant_life = e->has_grant_life;
+	k.has_reason = e->reason != NULL;
+	k.has_rule = e->rule_file != NULL;
+	return k;
+}
+
+/* Both NULL or both the same text (a kept string is never longer than MEMO_TEXT - 1). */
+static bool same_text(const char *s, bool has, const char *kept)
+{
+	return s ? has && strcmp(s, kept) == 0 : !has;
+}
+
+static bool keep_text(char *kept, const char *s)
+{
+	size_t n = s ? strnlen(s, MEMO_TEXT) : 0;
+	if (n >= MEMO_TEXT)
+		return false;
+	memcpy(kept, s ? s : "", n + 1);
+	return true;
+}
+
+static void put_tail_kept(struct lw *w, const struct log_query *e)
+{
+	bool plain = !e->upstream && e->upstream_us < 0 && e->nanswer == 0;
+	if (!plain) {
+		put_tail(w, e);
+		return;
+	}
+	struct tail_key k = tail_key_of(e);
+	if (tail.valid && !memcmp(&k, &tail.k, sizeof(k)) &&
+	    same_text(e->reason, k.has_reason, tail.reason) &&
+	    same_text(e->rule_file, k.has_rule, tail.rule)) {
+		put(w, tail.text, tail.len);
+		return;
+	}
+	char *start = w->p;
+	put_tail(w, e);
+	size_t n = (size_t)(w->p - start);
+	tail.valid = w->p < w->end && n <= sizeof(tail.text) && keep_text(tail.reason, e->reason) &&
+	             keep_text(tail.rule, e->rule_file);
+	if (tail.valid) {
+		tail.k = k;
+		tail.len = (uint16_t)n;
+		memcpy(tail.text, start, n);
+	}
+}
+
 size_t log_format_query(char out[LOG_LINE_MAX], const struct log_query *e,
                         const char ts[LOG_TS_LEN])
 {
@@ -498,41 +615,11 @@ size_t log_format_query(char out[LOG_LINE_MAX], const struct log_query *e,
 	PUT_LIT(&w, ",\"agent\":");
 	put_str(&w, e->agent, &memo.agent);
 	PUT_LIT(&w, ",\"qname\":");
-	if (e->qname) {
+	if (e->qname)
 		put_qname(&w, e->qname);
-		PUT_LIT(&w, ",\"qtype\":");
-		put_qtype(&w, e->qtype);
-	} else {
-		PUT_LIT(&w, "null,\"qtype\":null");
-	}
-	PUT_LIT(&w, ",\"qclass\":");
-	put_uint(&w, e->qclass);
-	PUT_LIT(&w, ",\"decision\":");
-	put_const(&w, e->decision);
-	PUT_LIT(&w, ",\"reason\":");
-	put_str(&w, e->reason, &memo.reason);
-	PUT_LIT(&w, ",\"rcode\":");
-	put_const(&w, e->rcode < 0 ? NULL : wire_rcode_str((uint8_t)e->rcode));
-	PUT_LIT(&w, ",\"upstream\":");
-	if (e->upstream)
-		put_addr(&w, e->upstream, true, &memo.upstream);
 	else
 		PUT_LIT(&w, "null");
-	PUT_LIT(&w, ",\"upstream_ms\":");
-	if (e->upstream_us >= 0) {
-		put_uint(&w, (uint64_t)e->upstream_us / 1000);
-		char frac[4] = {'.', (char)('0' + e->upstream_us % 1000 / 100),
-		                (char)('0' + e->upstream_us % 100 / 10),
-		                (char)('0' + e->upstream_us % 10)};
-		put(&w, frac, 4);
-	} else {
-		PUT_LIT(&w, "null");
-	}
-	if (e->alert)
-		PUT_LIT(&w, ",\"alert\":true");
-	else
-		PUT_LIT(&w, ",\"alert\":false");
-	put_v2(&w, e);
+	put_tail_kept(&w, e);
 	return line_end(&w, out);
 }
 

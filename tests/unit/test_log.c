@@ -670,3 +670,49 @@ Test(log, kept_text_follows_the_values)
 	write_and_read(&e, &o);
 	EXPECT_STR(&o, "reason", longr);
 }
+
+/* The part after the name of a line without upstream or address (every deny) is kept whole:
+ * each value it is made of, changed alone (a reason or rule buffer rewritten in place), shows. */
+Test(log, kept_tail_follows_the_values)
+{
+	struct sockaddr_in c = v4("10.0.0.1", 1);
+	uint8_t qn[NAME_MAXWIRE];
+	cr_assert_gt(name_from_text("evil.test", 9, qn), 0);
+	char reason[64], rule[32];
+	struct jobj o;
+	for (int i = 0; i < 48; i++) {
+		struct log_query e = plain_allow(&c);
+		e.qname = qn;
+		e.qtype = i % 2 ? 28 : 1;
+		e.qclass = i % 3 == 2 ? 3 : 1;
+		e.decision = i % 4 < 2 ? "deny-not-allowed" : "deny-high-risk";
+		snprintf(reason, sizeof(reason), "why %d", i / 8);
+		e.reason = i % 5 == 4 ? NULL : reason;
+		snprintf(rule, sizeof(rule), "hr/%d.txt", i / 16);
+		e.rule_file = i % 6 == 5 ? NULL : rule;
+		e.rule_line = (uint32_t)(i / 12);
+		e.rcode = i % 7 == 6 ? 5 : 3;
+		e.alert = i % 8 >= 4;
+		write_and_read(&e, &o);
+		EXPECT_STR(&o, "qtype", i % 2 ? "AAAA" : "A");
+		EXPECT_KIND(&o, "qclass", 'n', i % 3 == 2 ? "3" : "1");
+		EXPECT_STR(&o, "decision", e.decision);
+		if (e.reason)
+			EXPECT_STR(&o, "reason", reason);
+		else
+			EXPECT_KIND(&o, "reason", 'z', NULL);
+		char want[48];
+		snprintf(want, sizeof(want), "%s:%u", rule, e.rule_line);
+		if (e.rule_file)
+			EXPECT_STR(&o, "rule", want);
+		else
+			EXPECT_KIND(&o, "rule", 'z', NULL);
+		EXPECT_STR(&o, "rcode", i % 7 == 6 ? "REFUSED" : "NXDOMAIN");
+		EXPECT_KIND(&o, "alert", 'b', i % 8 >= 4 ? "true" : "false");
+		/* and the same line twice in a row (the kept text itself) */
+		char first[LOG_LINE_MAX];
+		memcpy(first, line, strlen(line) + 1);
+		write_and_read(&e, &o);
+		cr_expect_str_eq(line, first);
+	}
+}
