@@ -256,6 +256,7 @@ void worker_deinit(struct worker *w)
 	log_out_close(w->log, uv_now(w->loop)); /* its counts, before the sink closes */
 	log_out_free(w->log);
 	w->log = NULL;
+	query_free_spares(w);
 	uv_loop_close(w->loop);
 	upstream_deinit(w);
 	fetch_deinit(w);

@@ -27,6 +27,7 @@
 struct ratelimit;
 struct log_sink;
 struct log_out;
+struct query;
 
 /* Where a NOTIFY from from goes: checked there; if accepted the response is written to out and
  * its length returned, else a negative code with why set. Any thread. */
@@ -62,6 +63,8 @@ struct worker {
 	struct upstream_pool *upool; /* upstream.c's UDP sockets (owned; created on first use) */
 	void *udp_rx, *up_rx;        /* receive areas of listen_udp.c and upstream.c (owned) */
 	struct dlist live_queries;   /* struct query (query.c) */
+	struct query *query_spare;   /* freed ones kept for reuse (query.c; owned) */
+	unsigned nquery_spare;
 	uint32_t ntcp;
 	uint32_t tcp_max;       /* this worker's share of tcp_max_clients */
 	bool reuseport;         /* listeners share their port with other workers */
