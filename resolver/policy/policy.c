@@ -678,6 +678,32 @@ void policy_set_each(const struct policy_set *s, policy_set_each_cb cb, void *ct
 	}
 }
 
+/* The tag policy_set_prefetch computed last on this thread, with what it is a function of
+ * (the set's key and the name, compared: never the set's address, which a freed set's successor
+ * may reuse). */
+static _Thread_local struct {
+	size_t len; /* 0: none */
+	uint32_t tag;
+	uint8_t key[crypto_shorthash_KEYBYTES];
+	uint8_t name[NAME_MAXWIRE];
+} tag_memo;
+
+void policy_set_prefetch(const struct policy_set *s, const uint8_t *lname)
+{
+	if (!s || !s->used || s->file || !s->depths_known ||
+	    !(s->exact_depths & depth_bit(name_depth(lname))))
+		return; /* compiled, or no exact name this long: nothing to look up there */
+	int len = name_wire_len(lname, NAME_MAXWIRE);
+	if (len <= 0)
+		return;
+	uint32_t tag = set_tag(s, lname, (size_t)len);
+	__builtin_prefetch(&s->slots[tag & (s->cap - 1)]);
+	tag_memo.len = (size_t)len;
+	tag_memo.tag = tag;
+	memcpy(tag_memo.key, s->key, sizeof(tag_memo.key));
+	memcpy(tag_memo.name, lname, (size_t)len);
+}
+
 /* The slot of name in s, or NULL. buf: where a compiled set's slot is read into. */
 static const struct pslot *set_lookup(const struct policy_set *s, const uint8_t *name,
                                       struct pslot *buf)
@@ -685,7 +711,10 @@ static const struct pslot *set_lookup(const struct policy_set *s, const uint8_t 
 	if (!s->used)
 		return NULL; /* an empty set (an agent whose lists are all compiled): no hashing */
 	size_t len = (size_t)name_wire_len(name, NAME_MAXWIRE);
-	uint32_t tag = set_tag(s, name, len);
+	uint32_t tag = tag_memo.len == len && !memcmp(tag_memo.name, name, len) &&
+	                       !memcmp(tag_memo.key, s->key, sizeof(s->key))
+	                   ? tag_memo.tag
+	                   : set_tag(s, name, len);
 	if (s->file &&
 	    !s->file->use(s, s->filter + pfilter_block(tag, s->filter_blocks) * PFILTER_BLOCK,
 	                  PFILTER_BLOCK))

@@ -156,6 +156,8 @@ void policy_decide(const struct policy *p, const struct policy_agent *agent, con
 		snprintf(out->reason, sizeof(out->reason), "moat: class %u is not served", qclass);
 		return;
 	}
+	/* The allowlist is asked last but is the large table: its slot loads during the checks. */
+	policy_set_prefetch(agent->allow, lname);
 	if (check_name(p, agent, lname, out) != POLICY_ALLOW)
 		return;
 	if (policy_set_match(agent->allow, lname, &out->rule)) {
