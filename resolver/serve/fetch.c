@@ -261,6 +261,19 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
 	fetch_free(f);
 }
 
+/* The cache key's variant: the DO bit and the upstream set's id (0: the global upstreams). */
+static uint32_t variant_of(const struct upstream_set *set, bool dnssec_ok)
+{
+	return (uint32_t)dnssec_ok | (set ? set->id << 1 : 0);
+}
+
+void fetch_prefetch(struct worker *srv, const struct upstream_set *set, const uint8_t *lname,
+                    uint16_t qtype, uint16_t qclass, bool dnssec_ok)
+{
+	if (srv->cache)
+		cache_prefetch(srv->cache, lname, qtype, qclass, variant_of(set, dnssec_ok));
+}
+
 int fetch_answer(struct worker *srv, const struct upstream_set *set, const uint8_t *lname,
                  uint16_t qtype, uint16_t qclass, bool dnssec_ok, bool may_wait, fetch_cb cb,
                  void *ctx, struct answer **hit, struct fetch_wait **wait)
@@ -268,7 +281,7 @@ int fetch_answer(struct worker *srv, const struct upstream_set *set, const uint8
 	int nl = name_wire_len(lname, NAME_MAXWIRE);
 	if (nl < 0)
 		return nl;
-	uint32_t variant = (uint32_t)dnssec_ok | (set ? set->id << 1 : 0);
+	uint32_t variant = variant_of(set, dnssec_ok);
 
 	/* The cache: a hit comes with its parse (checked by wire_resp_unpack). */
 	if (srv->cache) {

@@ -66,6 +66,10 @@ int fetch_answer(struct worker *srv, const struct upstream_set *set, const uint8
                  uint16_t qtype, uint16_t qclass, bool dnssec_ok, bool may_wait, fetch_cb cb,
                  void *ctx, struct answer **hit, struct fetch_wait **wait);
 
+/* fetch_answer for these will come soon: start loading the cache's bucket (cache_prefetch). */
+void fetch_prefetch(struct worker *srv, const struct upstream_set *set, const uint8_t *lname,
+                    uint16_t qtype, uint16_t qclass, bool dnssec_ok);
+
 /* Stop waiting: cb will not run. The upstream question goes on for the other waiters (or is
  * cancelled when none are left). */
 void fetch_cancel(struct fetch_wait *w);

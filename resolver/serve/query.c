@@ -30,7 +30,9 @@
 /* An allowed query: lives from the fetch until the reply. */
 struct query {
 	struct worker *srv;
-	struct policy *policy; /* reference: a reload cannot pull rules from under us */
+	struct policy *policy; /* a reload cannot pull rules from under us: the worker's own */
+	bool holds_policy;     /* snapshot (it stays while the query is answered at once), or a
+	                        * reference of the query's own once it waits (query_wait) */
 	const struct policy_agent *agent;
 	const struct upstream_set *fwd; /* the forward zone asked (in policy), NULL: global */
 	struct reply_to to;
@@ -263,6 +265,15 @@ static struct query *query_new(struct worker *srv)
 	return qr;
 }
 
+/* The query will wait (for the upstream, for moat-fw): it takes its own reference to the
+ * snapshot, which a reload may replace meanwhile (two atomic operations a hit saved). */
+static void query_wait(struct query *qr)
+{
+	if (!qr->holds_policy)
+		policy_ref(qr->policy);
+	qr->holds_policy = true;
+}
+
 static void forward(struct worker *srv, struct reply_to *to, const struct wire_query *q,
                     const struct policy_agent *agent, const struct policy_decision *d)
 {
@@ -272,9 +283,13 @@ static void forward(struct worker *srv, struct reply_to *to, const struct wire_q
 		return;
 	}
 	qr->srv = srv;
-	qr->policy = policy_ref(srv->policy);
+	qr->policy = srv->policy;
+	qr->holds_policy = false;
 	qr->agent = agent;
 	qr->fwd = forward_pick(&agent->fwd, &srv->policy->fwd, q->lname);
+	/* The cache's bucket loads while the local data and the in-flight caps are asked (one
+	 * hash, reused by the lookup). */
+	fetch_prefetch(srv, qr->fwd, q->lname, q->qtype, q->qclass, q->edns_do);
 	qr->to = *to;
 	reply_hold(&qr->to);
 	keep_decision(&qr->decision, d);
@@ -316,6 +331,7 @@ static void forward(struct worker *srv, struct reply_to *to, const struct wire_q
 		       rcode, false, NULL, -1);
 		query_free(qr);
 	} else {
+		query_wait(qr);
 		srv->stats.forwarded++;
 	}
 }
@@ -482,6 +498,7 @@ static bool grant_first(struct query *qr)
 	}
 	metrics_inc(&qr->srv->metrics->grants_sent);
 	qr->grant_t0 = worker_now_us();
+	query_wait(qr);
 	/* The callback may already have run (channel down); qr is then gone. */
 	uint32_t token = fwchan_grant(qr->srv->fw, &g, on_granted, qr);
 	if (token)
@@ -683,7 +700,8 @@ static void query_free(struct query *qr)
 	answer_unref(qr->ans);
 	dlist_del(&qr->link);
 	reply_release(&qr->to);
-	policy_unref(qr->policy);
+	if (qr->holds_policy)
+		policy_unref(qr->policy);
 	struct worker *srv = qr->srv;
 	if (srv->nquery_spare < QUERY_SPARE) {
 		qr->next_spare = srv->query_spare;
