@@ -56,24 +56,27 @@ static const uint8_t json_plain[256] = {J16(0),  J16(16), J16(32), J16(48),
                                         J16(64), J16(80), J16(96), J16(112)};
 
 /* s as a JSON string (quotes included), or null. Runs of plain characters (nearly all of a
- * name or a reason) go in one copy. */
-static void json_str(struct lw *w, const char *s)
+ * name or a reason) go in one copy. Returns strlen(s) (0 for NULL), found on the way. */
+static size_t json_str(struct lw *w, const char *s)
 {
 	static const char hex[] = "0123456789abcdef";
 	if (!s) {
 		PUT_LIT(w, "null");
-		return;
+		return 0;
 	}
 	put_c(w, '"');
-	for (const unsigned char *p = (const unsigned char *)s;;) {
+	const unsigned char *p = (const unsigned char *)s;
+	for (;;) {
 		const unsigned char *q = p;
 		while (json_plain[q[0]] && json_plain[q[1]] && json_plain[q[2]] && json_plain[q[3]])
 			q += 4; /* never past the NUL: it stops the test it is in */
 		while (json_plain[*q])
 			q++;
 		put(w, (const char *)p, (size_t)(q - p));
-		if (!*q)
+		if (!*q) {
+			p = q;
 			break;
+		}
 		if (*q == '"' || *q == '\\') {
 			char e[2] = {'\\', (char)*q};
 			put(w, e, 2);
@@ -84,6 +87,7 @@ static void json_str(struct lw *w, const char *s)
 		p = q + 1;
 	}
 	put_c(w, '"');
+	return (size_t)((const char *)p - s);
 }
 
 int log_json_quote(const char *s, char *out, size_t cap)
@@ -299,9 +303,8 @@ static void put_str(struct lw *w, const char *s, struct vmemo *m)
 		put(w, m->text, m->len);
 		return;
 	}
-	size_t n = strnlen(s, MEMO_TEXT);
 	char *start = w->p;
-	json_str(w, s);
+	size_t n = json_str(w, s);
 	if (n < MEMO_TEXT && w->p < w->end) { /* kept for next time */
 		memcpy(m->raw, s, n + 1);
 		m->len = (uint16_t)(w->p - start);
