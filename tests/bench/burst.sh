@@ -33,42 +33,11 @@ source "$SRC/tests/bench/lib.sh"
 bench_root
 bench_need moatd
 bench_work burst
-NS=moat-burst-$$
-NSD_PID=
-burst_cleanup() {
-	[[ -n $MPID ]] && kill "$MPID" 2>/dev/null && wait "$MPID" 2>/dev/null
-	[[ -n $NSD_PID ]] && kill "$NSD_PID" 2>/dev/null && wait "$NSD_PID" 2>/dev/null
-	ip netns del "$NS" 2>/dev/null || true
-	rm -rf "/etc/netns/$NS" "$WORK"
-}
-trap burst_cleanup EXIT INT TERM
-
 printf '*.burst.test\n' >"$WORK/allow.txt"
 printf '$ORIGIN burst.test.\n$TTL 300\n@ IN SOA ns hostmaster 1 3600 600 86400 60\n@ IN NS ns\nns IN A 192.0.2.53\n* IN A 192.0.2.1\n* IN AAAA 2001:db8::1\n' \
 	>"$WORK/burst.test.zone"
-cat >"$WORK/nsd.conf" <<EOF
-server:
-    ip-address: 127.0.0.1@5300
-    server-count: 1
-    username: ""
-    chroot: ""
-    zonesdir: "$WORK"
-    database: ""
-    zonelistfile: "$WORK/zone.list"
-    xfrdfile: "$WORK/xfrd.state"
-    pidfile: "$WORK/nsd.pid"
-    rrl-ratelimit: 0
-remote-control:
-    control-enable: no
-zone:
-    name: "burst.test"
-    zonefile: "$WORK/burst.test.zone"
-EOF
-ip netns add "$NS"
-ip -n "$NS" link set lo up
+bench_ns_nsd burst burst.test "$WORK/burst.test.zone"
 mkdir -p "/etc/netns/$NS" # ip netns exec mounts its resolv.conf over /etc/resolv.conf
-ip netns exec "$NS" nsd -d -c "$WORK/nsd.conf" >"$WORK/nsd.log" 2>&1 &
-NSD_PID=$!
 
 cat >"$WORK/agent.py" <<'EOF'
 import socket, sys, threading, queue, time

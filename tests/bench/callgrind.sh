@@ -32,16 +32,8 @@ bench_need moatd
 for t in valgrind callgrind_control callgrind_annotate dnsperf nsd; do
 	command -v $t >/dev/null || { echo "$0: needs $t" >&2; exit 1; }
 done
+BENCH_KEEP=$KEEP
 bench_work cg
-NS=moat-cg-$$
-NSD_PID=
-cg_cleanup() {
-	[[ -n $MPID ]] && kill "$MPID" 2>/dev/null && wait "$MPID" 2>/dev/null
-	[[ -n $NSD_PID ]] && kill "$NSD_PID" 2>/dev/null && wait "$NSD_PID" 2>/dev/null
-	ip netns del "$NS" 2>/dev/null || true
-	if [[ $KEEP == 1 ]]; then log "kept $WORK"; else rm -rf "$WORK"; fi
-}
-trap cg_cleanup EXIT INT TERM
 [[ -n $QLOG ]] || QLOG=$WORK/moatd.jsonl
 
 awk 'BEGIN { for (i = 0; i < 100000; i++) printf "n%07d.bench.test\n", i; print "*.w.bench.test" }' >"$WORK/allow.txt"
@@ -52,28 +44,7 @@ awk 'BEGIN { for (i = 0; i < 1000; i++) printf "n%07d.bench.test A\n", i }' >"$W
 	printf '$ORIGIN bench.test.\n$TTL 3600\n@ IN SOA ns hostmaster 1 3600 600 86400 300\n@ IN NS ns\nns IN A 192.0.2.53\n* IN A 192.0.2.1\n'
 	awk 'BEGIN { for (i = 0; i < 1000; i++) printf "n%07d IN A 198.51.100.%d\n", i, i % 250 + 1 }'
 } >"$WORK/bench.test.zone"
-cat >"$WORK/nsd.conf" <<EOF
-server:
-    ip-address: 127.0.0.1@5300
-    server-count: 1
-    username: ""
-    chroot: ""
-    zonesdir: "$WORK"
-    database: ""
-    zonelistfile: "$WORK/zone.list"
-    xfrdfile: "$WORK/xfrd.state"
-    pidfile: "$WORK/nsd.pid"
-    rrl-ratelimit: 0
-remote-control:
-    control-enable: no
-zone:
-    name: "bench.test"
-    zonefile: "$WORK/bench.test.zone"
-EOF
-ip netns add "$NS"
-ip -n "$NS" link set lo up
-ip netns exec "$NS" nsd -d -c "$WORK/nsd.conf" >"$WORK/nsd.log" 2>&1 &
-NSD_PID=$!
+bench_ns_nsd cg bench.test "$WORK/bench.test.zone"
 # The benchmark's flags (log budget off, the limiter on but never reached), where this moatd
 # has them (an older build, to compare with, may not).
 if "$BUILD/moatd" --help 2>&1 | grep -q -- --log-budget; then
