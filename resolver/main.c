@@ -4,6 +4,8 @@
  * (a bad file leaves the running policy in place); SIGUSR1 reopens the query log (logrotate);
  * SIGUSR2 is ignored (reserved); SIGTERM and SIGINT stop cleanly: listeners
  * close, in-flight queries are dropped, the log is flushed. */
+#include <grp.h>
+#include <pwd.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +33,9 @@
 #include "config/config_flags.h"
 #include "ops/control.h"
 #include "ops/control_agents.h"
+#include "ops/control_ask.h"
 #include "serve/dnstap_out.h"
+#include "serve/ask.h"
 #include "serve/fetch.h"
 #include "serve/fwchan.h"
 #include "serve/limits.h"
@@ -84,17 +88,28 @@ static void lint_report(struct policy *p)
 		        LINT_AT_START_MAX);
 }
 
+/* The last failed reload's reason, for moatctl status (main thread; "" after a good one). */
+static char reload_error[512];
+
+static const char *last_reload_error(void)
+{
+	return reload_error;
+}
+
 /* The running policy's size, for the metrics. */
 static void policy_measured(const struct policy *p, bool ok)
 {
+	if (ok)
+		reload_error[0] = 0;
 	metrics_set(&metrics_global.policy_agents, p->nagents);
 	metrics_set(&metrics_global.policy_patterns, policy_allow_count(p));
 	metrics_set(&metrics_global.last_reload_unix, (uint64_t)time(NULL));
 	metrics_set(&metrics_global.last_reload_ok, ok);
 }
 
-static void reload_failed(void)
+static void reload_failed(const char *why)
 {
+	snprintf(reload_error, sizeof(reload_error), "%s", why);
 	metrics_inc(&metrics_global.reloads_failed);
 	metrics_set(&metrics_global.last_reload_unix, (uint64_t)time(NULL));
 	metrics_set(&metrics_global.last_reload_ok, 0);
@@ -114,17 +129,20 @@ static int reload(char *err, size_t errlen)
 		    config_validate(&ncfg, err, errlen) < 0) {
 			fprintf(stderr, "moatd: reload failed, running policy kept: %s\n", err);
 			config_free(&ncfg);
-			reload_failed();
+			reload_failed(err);
 			return MOAT_EINVAL;
 		}
 		for (size_t i = 0; i < ncfg.nagents; i++) {
 			ncfg.agents[i].strict_chain |= opts.strict_chain;
 			ncfg.agents[i].allow_private |= opts.allow_private;
+			if (opts.audit)
+				ncfg.agents[i].mode = AGENT_AUDIT;
 		}
 	}
 	ncfg.lint_max_patterns = cfg.lint_max_patterns;
 	int rc = policy_load(opts.config_path ? &ncfg : &cfg, &np, err, errlen);
-	if (rc == 0 && workers[0].policy->nagents > workers[0].policy->nconfig) {
+	if (rc == 0 && (workers[0].policy->nagents > workers[0].policy->nconfig ||
+	                agent_edit_has_decided(workers[0].policy))) {
 		struct policy *loaded = np; /* the runtime agents stay, on top of the new files */
 		rc = agent_edit_rebase(loaded, workers[0].policy, &np, err, errlen);
 		policy_unref(loaded);
@@ -132,7 +150,7 @@ static int reload(char *err, size_t errlen)
 	if (rc < 0) {
 		config_free(&ncfg);
 		fprintf(stderr, "moatd: reload failed, running policy kept: %s\n", err);
-		reload_failed();
+		reload_failed(err);
 		return rc;
 	}
 	lint_report(np);
@@ -147,6 +165,7 @@ static int reload(char *err, size_t errlen)
 	 * (explain) already sees it. */
 	policy_unref(workers[0].policy);
 	workers[0].policy = policy_ref(np);
+	ask_policy_changed(&workers[0]);
 	for (unsigned i = 1; i < nworkers; i++)
 		worker_post_policy(&workers[i], np);
 	fprintf(stderr, "moatd: policy reloaded (%zu agents)\n", np->nagents);
@@ -254,7 +273,8 @@ static int agents_restore(struct policy **p, char *err, size_t errlen)
 /* The control socket and the metrics endpoint: bound as root, before the filter. */
 static int start_ops(uv_loop_t *loop, char *err, size_t errlen)
 {
-	struct control_ops ops = {workers, nworkers, reload, MOAT_VERSION, opts.config_path, store};
+	struct control_ops ops = {workers,          nworkers, reload,           MOAT_VERSION,
+	                          opts.config_path, store,    last_reload_error};
 	if (cfg.control_path &&
 	    control_start(loop, cfg.control_path, cfg.control_group, &ops, err, errlen) < 0)
 		return MOAT_EIO;
@@ -269,7 +289,7 @@ static int start_ops(uv_loop_t *loop, char *err, size_t errlen)
  * policy). With --check the report is the whole run: *done is set with its status. */
 static int load_start(int argc, char **argv, struct policy **policy, int *done)
 {
-	char err[512];
+	char err[8192]; /* --check: up to CONFIG_CHECK_ERRORS lines */
 
 	*done = -1;
 	if (config_flags_build(argc, argv, &cfg, &opts) < 0) {
@@ -281,7 +301,7 @@ static int load_start(int argc, char **argv, struct policy **policy, int *done)
 	if (!opts.check)
 		cfg.lint_max_patterns = LINT_AT_START_MAX;
 	if (policy_load(&cfg, policy, err, sizeof(err)) < 0) {
-		fprintf(stderr, "moatd: %s\n", err);
+		config_print_errors(stderr, "moatd: ", err);
 		return 1;
 	}
 	if (opts.check) {
@@ -291,7 +311,8 @@ static int load_start(int argc, char **argv, struct policy **policy, int *done)
 		return 0;
 	}
 	lint_report(*policy);
-	if (agents_restore(policy, err, sizeof(err)) < 0) {
+	if (agents_restore(policy, err, sizeof(err)) < 0 ||
+	    control_ask_restore(store, policy, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moatd: %s\n", err);
 		return 1;
 	}
@@ -400,6 +421,47 @@ static int start_main_loop(uv_loop_t *loop)
 	return 0;
 }
 
+/* Once privileges are dropped: say which user moatd serves as and, with a firewall channel,
+ * check that moat-fw's socket admits that user. A socket that refuses it (mode or group,
+ * moat-fw's --moatd-user, another channel format) stops the start: every answer with an address
+ * would fail. A moat-fw not listening yet is said, with the flags that admit moatd. 0 or 1. */
+static int check_user(void)
+{
+	char who[128], grp[64], why[512];
+	const struct passwd *pw = getpwuid(getuid());
+	const struct group *gr = getgrgid(getgid());
+	snprintf(who, sizeof(who), "%s (uid %u, gid %u)", pw ? pw->pw_name : "?",
+	         (unsigned)getuid(), (unsigned)getgid());
+	snprintf(grp, sizeof(grp), "%s", gr ? gr->gr_name : "?");
+	fprintf(stderr, "moatd: running as user %s\n", who);
+	if (!cfg.fw_socket)
+		return 0;
+	/* The flags that make a moat-fw admit this user (the defaults, for moat). */
+	char flags[256];
+	snprintf(flags, sizeof(flags), "--moatd-user %s --socket-group %s%s",
+	         pw ? pw->pw_name : "UID", grp,
+	         pw && !strcmp(pw->pw_name, PRIVDROP_USER) ? " (its defaults)" : "");
+	switch (fwchan_probe(cfg.fw_socket, cfg.fw_timeout_ms, why, sizeof(why))) {
+	case FWCHAN_ADMITTED:
+		fprintf(stderr, "moatd: firewall channel %s: moat-fw admits user %s\n",
+		        cfg.fw_socket, who);
+		return 0;
+	case FWCHAN_REFUSED:
+		fprintf(stderr,
+		        "moatd: refusing to start: firewall channel %s: %s; moatd runs as user %s: "
+		        "start moat-fw with %s\n",
+		        cfg.fw_socket, why, who, flags);
+		return 1;
+	default: /* not there yet, or silent: grants wait for it (SERVFAIL meanwhile) */
+		fprintf(
+		    stderr,
+		    "moatd: firewall channel %s: %s; answers with addresses fail (SERVFAIL) until "
+		    "moat-fw admits user %s: %s\n",
+		    cfg.fw_socket, why, who, flags);
+		return 0;
+	}
+}
+
 /* Start serving: the worker threads, the drop of privileges, then READY. */
 static int go_live(int log_dirfd, uint64_t t0)
 {
@@ -416,11 +478,16 @@ static int go_live(int log_dirfd, uint64_t t0)
 	if (sdnotify_open() < 0)
 		fprintf(stderr, "moatd: NOTIFY_SOCKET: cannot reach the service manager\n");
 	/* Everything privileged is done: sockets bound, files open. */
-	struct privdrop_opts drop = {cfg.user, cfg.seccomp, log_dirfd};
+	struct privdrop_opts drop = {.user = cfg.user,
+	                             .firewall = cfg.fw_socket != NULL,
+	                             .filter = cfg.seccomp,
+	                             .log_dirfd = log_dirfd};
 	if (privdrop_apply(&drop, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moatd: %s\n", err);
 		_exit(1); /* the waiting threads go with the process */
 	}
+	if (check_user() != 0)
+		_exit(1);
 	worker_release(nworkers);
 	fprintf(stderr,
 	        "moatd %s: serving %zu agent(s) on %zu address(es), %zu upstream(s), %u "

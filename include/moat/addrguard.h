@@ -29,8 +29,8 @@ struct addrguard *addrguard_new(void);
 void addrguard_free(struct addrguard *g);
 
 /* Add one range in text ("169.254.0.0/16", "fd00:ec2::254", "10.0.0.0/8"; no prefix length
- * means a host route). Host bits beyond the prefix must be zero, as in netaddr_parse_cidr (it reads them).
- * Returns 0, MOAT_EINVAL or MOAT_ENOMEM. */
+ * means a host route). Host bits beyond the prefix must be zero, as in netaddr_parse_cidr (it reads
+ * them). Returns 0, MOAT_EINVAL or MOAT_ENOMEM. */
 int addrguard_add(struct addrguard *g, const char *cidr, enum addr_class cls);
 
 /* Load a ranges file. Format (version 1), one range per line:
@@ -44,6 +44,18 @@ int addrguard_load_file(struct addrguard *g, const char *path, char *err, size_t
  * every form listed above is checked as well and the most severe class is returned. Any other
  * len fails closed with ADDR_ALWAYS. */
 enum addr_class addrguard_check(const struct addrguard *g, const uint8_t *addr, size_t len);
+
+/* Add one host address (len 4 or 16) with a label naming what it is ("moatd's own listen
+ * address"), apart from the ranges: addrguard_check does not see it, addrguard_label names it
+ * and every form embedding it. Returns 0, MOAT_EINVAL or MOAT_ENOMEM. */
+int addrguard_add_host(struct addrguard *g, const uint8_t *addr, size_t len, const char *label);
+
+/* The label of the host address addr is, or embeds (IPv6 forms above); NULL when none. */
+const char *addrguard_label(const struct addrguard *g, const uint8_t *addr, size_t len);
+
+/* The IPv4 addresses the IPv6 address a may deliver packets to (IPv4-mapped, IPv4-compatible,
+ * NAT64, 6to4, Teredo), at most max of them into out; returns how many. */
+size_t addrguard_embedded_v4(const uint8_t a[16], uint8_t out[][4], size_t max);
 
 /* Number of ranges added (for logs and tests). */
 size_t addrguard_count(const struct addrguard *g);

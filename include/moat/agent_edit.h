@@ -6,6 +6,7 @@
 #ifndef MOAT_AGENT_EDIT_H
 #define MOAT_AGENT_EDIT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "moat/config.h"
@@ -20,6 +21,7 @@
 struct agent_spec {
 	char name[CONFIG_NAME_MAX];
 	enum deny_form deny;
+	enum agent_mode mode; /* enforce, or audit (moat/config.h) */
 	struct cidr clients[AGENT_CLIENTS_MAX];
 	size_t nclients;
 	char **patterns; /* owned, each owned (NUL-terminated, no newline) */
@@ -37,6 +39,14 @@ void agent_spec_clear(struct agent_spec *spec);
 int agent_edit_add(struct policy *cur, const struct agent_spec *spec, struct policy **out,
                    char *warn, size_t warnlen, char *err, size_t errlen);
 
+/* The bounds a runtime agent given over the control socket must keep, on top of
+ * agent_edit_add's checks: no range that is the whole space (0.0.0.0/0, ::/0), and unless force,
+ * no range overlapping a config agent's (the more specific one would take its clients over).
+ * 0, or MOAT_EINVAL with the range and the reason in err. Agents restored from the store are
+ * not asked again: they were checked when added. */
+int agent_edit_bounds(const struct policy *cur, const struct agent_spec *spec, bool force,
+                      char *err, size_t errlen);
+
 /* cur without the runtime agent name. Refused for an unknown name and a config agent. */
 int agent_edit_del(struct policy *cur, const char *name, struct policy **out, char *err,
                    size_t errlen);
@@ -45,6 +55,15 @@ int agent_edit_del(struct policy *cur, const char *name, struct policy **out, ch
  * one of them now has a config agent's name or range: the reload then fails and old stays. */
 int agent_edit_rebase(struct policy *base, struct policy *old, struct policy **out, char *err,
                       size_t errlen);
+
+/* cur with the runtime decisions of agent name (moatctl allow / deny) replaced by allow and
+ * deny (either may be NULL; both are handed over, also on failure). Every other agent keeps its
+ * own. Refused (MOAT_EINVAL) for an unknown name. Ownership: *out has one reference. */
+int agent_edit_decided(struct policy *cur, const char *name, struct policy_set *allow,
+                       struct policy_set *deny, struct policy **out, char *err, size_t errlen);
+
+/* True when some agent of p has runtime decisions (a reload must carry them: rebase). */
+bool agent_edit_has_decided(const struct policy *p);
 
 /* The runtime agent named name in p, or NULL. */
 const struct policy_agent *agent_edit_find(const struct policy *p, const char *name);

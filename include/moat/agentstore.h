@@ -12,7 +12,8 @@
 
 #include "moat/agent_edit.h"
 
-#define AGENTSTORE_VERSION 1
+#define AGENTSTORE_VERSION 2 /* the newest record version written (agentstore.c) */
+#define AGENTSTORE_FORMAT 1  /* the store's own version, in its "!format" record */
 /* Encode spec as a record value. Ownership: *out is malloc'd, the caller frees it. Returns 0,
  * MOAT_EINVAL (a field out of range) or MOAT_ENOMEM. Pure. */
 int agentstore_encode(const struct agent_spec *spec, uint8_t **out, size_t *len);
@@ -44,5 +45,16 @@ typedef int (*agentstore_cb)(void *ctx, const struct agent_spec *spec);
 typedef void (*agentstore_bad_cb)(void *ctx, const char *name, const char *why);
 int agentstore_each(struct agentstore *st, agentstore_cb cb, agentstore_bad_cb bad, void *ctx,
                     char *err, size_t errlen);
+
+/* The kept runtime decisions of agent (moatctl allow / deny): text is their lines ("allow
+ * PATTERN [PORTS]" / "deny PATTERN", each ending in a newline), "" to remove them. Staged in
+ * the open batch like an agent. */
+int agentstore_put_decided(struct agentstore *st, const char *agent, const char *text, char *err,
+                           size_t errlen);
+/* cb(ctx, agent, text) for every agent's decisions in the store (damaged records skipped).
+ * Returns 0, cb's first non-zero return, or a negative code with err set. */
+typedef int (*agentstore_decided_cb)(void *ctx, const char *agent, const char *text);
+int agentstore_each_decided(struct agentstore *st, agentstore_decided_cb cb, void *ctx, char *err,
+                            size_t errlen);
 
 #endif

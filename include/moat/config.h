@@ -23,7 +23,9 @@
  *   blocked_ranges: [extra-ranges.txt]        # more answer ranges refused (shipped list stays)
  *   zones_dir: /usr/share/moat                # where the shipped lists are (see moat/zonesdir.h)
  *   user: moat                                # drop to this user after binding (default:
- *                                             # moat if it exists, else nobody; root: stay)
+ *                                             # moat, the user moat-fw admits by default;
+ *                                             # without it: nobody, or with firewall_socket
+ *                                             # no start; root: stay)
  *   workers: 1                                # threads, each with its own loop and cache share
  *   seccomp: true                             # system-call filter after start-up
  *   ratelimit_qps: 10000                      # per client (IPv4, IPv6 /64); 0: no limit
@@ -46,10 +48,15 @@
  *       clients: [10.0.0.0/24, "2001:db8::/64"]   # required
  *       allow: [zones/allow/example.txt]      # allowlist files
  *       deny: nxdomain                        # nxdomain | refused | sinkhole
- *       sinkhole: [0.0.0.0, "::"]             # addresses for deny: sinkhole
+ *       sinkhole: [240.0.0.1, "100::1"]       # addresses for deny: sinkhole (the defaults;
+ *                                             # one IPv4 and/or one IPv6, the other default)
  *       sinkhole_ttl: 60
  *       strict_chain: false                   # every CNAME/DNAME target must be allowed too
  *       allow_private: false                  # private/shared answers allowed for this agent
+ *       mode: enforce                         # enforce | audit (answer and log "would-deny")
+ *       on_unknown: deny                      # deny | ask (hold the query; moatctl allow/deny)
+ *       ask_timeout_ms: 10000                 # no answer in time: deny
+ *       ask_max_pending: 64                   # names waiting per agent; more: denied at once
  *       forward: [...]                        # forward zones of this agent (as below)
  *   forward:                                  # forward zones: the longest matching one wins
  *     - zone: corp.internal                   # required; UTF-8 or A-labels
@@ -78,6 +85,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/socket.h>
 
 #include "moat/netaddr.h"
@@ -91,6 +99,24 @@ enum deny_form {
 	DENY_REFUSED,
 	DENY_SINKHOLE,
 };
+
+/* What an agent does with a name no allowlist allows: enforce denies it; audit answers it as the
+ * upstream answers and logs the decision enforce would have made ("would-deny"). Audit never
+ * relaxes the always-deny checks (high-risk names, IP literals, blocked addresses). */
+enum agent_mode {
+	AGENT_ENFORCE = 0,
+	AGENT_AUDIT,
+};
+
+/* What an enforcing agent does with a name no rule decides: deny it, or hold the query and ask
+ * (moatctl watch shows it; moatctl allow / deny answer it; ask_timeout_ms without an answer:
+ * deny). At most ask_max_pending names wait per agent; more are denied at once. */
+enum agent_unknown {
+	UNKNOWN_DENY = 0,
+	UNKNOWN_ASK,
+};
+#define CONFIG_ASK_TIMEOUT_MS 10000
+#define CONFIG_ASK_PENDING 64
 
 /* A forward zone: names at or below zone go to its own upstreams (after the policy allowed
  * them: a zone allows nothing by itself), with their own timeouts and failover. */
@@ -126,6 +152,10 @@ struct config_agent {
 	uint32_t sink_ttl;
 	bool strict_chain;
 	bool allow_private;
+	enum agent_mode mode;
+	enum agent_unknown on_unknown;
+	uint32_t ask_timeout_ms;  /* 100..600000 */
+	uint32_t ask_max_pending; /* 1..100000 */
 	/* Where it was written (0: not from a file), for errors found after parsing. */
 	int line;
 	int *client_lines; /* owned: one per clients entry */
@@ -199,6 +229,9 @@ struct config {
 	 * costs about a microsecond a pattern; moatd sets a limit so a list of a million names
 	 * starts as fast as before, and --check always lints everything. */
 	size_t lint_max_patterns;
+	/* --check: keep reading past an error of the config or a policy file and report up to
+	 * this many, one per line (0 or 1: stop at the first, as a start or reload does). */
+	unsigned check_max_errors;
 	/* Compiled and signed policy (policy_file.h, policy_sig.h): with a key, only signed
 	 * compiled files load; quick checks a compiled file's header and small sections only. */
 	bool has_policy_pubkey;
@@ -231,6 +264,8 @@ struct config_limit {
 /* The setting of a YAML key (len bytes) or of a flag; NULL if it is not a numeric one. */
 const struct config_limit *config_limit_key(const char *key, size_t len);
 const struct config_limit *config_limit_flag(const char *flag);
+/* The i-th numeric setting, NULL past the last. */
+const struct config_limit *config_limit_nth(size_t i);
 
 /* Store v (already within the range) as the setting's value. */
 void config_limit_set(struct config *cfg, const struct config_limit *l, uint32_t v);
@@ -244,7 +279,17 @@ int config_limits_check(const struct config *cfg, char *err, size_t errlen);
 /* A deny form by name (nxdomain, refused, sinkhole; len bytes): 0 or MOAT_EINVAL. */
 int config_deny_parse(const char *s, size_t len, enum deny_form *out);
 
-/* A new agent's defaults (deny nxdomain, sinkhole 0.0.0.0 and ::, TTL 60). */
+/* An agent mode by name (enforce, audit; len bytes): 0 or MOAT_EINVAL. */
+int config_mode_parse(const char *s, size_t len, enum agent_mode *out);
+
+/* The default sinkhole answers, 240.0.0.1 (reserved, class E) and 100::1 (discard-only, RFC
+ * 6666): no kernel delivers them to the local host, where 0.0.0.0 and :: reach the client's own
+ * loopback on Linux (its 127.0.0.1 and ::1 services), and both lie in the always-deny ranges, so
+ * moat-fw drops a packet sent there and refuses them as grants, in either placement. */
+extern const uint8_t config_sink4_default[4];
+extern const uint8_t config_sink6_default[16];
+
+/* A new agent's defaults (deny nxdomain, the default sinkhole addresses, TTL 60). */
 void config_agent_init(struct config_agent *a);
 
 /* Fill cfg with defaults (no listeners, no upstreams, no agents, shipped zone files from
@@ -264,6 +309,13 @@ int config_validate(const struct config *cfg, char *err, size_t errlen);
  * twice, an upstream that is moatd itself, cache_min_ttl above cache_max_ttl, a user that does
  * not exist, a log file in a missing directory. 0 or MOAT_EINVAL with "file:line: reason". */
 int config_check_sanity(const struct config *cfg, char *err, size_t errlen);
+
+/* How many errors --check reports in one run (check_max_errors). */
+#define CONFIG_CHECK_ERRORS 20
+
+/* Write err (one error a line, as the --check loaders collect them) to f, each line after
+ * prefix ("moatd: "). */
+void config_print_errors(FILE *f, const char *prefix, const char *err);
 
 /* "file:line" of a value for messages ("--listen" style text when line is 0). */
 void config_where_text(const struct config *cfg, int line, const char *flag, char *out, size_t cap);

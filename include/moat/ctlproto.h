@@ -13,15 +13,25 @@
  *   explain NAME [client=ADDR] [type=T]
  *                               the daemon's decision on NAME for the agent of ADDR (default:
  *                               the first agent), with the rule (file:line) that decided
- *   agent add NAME client=CIDR [client=CIDR...] [deny=nxdomain|refused|sinkhole] patterns=N
+ *   agent add NAME client=CIDR [client=CIDR...] [deny=nxdomain|refused|sinkhole]
+ *             [mode=enforce|audit] [force] patterns=N
  *                               followed by N lines, the agent's allowlist (one pattern and
  *                               optional ports a line, as in a file): a runtime agent, in the
- *                               state store before the reply (moat/agentstore.h)
+ *                               state store before the reply (moat/agentstore.h). A range that
+ *                               is the whole space is refused; one overlapping a config agent's
+ *                               unless force. The reply's "warning" says when moat-fw does not
+ *                               cover a range (its HELLO), else null
  *   agent del NAME              remove a runtime agent (config agents are read-only)
+ *   watch                       the connection then streams the asks of ask mode as JSON lines
+ *                               (the pending ones first), and the decisions and timeouts
+ *   allow PATTERN agent=A [ports=tcp/443,8443]... [for=SECONDS]
+ *   deny PATTERN agent=A        a runtime rule for agent A (PATTERN: a name, or a wildcard
+ *                               as in an allowlist): answers the asks it decides; kept in
+ *                               state_dir unless for= gives its lifetime
  * A connection may carry several requests; each gets exactly one reply, in order.
  * A reply is one JSON object on one line:
  *   {"v":1,"ok":true,"cmd":"explain",...fields of that command...}
- *   {"v":1,"ok":false,"error":"text"}
+ *   {"v":1,"ok":false,"cmd":"agent add","error":"text"}   ("cmd" when the request was read)
  * Unknown commands, extra words and overlong lines get an error reply, never a disconnect. */
 #ifndef MOAT_CTLPROTO_H
 #define MOAT_CTLPROTO_H
@@ -46,10 +56,16 @@ enum ctl_cmd {
 	CTL_EXPLAIN,
 	CTL_AGENT_ADD,
 	CTL_AGENT_DEL,
+	CTL_WATCH, /* ctlproto_ask.c: ask mode */
+	CTL_ALLOW,
+	CTL_DENY,
 };
 
-/* Words of the longest request: agent add NAME, a client= per range, deny=, patterns=. */
-#define CTLPROTO_WORDS_MAX (3 + AGENT_CLIENTS_MAX + 2)
+#define CTLPROTO_PORTS_MAX 128 /* bytes of an allow's port words ("tcp/443,8443 udp/53") */
+
+/* Words of the longest request: agent add NAME, a client= per range, deny=, mode=, force,
+ * patterns=. */
+#define CTLPROTO_WORDS_MAX (3 + AGENT_CLIENTS_MAX + 4)
 
 struct ctl_request {
 	enum ctl_cmd cmd;
@@ -61,9 +77,15 @@ struct ctl_request {
 	/* agent add / agent del */
 	char agent[CONFIG_NAME_MAX];
 	enum deny_form deny;
+	enum agent_mode mode;
 	struct cidr clients[AGENT_CLIENTS_MAX];
 	size_t nclients;
 	uint32_t npatterns; /* lines that follow an agent add */
+	/* allow / deny (agent names the agent) */
+	char pattern[NAME_MAXTEXT + 2]; /* "api.example.com" or "*.example.com" */
+	char ports[CTLPROTO_PORTS_MAX]; /* allow: "tcp/443,8443 udp/53"; "": every port */
+	uint32_t for_s;                 /* allow: seconds the rule lasts; 0: kept (state_dir) */
+	bool force;                     /* agent add: a range may overlap a config agent's */
 };
 
 /* Parse one request line (without or with its "\n"). Pure. Returns 0, or MOAT_EINVAL with a
@@ -81,6 +103,10 @@ int ctlproto_parse_agent(char **words, int n, struct ctl_request *r, char *err, 
  * to send after it. Returns its length or MOAT_ESPACE. */
 int ctlproto_format_agent(const struct ctl_request *r, char *out, size_t cap);
 
+/* ctlproto_ask.c: the words of watch, allow and deny (words[0] is the command). */
+int ctlproto_parse_ask(char **words, int n, struct ctl_request *r, char *err, size_t errlen);
+int ctlproto_format_ask(const struct ctl_request *r, char *out, size_t cap);
+
 /* "A", "aaaa", "TYPE65" -> type number; MOAT_EINVAL when unknown. */
 int ctlproto_parse_type(const char *s, uint16_t *out);
 
@@ -89,5 +115,8 @@ const char *ctlproto_cmd_str(enum ctl_cmd c);
 
 /* {"v":1,"ok":false,"error":"msg"}\n, msg escaped. Returns the length or MOAT_ESPACE. */
 int ctlproto_error(const char *msg, char *out, size_t cap);
+/* The same naming the command it answers (cmd an enum ctl_cmd; < 0: none):
+ * {"v":1,"ok":false,"cmd":"agent add","error":"msg"}\n */
+int ctlproto_error_cmd(int cmd, const char *msg, char *out, size_t cap);
 
 #endif

@@ -18,7 +18,8 @@
  * decision is one of: allow, allow-cached (answered from the cache), allow-stale (expired
  * answer served because no upstream answered, RFC 8767), deny-not-allowed, deny-high-risk,
  * deny-ip-literal, deny-embedded-address (in the name or in the answer), deny-class,
- * refuse-client, formerr, notimp, badvers. */
+ * refuse-client, formerr, notimp, badvers, and would-deny (audit mode: on no allowlist, answered
+ * as an allow would be; reason is the one enforce mode gives, moat/policy_audit.h). */
 #ifndef MOAT_LOG_H
 #define MOAT_LOG_H
 

@@ -56,6 +56,7 @@ enum metrics_decision {
 	MD_FORMERR,
 	MD_NOTIMP,
 	MD_BADVERS,
+	MD_WOULD_DENY, /* audit mode: answered, enforce would deny it (moat/policy_audit.h) */
 	MD_OTHER,
 	MD_COUNT,
 };

@@ -66,4 +66,13 @@ void netaddr_cidr_text(const struct cidr *c, char *out, size_t cap);
 /* True if the address (AF_INET or AF_INET6 sockaddr) lies in the range. */
 bool netaddr_cidr_contains(const struct cidr *c, const struct sockaddr *sa);
 
+/* True if the two ranges share an address (one holds the other). */
+bool netaddr_cidr_overlap(const struct cidr *a, const struct cidr *b);
+
+/* True for a range that is the whole space of its family (0.0.0.0/0, ::/0). */
+bool netaddr_cidr_whole(const struct cidr *c);
+
+/* True if every address of c lies in one of the n ranges by (together, not only one alone). */
+bool netaddr_cidr_covered(const struct cidr *c, const struct cidr *by, size_t n);
+
 #endif

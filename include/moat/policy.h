@@ -142,6 +142,12 @@ void policy_set_each(const struct policy_set *set, policy_set_each_cb cb, void *
 typedef void (*policy_set_dup_fn)(void *ctx, const char *file, uint32_t line, const char *what);
 void policy_set_on_duplicate(struct policy_set *set, policy_set_dup_fn fn, void *ctx);
 
+/* Keep loading past bad lines: each one's "file:line: reason" goes to fn(ctx, msg) and the load
+ * goes on with the next line (fn NULL: the first bad line stops it, the default). What --check
+ * uses to report every error of a file in one run; allocation failures still stop a load. */
+typedef void (*policy_set_err_fn)(void *ctx, const char *msg);
+void policy_set_on_error(struct policy_set *set, policy_set_err_fn fn, void *ctx);
+
 struct policy_agent {
 	struct config_agent cfg; /* copied scalars; pointer members borrowed from nothing (NULL) */
 	struct cidr *clients;    /* owned copy */
@@ -151,6 +157,10 @@ struct policy_agent {
 	size_t *allow_rpz;        /* owned: indices into policy.rpz of its RPZ allow zones */
 	size_t nallow_rpz;
 	bool runtime; /* added by `moatctl agent add` (agent_edit.c), not the config */
+	/* Decided at runtime (moatctl allow / deny, agent_edit_decided): one reference each in
+	 * every snapshot that points at them; NULL: none. A deny here wins over the allowlists,
+	 * an allow here adds to them. */
+	struct policy_set *decided_allow, *decided_deny;
 };
 
 struct policy {
@@ -230,6 +240,8 @@ struct policy_decision {
 	struct policy_rule rule; /* the rule that allowed or denied, if any */
 	bool alert;              /* worth an operator's attention (high-risk, internal address) */
 	bool nodata;             /* deny as NOERROR without records (an RPZ "CNAME *." trigger) */
+	bool audit;   /* allowed only by audit mode: enforce would deny it (moat/policy_audit.h) */
+	bool decided; /* denied by a runtime decision (moatctl deny): never asked about again */
 	char
 	    reason[160]; /* for the EDE text and the log: "moat: not on allowlist of agent ci-42" */
 };
@@ -245,6 +257,16 @@ void policy_decide(const struct policy *p, const struct policy_agent *agent, con
  * Returns POLICY_ALLOW or the deny verdict, with *out filled. */
 enum policy_verdict policy_check_chain(const struct policy *p, const struct policy_agent *agent,
                                        const uint8_t *lname, struct policy_decision *out);
+
+/* Whether one address of an answer (len 4 or 16: A, AAAA, SVCB hints) may stand. Refused
+ * anywhere in the answer: what the guard's ranges block (private ones unless allow_private).
+ * Refused where the client gets it (passed: an answer record on the chain, what is granted):
+ * moatd's own addresses (listen, upstream, metrics: labelled hosts of the guard; elsewhere they
+ * are an authoritative upstream's own glue) and in every mode an IPv4-mapped IPv6 address
+ * (::ffff:a.b.c.d is never a valid AAAA answer: a client connecting to it reaches the IPv4
+ * address). False with "moat: answer contained ..." in why. Pure. */
+bool policy_answer_addr_ok(const struct policy *p, bool allow_private, bool passed,
+                           const uint8_t *addr, size_t len, char *why, size_t cap);
 
 /* Each verdict's token, written once: X(suffix, token) for POLICY_<suffix>. policy_verdict_str
  * and metrics.c's decision label (MD_<suffix>, which must equal the log's token) both expand it. */

@@ -66,21 +66,84 @@ void config_strv_free(char ***v, size_t *n)
 	*n = 0;
 }
 
+/* Keys compared since the last reset (config_key_nearest). */
+static _Thread_local struct {
+	const char *k[128];
+	unsigned n;
+} tried;
+
 bool config_key_is(const char *k, size_t klen, const char *want)
 {
+	if (tried.n < sizeof(tried.k) / sizeof(tried.k[0]))
+		tried.k[tried.n++] = want;
 	return klen == strlen(want) && memcmp(k, want, klen) == 0;
 }
 
+void config_key_tried_reset(void)
+{
+	tried.n = 0;
+}
+
+/* Optimal string alignment distance (Levenshtein with adjacent swaps), up to 63 bytes each. */
+static unsigned key_distance(const char *a, size_t la, const char *b, size_t lb)
+{
+	unsigned d[64][64];
+	if (la > 63 || lb > 63)
+		return 99;
+	for (size_t i = 0; i <= la; i++)
+		d[i][0] = (unsigned)i;
+	for (size_t j = 0; j <= lb; j++)
+		d[0][j] = (unsigned)j;
+	for (size_t i = 1; i <= la; i++)
+		for (size_t j = 1; j <= lb; j++) {
+			unsigned cost = a[i - 1] != b[j - 1], v = d[i - 1][j - 1] + cost;
+			if (d[i - 1][j] + 1 < v)
+				v = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < v)
+				v = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+			    d[i - 2][j - 2] + 1 < v)
+				v = d[i - 2][j - 2] + 1;
+			d[i][j] = v;
+		}
+	return d[la][lb];
+}
+
+const char *config_key_nearest(const char *k, size_t klen)
+{
+	const char *best = NULL;
+	unsigned best_d = 99;
+	for (unsigned i = 0; i < tried.n; i++) {
+		const char *w = tried.k[i];
+		size_t wl = strlen(w), lo = wl < klen ? wl : klen;
+		unsigned dist = key_distance(k, klen, w, wl);
+		/* One a prefix of the other ("allowlist" for "allow"): as near as two typos. */
+		if (lo >= 4 && !memcmp(k, w, lo) && dist > 2)
+			dist = 2; /* a true typo (upstreams for upstream) still wins */
+		if (dist < best_d && dist <= (klen > 6 ? 3 : 2)) {
+			best = w;
+			best_d = dist;
+		}
+	}
+	return best;
+}
+
 /* --- defaults, free, validate -------------------------------------------------------------- */
+
+const uint8_t config_sink4_default[4] = {240, 0, 0, 1};
+const uint8_t config_sink6_default[16] = {0x01, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
 
 void config_agent_init(struct config_agent *a)
 {
 	memset(a, 0, sizeof(*a));
 	a->deny = DENY_NXDOMAIN;
-	/* sink4 0.0.0.0 and sink6 :: are the zeroes memset left. */
+	memcpy(a->sink4, config_sink4_default, sizeof(a->sink4));
+	memcpy(a->sink6, config_sink6_default, sizeof(a->sink6));
 	a->sink_ttl = 60;
 	a->strict_chain = false;
 	a->allow_private = false;
+	a->ask_timeout_ms = CONFIG_ASK_TIMEOUT_MS;
+	a->ask_max_pending = CONFIG_ASK_PENDING;
 }
 
 void config_forwards_free(struct config_forward **v, size_t *n)
@@ -188,6 +251,27 @@ int config_deny_parse(const char *s, size_t len, enum deny_form *out)
 		}
 	}
 	return MOAT_EINVAL;
+}
+
+void config_print_errors(FILE *f, const char *prefix, const char *err)
+{
+	for (const char *p = err; *p;) {
+		const char *nl = strchr(p, '\n');
+		size_t n = nl ? (size_t)(nl - p) : strlen(p);
+		fprintf(f, "%s%.*s\n", prefix, (int)n, p);
+		p += n + (nl ? 1 : 0);
+	}
+}
+
+int config_mode_parse(const char *s, size_t len, enum agent_mode *out)
+{
+	if (config_key_is(s, len, "enforce"))
+		*out = AGENT_ENFORCE;
+	else if (config_key_is(s, len, "audit"))
+		*out = AGENT_AUDIT;
+	else
+		return MOAT_EINVAL;
+	return 0;
 }
 
 bool config_name_ok(const char *s, size_t len)

@@ -23,7 +23,8 @@ static void usage(FILE *f)
 	fputs(
 	    "usage: moatd --listen ADDR:PORT --upstream ADDR:PORT [--upstream-source ADDR]\n"
 	    "             --allow FILE [--allow FILE...] [--deny nxdomain|refused|sinkhole]\n"
-	    "             [--strict-chain] [--allow-private] [--log FILE] [--firewall PATH]\n"
+	    "             [--strict-chain] [--allow-private] [--audit] [--log FILE] [--firewall "
+	    "PATH]\n"
 	    "             [--zones-dir DIR] [--check [--strict]]\n"
 	    "       moatd -c CONFIG [--check [--strict]]\n"
 	    "\n"
@@ -48,6 +49,8 @@ static void usage(FILE *f)
 	    "  --deny FORM            nxdomain (default), refused or sinkhole\n"
 	    "  --strict-chain         every CNAME/DNAME target must be allowed too\n"
 	    "  --allow-private        private and shared answers are not refused\n"
+	    "  --audit                audit mode: names no allowlist allows are answered and\n"
+	    "                         logged as would-deny (every agent)\n"
 	    "  --log FILE             query log (JSON lines); default stdout; /dev/null: none\n"
 	    "  --log-budget BYTES     query log bytes a second, beyond: counted, not written\n"
 	    "                         (default 1048576; 0: unbounded)\n"
@@ -137,6 +140,7 @@ enum {
 	O_METRICS,
 	O_ZONES,
 	O_STATE,
+	O_AUDIT,
 };
 
 static const struct option flags_long[] = {
@@ -150,6 +154,7 @@ static const struct option flags_long[] = {
     {"strict", no_argument, 0, O_STRICT_CHECK},
     {"strict-chain", no_argument, 0, O_STRICT},
     {"allow-private", no_argument, 0, O_PRIVATE},
+    {"audit", no_argument, 0, O_AUDIT},
     {"log", required_argument, 0, O_LOG},
     {"log-budget", required_argument, 0, O_NUMBER},
     {"firewall", required_argument, 0, O_FIREWALL},
@@ -234,7 +239,7 @@ static const struct {
 	{O_METRICS, true, FIELD(metrics)}, {O_STATE, true, FIELD(state_dir)},
 	{O_CHECK, false, FIELD(check)}, {O_STRICT_CHECK, false, FIELD(strict)},
 	{O_STRICT, false, FIELD(strict_chain)}, {O_PRIVATE, false, FIELD(allow_private)},
-	{O_NOSECCOMP, false, FIELD(no_seccomp)},
+	{O_NOSECCOMP, false, FIELD(no_seccomp)}, {O_AUDIT, false, FIELD(audit)},
     /* clang-format on */
 };
 
@@ -387,15 +392,17 @@ static int flags_agent(struct config *cfg, struct config_flags *o)
 
 int config_flags_build(int argc, char **argv, struct config *cfg, struct config_flags *o)
 {
-	char err[512];
+	char err[4096];
 	int rc = flags_read(argc, argv, o);
 
 	config_init(cfg);
 	if (rc < 0)
 		return rc;
+	if (o->check) /* every error of a file in one run, not only the first */
+		cfg->check_max_errors = CONFIG_CHECK_ERRORS;
 	if (o->config_path) {
 		if (config_load_file(cfg, o->config_path, err, sizeof(err)) < 0) {
-			fprintf(stderr, "moatd: %s\n", err);
+			config_print_errors(stderr, "moatd: ", err);
 			return MOAT_EINVAL;
 		}
 		if (o->nallow || o->deny) {
@@ -410,6 +417,8 @@ int config_flags_build(int argc, char **argv, struct config *cfg, struct config_
 	for (size_t i = 0; i < cfg->nagents; i++) {
 		cfg->agents[i].strict_chain |= o->strict_chain;
 		cfg->agents[i].allow_private |= o->allow_private;
+		if (o->audit)
+			cfg->agents[i].mode = AGENT_AUDIT;
 	}
 	if (config_validate(cfg, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moatd: %s\n", err);

@@ -17,7 +17,7 @@
 struct config_flags {
 	const char *config_path;
 	bool check, strict;
-	bool strict_chain, allow_private;
+	bool strict_chain, allow_private, audit;
 	bool no_seccomp;
 	const char *deny, *log, *firewall, *user, *zones_dir, *control, *metrics, *state_dir;
 	char **allow; /* owned until handed to the flag-mode agent */

@@ -50,6 +50,11 @@ const struct config_limit *config_limit_key(const char *key, size_t len)
 	return NULL;
 }
 
+const struct config_limit *config_limit_nth(size_t i)
+{
+	return i < CONFIG_NLIMITS ? &config_limits[i] : NULL;
+}
+
 const struct config_limit *config_limit_flag(const char *flag)
 {
 	for (size_t i = 0; i < CONFIG_NLIMITS; i++)

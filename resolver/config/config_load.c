@@ -110,7 +110,9 @@ static int config_utf8_bad_line(const char *text, size_t len)
 static int config_parse_text(struct config *cfg, const char *text, size_t len, const char *label,
                              const char *basedir, char *err, size_t errlen)
 {
-	struct config_ctx c = {cfg, label != NULL ? label : "<config>", basedir, err, errlen};
+	struct config_ctx c = {
+	    cfg, label != NULL ? label : "<config>", basedir, err, errlen, cfg->check_max_errors,
+	    0};
 	struct config_diag d = {false, 0, {0}};
 	struct fy_diag_cfg dcfg;
 	struct fy_parse_cfg pcfg;
@@ -175,6 +177,12 @@ static int config_parse_text(struct config *cfg, const char *text, size_t len, c
 	}
 	fy_parser_destroy(fyp);
 	fy_diag_destroy(diag);
+	if (c.nerrors > c.max_errors && c.max_errors > 1) {
+		size_t used = strlen(err);
+		if (used + 1 < errlen)
+			snprintf(err + used, errlen - used, "\n... and %u more error(s)",
+			         c.nerrors - c.max_errors);
+	}
 	return rc;
 }
 

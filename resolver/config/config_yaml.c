@@ -28,7 +28,14 @@ int config_fail(struct config_ctx *c, int line, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	moat_errf(c->err, c->errlen, "%s:%d: %s", c->label, line, msg);
+	if (c->max_errors <= 1) {
+		moat_errf(c->err, c->errlen, "%s:%d: %s", c->label, line, msg);
+		return MOAT_EINVAL;
+	}
+	size_t used = c->nerrors ? strlen(c->err) : 0;
+	if (c->nerrors++ < c->max_errors && used + 1 < c->errlen)
+		snprintf(c->err + used, c->errlen - used, "%s%s:%d: %s", used ? "\n" : "", c->label,
+		         line, msg);
 	return MOAT_EINVAL;
 }
 
@@ -406,7 +413,7 @@ int config_each_pair(struct config_ctx *c, struct fy_node *m, int line, config_p
 {
 	struct fy_node_pair *pair;
 	void *it = NULL;
-	int rc = 0;
+	int rc = 0, first = 0;
 
 	while (rc == 0 && (pair = fy_node_mapping_iterate(m, &it)) != NULL) {
 		struct fy_node *k = fy_node_pair_key(pair);
@@ -414,11 +421,16 @@ int config_each_pair(struct config_ctx *c, struct fy_node *m, int line, config_p
 		size_t klen = 0;
 
 		rc = config_key(c, k, line, &ks, &klen);
+		config_key_tried_reset(); /* what fn compares the key with: config_unknown */
 		if (rc == 0)
 			rc = fn(c, ks, klen, fy_node_pair_value(pair), config_node_line(k, line),
 			        arg);
+		if (rc == MOAT_EINVAL && c->max_errors > 1) { /* --check: on to the next key */
+			first = first ? first : rc;
+			rc = 0;
+		}
 	}
-	return rc;
+	return rc ? rc : first;
 }
 
 int config_unknown(struct config_ctx *c, int line, const char *ks, size_t klen)
@@ -426,5 +438,8 @@ int config_unknown(struct config_ctx *c, int line, const char *ks, size_t klen)
 	char q[CONFIG_QUOTE_MAX + 8];
 
 	config_quote(q, sizeof(q), ks, klen);
+	const char *near = config_key_nearest(ks, klen);
+	if (near)
+		return config_fail(c, line, "unknown key '%s' (did you mean '%s'?)", q, near);
 	return config_fail(c, line, "unknown key '%s'", q);
 }

@@ -21,6 +21,9 @@ struct config_ctx {
 	const char *basedir; /* relative policy paths are joined to it; NULL keeps them as given */
 	char *err;
 	size_t errlen;
+	/* --check (cfg->check_max_errors > 1): errors are appended to err, one per line, up to
+	 * max_errors, and the walks over mappings and the agent list go on past them. */
+	unsigned max_errors, nerrors;
 };
 
 int config_fail(struct config_ctx *c, int line, const char *fmt, ...)

@@ -62,7 +62,7 @@ static int config_sinkhole(struct config_ctx *c, struct config_agent *a, struct 
 			return config_fail(c, iline, "sinkhole: bad address '%s'", q);
 		}
 	}
-	/* A family left out keeps its default (0.0.0.0 or ::). */
+	/* A family left out keeps its default (config_sink4_default or config_sink6_default). */
 	if (have4)
 		memcpy(a->sink4, s4, sizeof(s4));
 	if (have6)
@@ -334,6 +334,30 @@ static int config_agent_key(struct config_ctx *c, const char *ks, size_t klen, s
 		rc = config_bool(c, v, kline, "allow_private", &a->allow_private);
 	} else if (config_key_is(ks, klen, "forward")) {
 		rc = config_forwards(c, v, kline, &a->forwards, &a->nforwards);
+	} else if (config_key_is(ks, klen, "on_unknown")) {
+		const char *s = NULL;
+		size_t len = 0;
+		if ((rc = config_text(c, v, kline, "on_unknown", "deny or ask", &s, &len)) != 0)
+			return rc;
+		if (config_key_is(s, len, "ask"))
+			a->on_unknown = UNKNOWN_ASK;
+		else if (config_key_is(s, len, "deny"))
+			a->on_unknown = UNKNOWN_DENY;
+		else
+			return config_fail(c, config_node_line(v, kline),
+			                   "on_unknown: expected deny or ask");
+	} else if (config_key_is(ks, klen, "ask_timeout_ms")) {
+		rc = config_u32(c, v, kline, "ask_timeout_ms", 100, 600000, &a->ask_timeout_ms);
+	} else if (config_key_is(ks, klen, "ask_max_pending")) {
+		rc = config_u32(c, v, kline, "ask_max_pending", 1, 100000, &a->ask_max_pending);
+	} else if (config_key_is(ks, klen, "mode")) {
+		const char *s = NULL;
+		size_t len = 0;
+		if ((rc = config_text(c, v, kline, "mode", "enforce or audit", &s, &len)) != 0)
+			return rc;
+		if (config_mode_parse(s, len, &a->mode) != 0)
+			return config_fail(c, config_node_line(v, kline),
+			                   "mode: expected enforce or audit");
 	} else {
 		return config_unknown(c, kline, ks, klen);
 	}
@@ -371,7 +395,7 @@ int config_agents(struct config_ctx *c, struct fy_node *v, int line)
 	struct fy_node *item;
 	void *it = NULL;
 	size_t count;
-	int rc;
+	int rc, first = 0;
 
 	rc = config_seq(c, v, line, "agents");
 	if (rc != 0)
@@ -392,10 +416,11 @@ int config_agents(struct config_ctx *c, struct fy_node *v, int line)
 		/* Counted before parsing so config_free releases a half-read agent. */
 		cfg->nagents++;
 		rc = config_agent(c, a, cfg->nagents - 1, item, line);
-		if (rc != 0)
+		if (rc != 0 && (rc != MOAT_EINVAL || c->max_errors <= 1))
 			return rc;
+		first = first ? first : rc; /* --check: the next agent's errors too */
 	}
-	return 0;
+	return first;
 }
 
 /* --- RPZ zones ------------------------------------------------------------------------------ */

@@ -278,7 +278,10 @@ static int config_root_key(struct config_ctx *c, const char *ks, size_t klen, st
 	int rc;
 
 	(void)arg;
-	if ((lim = config_limit_key(ks, klen)) != NULL) {
+	/* Compared one by one like every other key, so a typo finds its nearest one here too. */
+	for (size_t i = 0; (lim = config_limit_nth(i)) && !config_key_is(ks, klen, lim->key); i++)
+		;
+	if (lim != NULL) {
 		rc = config_u32_as(c, v, line, lim->key, lim->key, &n);
 		if (rc == 0)
 			config_limit_set(cfg, lim, n);

@@ -8,7 +8,9 @@
  * their replies wait here, in order, until the commit says whether they took effect. An agent
  * add's pattern lines follow its request line; they are gathered here first.
  * The socket is bound before privileges drop; the filter then allows accept4/read/write on it. */
+#include <arpa/inet.h>
 #include <grp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -20,9 +22,14 @@
 #include "moat/err.h"
 #include "moat/log.h"
 #include "moat/metrics.h"
+#include "moat/policy_audit.h"
 #include "moat/wire.h"
 #include "ops/control.h"
 #include "ops/control_agents.h"
+#include "ops/control_ask.h"
+#include "serve/ask.h"
+#include "serve/fetch.h"
+#include "serve/fwchan.h"
 #include "serve/metrics_workers.h"
 #include "serve/worker.h"
 
@@ -40,6 +47,7 @@ struct ctl_held {
 /* An agent add whose pattern lines are still coming. */
 struct ctl_addbody {
 	struct agent_spec spec;
+	bool force; /* the request's force: a range may overlap a config agent's */
 	size_t want, bytes;
 	char *err; /* owned: the first bad line, reported when the last one is in */
 };
@@ -50,6 +58,7 @@ struct ctl_conn {
 	size_t len;
 	bool overlong;           /* skipping the rest of a line that was too long */
 	bool busy;               /* a flush is out; reading resumes after its reply */
+	bool watching;           /* `watch`: ask-mode events are streamed to it */
 	struct ctl_addbody *add; /* owned: an agent add gathering its lines, or NULL */
 	struct ctl_held *held;   /* owned: replies waiting for the commit */
 	size_t nheld;
@@ -62,21 +71,35 @@ struct ctl_write {
 };
 
 static struct control_ops ops;
+static uv_async_t watch_wake; /* ask.c queued events for the watchers */
 static uv_pipe_t server;
 static bool started;
 static struct dlist conns;
 static unsigned nconns;
 
-/* The one flush in flight. */
+#define EXPLAIN_ADDRS 32 /* addresses explain lists from the caches */
+
+/* The one round over every worker in flight: a flush (each worker empties its cache share) or
+ * an explain's lookup (each worker reads its share for the name's addresses). One at a time:
+ * worker_post_call holds one call per worker. */
 static struct {
-	unsigned pending; /* workers still to flush (atomic) */
-	uint64_t removed; /* entries dropped (atomic) */
+	unsigned pending; /* workers still to answer (atomic) */
+	uint64_t removed; /* flush: entries dropped (atomic) */
 	bool all;
 	uint8_t lname[NAME_MAXWIRE];
 	struct ctl_conn *conn; /* NULL once the asker went away */
 	uv_async_t done;
 	bool active;
-} fl;
+	enum ctl_cmd cmd; /* CTL_FLUSH or CTL_EXPLAIN */
+	/* explain: the decision's reply so far, the agent's upstream set, the addresses found */
+	char *body; /* owned */
+	const struct upstream_set *set;
+	struct policy *policy; /* a reference: set lives in it */
+	pthread_mutex_t lock;  /* over the addresses */
+	uint8_t addr[EXPLAIN_ADDRS][16];
+	uint8_t alen[EXPLAIN_ADDRS];
+	unsigned naddr;
+} fl = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void addbody_free(struct ctl_addbody *b)
 {
@@ -133,16 +156,22 @@ static void reply(struct ctl_conn *c, char *text, size_t len)
 	}
 }
 
-static void reply_error(struct ctl_conn *c, const char *msg)
+/* An error reply, naming the command when it is known (cmd < 0: not read). */
+static void reply_error_cmd(struct ctl_conn *c, int cmd, const char *msg)
 {
 	char *t = malloc(1024);
-	int n = t ? ctlproto_error(msg, t, 1024) : -1;
+	int n = t ? ctlproto_error_cmd(cmd, msg, t, 1024) : -1;
 	if (n < 0) {
 		free(t);
 		conn_close(c);
 		return;
 	}
 	reply(c, t, (size_t)n);
+}
+
+static void reply_error(struct ctl_conn *c, const char *msg)
+{
+	reply_error_cmd(c, -1, msg);
 }
 
 /* A success reply: {"v":1,"ok":true,"cmd":CMD, body}\n, body a list of members or "". */
@@ -159,20 +188,42 @@ static void reply_ok(struct ctl_conn *c, enum ctl_cmd cmd, const char *body)
 	reply(c, t, (size_t)n);
 }
 
+/* The firewall link as worker 0 (this thread) sees it: each worker has its own channel, and
+ * they fail and reconnect alike. */
+static void status_firewall(char *out, size_t cap)
+{
+	char why[160], whyq[400], pathq[600];
+	if (!ops.ws[0].fw) {
+		snprintf(out, cap, "null");
+		return;
+	}
+	bool up = fwchan_state(ops.ws[0].fw, why, sizeof(why));
+	log_json_quote(ops.ws[0].cfg->fw_socket, pathq, sizeof(pathq));
+	log_json_quote(why, whyq, sizeof(whyq));
+	snprintf(out, cap, "{\"socket\":%s,\"connected\":%s,\"last_error\":%s}", pathq,
+	         up ? "true" : "false", *why ? whyq : "null");
+}
+
 static void cmd_status(struct ctl_conn *c)
 {
-	char body[2048], cfgq[600];
+	char body[8192], cfgq[600], fw[1200], rerr[1100], asks[2048];
 	const struct policy *p = ops.ws[0].policy;
+	const char *re = ops.reload_error ? ops.reload_error() : "";
 	log_json_quote(ops.config_path, cfgq, sizeof(cfgq));
+	log_json_quote(re, rerr, sizeof(rerr));
+	status_firewall(fw, sizeof(fw));
+	if (ask_status_json(asks, sizeof(asks)) < 0)
+		snprintf(asks, sizeof(asks), "null");
 	snprintf(body, sizeof(body),
 	         "\"version\":\"%s\",\"pid\":%ld,\"uptime_s\":%llu,\"workers\":%u,\"agents\":%zu,"
 	         "\"patterns\":%zu,\"config\":%s,\"last_reload\":%llu,\"last_reload_ok\":%s,"
-	         "\"control_protocol\":%d",
+	         "\"last_reload_error\":%s,\"firewall\":%s,\"asks\":%s,\"control_protocol\":%d",
 	         ops.version, (long)getpid(),
 	         (unsigned long long)((uint64_t)time(NULL) - metrics_global.start_unix), ops.n,
 	         p->nagents, policy_allow_count(p), cfgq,
 	         (unsigned long long)metrics_get(&metrics_global.last_reload_unix),
-	         metrics_get(&metrics_global.last_reload_ok) ? "true" : "false", CTLPROTO_VERSION);
+	         metrics_get(&metrics_global.last_reload_ok) ? "true" : "false",
+	         *re ? rerr : "null", fw, asks, CTLPROTO_VERSION);
 	reply_ok(c, CTL_STATUS, body);
 }
 
@@ -254,13 +305,17 @@ static void cmd_agents(struct ctl_conn *c)
 			cidr_text(&a->clients[k], r, sizeof(r));
 			n += (size_t)snprintf(body + n, REPLY_MAX - n, "%s\"%s\"", k ? "," : "", r);
 		}
-		n += (size_t)snprintf(body + n, REPLY_MAX - n, "],\"runtime\":%s}",
-		                      a->runtime ? "true" : "false");
+		n += (size_t)snprintf(body + n, REPLY_MAX - n, "],\"runtime\":%s,\"mode\":\"%s\"}",
+		                      a->runtime ? "true" : "false",
+		                      a->cfg.mode == AGENT_AUDIT ? "audit" : "enforce");
 	}
 	snprintf(body + n, REPLY_MAX - n, "]");
 	reply_ok(c, CTL_AGENTS, body);
 	free(body);
 }
+
+static void explain_round(struct ctl_conn *c, const uint8_t *lname, const struct policy_agent *a,
+                          const char *body);
 
 static void cmd_explain(struct ctl_conn *c, const struct ctl_request *r)
 {
@@ -292,13 +347,119 @@ static void cmd_explain(struct ctl_conn *c, const struct ctl_request *r)
 		snprintf(rule, sizeof(rule), "null");
 	}
 	log_json_quote(d.reason, reason, sizeof(reason));
+	char ports[160] = "null";
+	if (d.verdict == POLICY_ALLOW && d.rule.file) {
+		ports[0] = '"';
+		policy_ports_format(d.rule.ports, ports + 1, sizeof(ports) - 2);
+		strcat(ports, "\"");
+	}
+	bool audit = policy_audit(a, &d); /* what the query path does with it */
 	snprintf(body, sizeof(body),
 	         "\"name\":%s,\"type\":\"%s\",\"agent\":\"%s\",\"decision\":\"%s\",\"reason\":%s,"
-	         "\"rule\":%s,\"wildcard\":%s,\"alert\":%s",
+	         "\"rule\":%s,\"wildcard\":%s,\"ports\":%s,\"mode\":\"%s\",\"alert\":%s",
 	         nameq, wire_type_str(r->qtype, type, sizeof(type)), a->cfg.name,
-	         policy_verdict_str(d.verdict), reason, rule, d.rule.wildcard ? "true" : "false",
-	         d.alert ? "true" : "false");
-	reply_ok(c, CTL_EXPLAIN, body);
+	         audit ? "would-deny" : policy_verdict_str(d.verdict), reason, rule,
+	         d.rule.wildcard ? "true" : "false", ports,
+	         a->cfg.mode == AGENT_AUDIT ? "audit" : "enforce", d.alert ? "true" : "false");
+	if (d.verdict != POLICY_ALLOW || !ops.ws[0].fw) {
+		/* Nothing was granted for it (or there is no firewall to hold a grant). */
+		strcat(body, ops.ws[0].fw ? ",\"addresses\":[]" : ",\"addresses\":null");
+		reply_ok(c, CTL_EXPLAIN, body);
+		return;
+	}
+	explain_round(c, r->lname, a, body);
+}
+
+/* explain, on each worker's thread: the addresses its cache share holds for the name (A and
+ * AAAA, with and without DO), the ones a grant was asked for when they were answered. The
+ * lookup counts as a cache hit or miss. */
+static int explain_addr(void *ctx, const uint8_t *addr, size_t len, uint16_t rrtype)
+{
+	(void)ctx;
+	(void)rrtype;
+	for (unsigned i = 0; i < fl.naddr; i++)
+		if (fl.alen[i] == len && !memcmp(fl.addr[i], addr, len))
+			return 0;
+	if (fl.naddr == EXPLAIN_ADDRS)
+		return 1;
+	memcpy(fl.addr[fl.naddr], addr, len);
+	fl.alen[fl.naddr++] = (uint8_t)len;
+	return 0;
+}
+
+static void explain_worker(struct worker *w, void *arg)
+{
+	(void)arg;
+	static const uint16_t types[] = {WIRE_A, WIRE_AAAA};
+	for (int t = 0; t < 2; t++)
+		for (int dobit = 0; dobit < 2; dobit++) {
+			struct answer *hit = NULL;
+			struct fetch_wait *wait = NULL;
+			if (fetch_answer(w, fl.set, fl.lname, types[t], WIRE_CLASS_IN, dobit, false,
+			                 NULL, NULL, &hit, &wait) != FETCH_HIT)
+				continue;
+			pthread_mutex_lock(&fl.lock);
+			wire_resp_each_passed_addr(hit->pkt, hit->len, &hit->resp, explain_addr,
+			                           NULL);
+			pthread_mutex_unlock(&fl.lock);
+			answer_unref(hit);
+		}
+	if (__atomic_sub_fetch(&fl.pending, 1, __ATOMIC_ACQ_REL) == 0)
+		uv_async_send(&fl.done);
+}
+
+/* The round's asker waits (its reading pauses) while fn runs on every worker. */
+static void round_start(struct ctl_conn *c, void (*fn)(struct worker *w, void *arg))
+{
+	fl.conn = c;
+	c->busy = true;
+	__atomic_store_n(&fl.pending, ops.n, __ATOMIC_RELEASE);
+	for (unsigned i = 0; i < ops.n; i++)
+		worker_post_call(&ops.ws[i], fn, NULL);
+}
+
+static void explain_round(struct ctl_conn *c, const uint8_t *lname, const struct policy_agent *a,
+                          const char *body)
+{
+	if (fl.active) {
+		reply_error_cmd(c, CTL_EXPLAIN, "a flush or explain is running; try again");
+		return;
+	}
+	if (!(fl.body = strdup(body))) {
+		reply_error_cmd(c, CTL_EXPLAIN, "out of memory");
+		return;
+	}
+	fl.active = true;
+	fl.cmd = CTL_EXPLAIN;
+	fl.policy = policy_ref(ops.ws[0].policy);
+	fl.set = forward_pick(&a->fwd, &fl.policy->fwd, lname);
+	memcpy(fl.lname, lname, sizeof(fl.lname));
+	fl.naddr = 0;
+	round_start(c, explain_worker);
+}
+
+/* explain's reply once every worker looked: the decision and the cached addresses. */
+static void explain_done(struct ctl_conn *c)
+{
+	size_t cap = strlen(fl.body) + 64 + EXPLAIN_ADDRS * 48;
+	char *body = malloc(cap), a[INET6_ADDRSTRLEN];
+	if (body) {
+		size_t n = (size_t)snprintf(body, cap, "%s,\"addresses\":[", fl.body);
+		for (unsigned i = 0; i < fl.naddr; i++) {
+			inet_ntop(fl.alen[i] == 4 ? AF_INET : AF_INET6, fl.addr[i], a, sizeof(a));
+			n += (size_t)snprintf(body + n, cap - n, "%s\"%s\"", i ? "," : "", a);
+		}
+		snprintf(body + n, cap - n, "]");
+	}
+	if (c && body)
+		reply_ok(c, CTL_EXPLAIN, body);
+	else if (c)
+		reply_error_cmd(c, CTL_EXPLAIN, "out of memory");
+	free(body);
+	free(fl.body);
+	fl.body = NULL;
+	policy_unref(fl.policy);
+	fl.policy = NULL;
 }
 
 /* On each worker's thread. */
@@ -321,8 +482,15 @@ static void on_flushed(uv_async_t *a)
 	fl.active = false;
 	struct ctl_conn *c = fl.conn;
 	fl.conn = NULL;
+	if (fl.cmd == CTL_EXPLAIN)
+		explain_done(c);
 	if (!c)
 		return;
+	if (fl.cmd == CTL_EXPLAIN) {
+		c->busy = false;
+		conn_resume(c);
+		return;
+	}
 	char body[128];
 	snprintf(body, sizeof(body), "\"removed\":%llu,\"workers\":%u",
 	         (unsigned long long)__atomic_load_n(&fl.removed, __ATOMIC_RELAXED), ops.n);
@@ -334,19 +502,16 @@ static void on_flushed(uv_async_t *a)
 static void cmd_flush(struct ctl_conn *c, const struct ctl_request *r)
 {
 	if (fl.active) {
-		reply_error(c, "a flush is already running");
+		reply_error_cmd(c, CTL_FLUSH, "a flush or explain is running; try again");
 		return;
 	}
 	fl.active = true;
+	fl.cmd = CTL_FLUSH;
 	fl.all = !r->has_name;
 	if (r->has_name)
 		memcpy(fl.lname, r->lname, sizeof(fl.lname));
 	fl.removed = 0;
-	fl.conn = c;
-	c->busy = true;
-	__atomic_store_n(&fl.pending, ops.n, __ATOMIC_RELEASE);
-	for (unsigned i = 0; i < ops.n; i++)
-		worker_post_call(&ops.ws[i], flush_worker, NULL);
+	round_start(c, flush_worker);
 }
 
 /* Hold a reply until the commit: body (a copy) or err. */
@@ -371,7 +536,8 @@ static void commit_held(struct ctl_conn *c)
 	for (size_t i = 0; i < c->nheld; i++) {
 		struct ctl_held *h = &c->held[i];
 		if (h->err || failed)
-			reply_error(c, h->err ? h->err : err);
+			reply_error_cmd(c, h->err && h->cmd == CTL_STATUS ? -1 : (int)h->cmd,
+			                h->err ? h->err : err);
 		else
 			reply_ok(c, h->cmd, h->body ? h->body : "");
 		free(h->body);
@@ -385,7 +551,7 @@ static void agent_run_add(struct ctl_conn *c, struct ctl_addbody *b)
 	char body[1024], err[600];
 	if (b->err)
 		hold(c, CTL_AGENT_ADD, NULL, b->err);
-	else if (control_agents_add(&b->spec, body, sizeof(body), err, sizeof(err)) < 0)
+	else if (control_agents_add(&b->spec, b->force, body, sizeof(body), err, sizeof(err)) < 0)
 		hold(c, CTL_AGENT_ADD, NULL, err);
 	else
 		hold(c, CTL_AGENT_ADD, body, NULL);
@@ -433,6 +599,8 @@ static void agent_begin(struct ctl_conn *c, const struct ctl_request *r)
 	}
 	snprintf(b->spec.name, sizeof(b->spec.name), "%s", r->agent);
 	b->spec.deny = r->deny;
+	b->spec.mode = r->mode;
+	b->force = r->force;
 	memcpy(b->spec.clients, r->clients, r->nclients * sizeof(r->clients[0]));
 	b->spec.nclients = r->nclients;
 	b->want = r->npatterns;
@@ -440,6 +608,48 @@ static void agent_begin(struct ctl_conn *c, const struct ctl_request *r)
 		c->add = b;
 	else
 		agent_run_add(c, b);
+}
+
+/* watch: the ok reply, the asks waiting now, then every event as it comes (on_watch). */
+static void cmd_watch(struct ctl_conn *c)
+{
+	char *pending = ask_pending_lines();
+	c->watching = true;
+	reply_ok(c, CTL_WATCH, "");
+	if (pending && *pending)
+		reply(c, pending, strlen(pending));
+	else
+		free(pending);
+}
+
+static void on_watch(uv_async_t *a)
+{
+	(void)a;
+	char *text = ask_events_take();
+	size_t len = text ? strlen(text) : 0;
+	for (struct dlist *it = conns.next; len && it != &conns; it = it->next) {
+		struct ctl_conn *c = container_of(it, struct ctl_conn, link);
+		char *copy = c->watching ? strdup(text) : NULL;
+		if (copy)
+			reply(c, copy, len);
+	}
+	free(text);
+}
+
+/* ask.c's notice, from any worker's thread: wake the control loop. */
+static void watch_notify(void *ctx)
+{
+	(void)ctx;
+	uv_async_send(&watch_wake);
+}
+
+static void cmd_decide(struct ctl_conn *c, const struct ctl_request *r)
+{
+	char body[1024], err[600];
+	if (control_ask_decide(r, body, sizeof(body), err, sizeof(err)) < 0)
+		reply_error_cmd(c, (int)r->cmd, err);
+	else
+		reply_ok(c, r->cmd, body);
 }
 
 static void handle_line(struct ctl_conn *c, const char *line, size_t len)
@@ -481,6 +691,13 @@ static void handle_line(struct ctl_conn *c, const char *line, size_t len)
 		break;
 	case CTL_EXPLAIN:
 		cmd_explain(c, &r);
+		break;
+	case CTL_WATCH:
+		cmd_watch(c);
+		break;
+	case CTL_ALLOW:
+	case CTL_DENY:
+		cmd_decide(c, &r);
 		break;
 	case CTL_AGENT_ADD:
 	case CTL_AGENT_DEL:
@@ -590,6 +807,9 @@ int control_start(uv_loop_t *loop, const char *path, const char *group, const st
 		return MOAT_EIO;
 	}
 	uv_async_init(loop, &fl.done, on_flushed);
+	uv_async_init(loop, &watch_wake, on_watch);
+	control_ask_init(loop);
+	ask_set_notify(watch_notify, NULL);
 	started = true;
 	return 0;
 }
@@ -603,4 +823,7 @@ void control_stop(void)
 		conn_close(container_of(conns.next, struct ctl_conn, link));
 	uv_close((uv_handle_t *)&server, NULL);
 	uv_close((uv_handle_t *)&fl.done, NULL);
+	ask_set_notify(NULL, NULL);
+	uv_close((uv_handle_t *)&watch_wake, NULL);
+	control_ask_stop();
 }

@@ -16,6 +16,7 @@ struct control_ops {
 	const char *version;
 	const char *config_path;  /* NULL in flag mode */
 	struct agentstore *store; /* runtime agents' store (moat/agentstore.h); NULL: none */
+	const char *(*reload_error)(void); /* the last failed reload's reason, "" if none */
 };
 
 /* Bind path (mode 0660, group when not NULL) and serve it on loop. Call before privileges

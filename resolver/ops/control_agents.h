@@ -17,10 +17,19 @@ struct rpz_feed;
 void control_agents_feed(struct rpz_feed *f);
 
 /* Stage an add or a del on top of the running policy and what is already staged. 0 with the
- * reply's members in body, or < 0 with the reason in err (nothing staged). */
-int control_agents_add(const struct agent_spec *spec, char *body, size_t cap, char *err,
+ * reply's members in body, or < 0 with the reason in err (nothing staged). force: an added
+ * range may overlap a config agent's. */
+int control_agents_add(const struct agent_spec *spec, bool force, char *body, size_t cap, char *err,
                        size_t errlen);
 int control_agents_del(const char *name, char *body, size_t cap, char *err, size_t errlen);
+
+/* For the other commands that edit the snapshot (control_ask.c: moatctl allow / deny): the
+ * snapshot to edit (the staged one, else the running one; borrowed), the store (NULL: none),
+ * and staging an edit of it (np's reference is handed over), committed with the next commit. */
+struct policy;
+struct policy *control_agents_current(void);
+struct agentstore *control_agents_store(void);
+void control_agents_stage(struct policy *np);
 
 /* Anything staged? */
 bool control_agents_staged(void);

@@ -14,8 +14,10 @@
 #include "moat/wire.h"
 
 static const char *const cmd_names[] = {
-    [CTL_STATUS] = "status", [CTL_STATS] = "stats",   [CTL_RELOAD] = "reload",
-    [CTL_FLUSH] = "flush",   [CTL_AGENTS] = "agents", [CTL_EXPLAIN] = "explain",
+    [CTL_STATUS] = "status",       [CTL_STATS] = "stats",         [CTL_RELOAD] = "reload",
+    [CTL_FLUSH] = "flush",         [CTL_AGENTS] = "agents",       [CTL_EXPLAIN] = "explain",
+    [CTL_AGENT_ADD] = "agent add", [CTL_AGENT_DEL] = "agent del", [CTL_WATCH] = "watch",
+    [CTL_ALLOW] = "allow",         [CTL_DENY] = "deny",
 };
 #define NCMDS (sizeof(cmd_names) / sizeof(cmd_names[0]))
 
@@ -107,6 +109,8 @@ int ctlproto_parse(const char *line, size_t len, struct ctl_request *r, char *er
 	int n = split(line, len, buf, w, CTLPROTO_WORDS_MAX);
 	if (n > 0 && !strcmp(w[0], "agent"))
 		return ctlproto_parse_agent(w, n, r, err, errlen);
+	if (n > 0 && (!strcmp(w[0], "watch") || !strcmp(w[0], "allow") || !strcmp(w[0], "deny")))
+		return ctlproto_parse_ask(w, n, r, err, errlen);
 	if (n < 0 || n > 4)
 		return fail(err, errlen, "too many words", NULL);
 	if (n == 0)
@@ -139,6 +143,8 @@ int ctlproto_format(const struct ctl_request *r, char *out, size_t cap)
 	int n;
 	if (r->cmd == CTL_AGENT_ADD || r->cmd == CTL_AGENT_DEL)
 		return ctlproto_format_agent(r, out, cap);
+	if (r->cmd >= CTL_WATCH)
+		return ctlproto_format_ask(r, out, cap);
 	if (r->has_name && name_to_text(r->lname, name, sizeof(name)) < 0)
 		return MOAT_ESPACE;
 	if (r->cmd != CTL_EXPLAIN) {
@@ -158,8 +164,17 @@ int ctlproto_format(const struct ctl_request *r, char *out, size_t cap)
 
 int ctlproto_error(const char *msg, char *out, size_t cap)
 {
+	return ctlproto_error_cmd(-1, msg, out, cap);
+}
+
+int ctlproto_error_cmd(int cmd, const char *msg, char *out, size_t cap)
+{
 	char q[600];
 	log_json_quote(msg, q, sizeof(q));
-	int n = snprintf(out, cap, "{\"v\":%d,\"ok\":false,\"error\":%s}\n", CTLPROTO_VERSION, q);
+	int n =
+	    cmd < 0
+	        ? snprintf(out, cap, "{\"v\":%d,\"ok\":false,\"error\":%s}\n", CTLPROTO_VERSION, q)
+	        : snprintf(out, cap, "{\"v\":%d,\"ok\":false,\"cmd\":\"%s\",\"error\":%s}\n",
+	                   CTLPROTO_VERSION, ctlproto_cmd_str((enum ctl_cmd)cmd), q);
 	return n < 0 || (size_t)n >= cap ? MOAT_ESPACE : n;
 }

@@ -1,5 +1,6 @@
 /* ctlproto_agent.c owns the grammar of the control protocol's agent commands (moat/ctlproto.h):
- *   agent add NAME client=CIDR... [deny=FORM] patterns=N     (N pattern lines follow)
+ *   agent add NAME client=CIDR... [deny=FORM] [mode=enforce|audit] [force] patterns=N
+ *                                                            (N pattern lines follow)
  *   agent del NAME
  * Pure. The name and the ranges are checked here with the config's own parsers; the pattern
  * lines are checked by the daemon with the allowlist loader's (agent_edit.c). */
@@ -36,6 +37,15 @@ static int add_option(const char *w, struct ctl_request *r, bool *has_n, char *e
 				return 0;
 			}
 		return afail(err, errlen, "bad deny form (nxdomain, refused or sinkhole)", w + 5);
+	}
+	if (!strncmp(w, "mode=", 5)) {
+		if (config_mode_parse(w + 5, strlen(w + 5), &r->mode) < 0)
+			return afail(err, errlen, "bad mode (enforce or audit)", w + 5);
+		return 0;
+	}
+	if (!strcmp(w, "force")) {
+		r->force = true;
+		return 0;
 	}
 	if (!strncmp(w, "patterns=", 9)) {
 		char *end;
@@ -89,8 +99,10 @@ int ctlproto_format_agent(const struct ctl_request *r, char *out, size_t cap)
 			netaddr_cidr_text(&r->clients[i], range, sizeof(range));
 			k = snprintf(out + n, cap - n, " client=%s", range);
 		} else {
-			k = snprintf(out + n, cap - n, " deny=%s patterns=%u\n",
-			             deny_names[r->deny % 3], r->npatterns);
+			k = snprintf(out + n, cap - n, " deny=%s%s%s patterns=%u\n",
+			             deny_names[r->deny % 3],
+			             r->mode == AGENT_AUDIT ? " mode=audit" : "",
+			             r->force ? " force" : "", r->npatterns);
 		}
 		if (k < 0 || (size_t)k >= cap - n)
 			return MOAT_ESPACE;

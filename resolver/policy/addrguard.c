@@ -19,6 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A labelled host address, keyed like the trie (IPv4 mapped). */
+struct ag_host {
+	uint8_t key[16];
+	char label[48];
+};
+
 /* Child index 0 means "no child": index 0 is the root, which is never anyone's child. */
 struct ag_node {
 	uint32_t child[2];
@@ -35,10 +41,16 @@ struct addrguard {
 	 * (it was ~5% of a cache hit). v4_node 0: the path is not in the trie. */
 	uint32_t v4_node;
 	uint8_t v4_worst;
+	/* Host addresses added with a label (addrguard_add_host), apart from the trie: only
+	 * addrguard_label asks them. A handful (moatd's own addresses). */
+	struct ag_host *hosts;
+	size_t nhosts;
 };
 
 /* Longest line the ranges file may have: a range, a class and a comment fit easily. */
 #define AG_LINE_MAX 1024
+/* IPv4 addresses one IPv6 address can embed: one per form addrguard_embedded_v4 decodes. */
+#define AG_EMBEDDED_MAX 6
 
 struct addrguard *addrguard_new(void)
 {
@@ -60,6 +72,7 @@ void addrguard_free(struct addrguard *g)
 	if (!g)
 		return;
 	free(g->nodes);
+	free(g->hosts);
 	free(g);
 }
 
@@ -172,49 +185,108 @@ static enum addr_class ag_max(enum addr_class a, enum addr_class b)
 	return a > b ? a : b;
 }
 
-/* The IPv4 addresses an IPv6 address may deliver packets to, besides itself. IPv4-mapped
- * addresses need no decoding: they are the trie's own key for IPv4. Each form is checked on its
- * own, so an address matching two forms gets the worse verdict. */
-static enum addr_class ag_check_embedded(const struct addrguard *g, const uint8_t a[16])
+size_t addrguard_embedded_v4(const uint8_t a[16], uint8_t out[][4], size_t max)
 {
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 	static const uint8_t nat64_wkp[12] = {0x00, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0};
 	static const uint8_t nat64_local[6] = {0x00, 0x64, 0xff, 0x9b, 0x00, 0x01};
-	enum addr_class worst = ADDR_OK;
-	uint8_t v4[4];
+	uint8_t v4[AG_EMBEDDED_MAX][4];
+	size_t n = 0;
 
+	/* IPv4-mapped ::ffff:a.b.c.d: the trie's own key for IPv4. */
+	if (memcmp(a, mapped, sizeof(mapped)) == 0)
+		memcpy(v4[n++], a + 12, 4);
 	/* IPv4-compatible ::a.b.c.d (deprecated, RFC 4291), but "::" and "::1" are the unspecified
 	 * and loopback addresses, not 0.0.0.0 and 0.0.0.1: their own ranges decide. */
 	if (ag_is_zero(a, 12) && !(ag_is_zero(a + 12, 3) && a[15] <= 1))
-		worst = ag_max(worst, ag_lookup_v4(g, a + 12));
-
+		memcpy(v4[n++], a + 12, 4);
 	/* NAT64 well-known prefix 64:ff9b::/96 (RFC 6052): the last 32 bits. */
 	if (memcmp(a, nat64_wkp, sizeof(nat64_wkp)) == 0)
-		worst = ag_max(worst, ag_lookup_v4(g, a + 12));
-
+		memcpy(v4[n++], a + 12, 4);
 	/* NAT64 local-use prefix 64:ff9b:1::/48 (RFC 8215) in the RFC 6052 /48 layout: bits 48..63
 	 * and 72..87, skipping the u-octet (bits 64..71). A network may instead use a longer prefix
 	 * inside the /48 (/56, /64, /96); those layouts put zero bits where the /48 layout reads
 	 * the first octet, so they decode here as 0.x.x.x, which the shipped ranges refuse anyway.
 	 */
 	if (memcmp(a, nat64_local, sizeof(nat64_local)) == 0) {
-		v4[0] = a[6];
-		v4[1] = a[7];
-		v4[2] = a[9];
-		v4[3] = a[10];
-		worst = ag_max(worst, ag_lookup_v4(g, v4));
+		uint8_t *d = v4[n++];
+		d[0] = a[6];
+		d[1] = a[7];
+		d[2] = a[9];
+		d[3] = a[10];
 	}
-
 	/* 6to4 2002::/16 (RFC 3056): the relay forwards to the IPv4 address in bits 16..47. */
 	if (a[0] == 0x20 && a[1] == 0x02)
-		worst = ag_max(worst, ag_lookup_v4(g, a + 2));
-
+		memcpy(v4[n++], a + 2, 4);
 	/* Teredo 2001::/32 (RFC 4380): the client's IPv4 address is the last 32 bits, inverted. */
 	if (a[0] == 0x20 && a[1] == 0x01 && a[2] == 0 && a[3] == 0) {
+		uint8_t *d = v4[n++];
 		for (int i = 0; i < 4; i++)
-			v4[i] = (uint8_t)(a[12 + i] ^ 0xff);
-		worst = ag_max(worst, ag_lookup_v4(g, v4));
+			d[i] = (uint8_t)(a[12 + i] ^ 0xff);
 	}
+	for (size_t i = 0; i < n && i < max; i++)
+		memcpy(out[i], v4[i], 4);
+	return n < max ? n : max;
+}
+
+/* The IPv4 addresses an IPv6 address may deliver packets to, besides itself. IPv4-mapped
+ * addresses need no decoding: they are the trie's own key for IPv4 (ag_lookup saw them). Each
+ * form is checked on its own, so an address matching two forms gets the worse verdict. */
+static enum addr_class ag_check_embedded(const struct addrguard *g, const uint8_t a[16])
+{
+	uint8_t v4[AG_EMBEDDED_MAX][4];
+	enum addr_class worst = ADDR_OK;
+	size_t n = addrguard_embedded_v4(a, v4, AG_EMBEDDED_MAX);
+	for (size_t i = 0; i < n; i++)
+		worst = ag_max(worst, ag_lookup_v4(g, v4[i]));
 	return worst;
+}
+
+int addrguard_add_host(struct addrguard *g, const uint8_t *addr, size_t len, const char *label)
+{
+	if (!g || !addr || (len != 4 && len != 16) || !label)
+		return MOAT_EINVAL;
+	struct ag_host *nh = realloc(g->hosts, (g->nhosts + 1) * sizeof(*nh));
+	if (!nh)
+		return MOAT_ENOMEM;
+	g->hosts = nh;
+	struct ag_host *h = &g->hosts[g->nhosts];
+	if (len == 4)
+		netaddr_v4_mapped(addr, h->key);
+	else
+		memcpy(h->key, addr, 16);
+	snprintf(h->label, sizeof(h->label), "%s", label);
+	g->nhosts++;
+	return 0;
+}
+
+/* The label of the host entry whose key is k, or NULL. */
+static const char *ag_host_label(const struct addrguard *g, const uint8_t k[16])
+{
+	for (size_t i = 0; i < g->nhosts; i++)
+		if (!memcmp(g->hosts[i].key, k, 16))
+			return g->hosts[i].label;
+	return NULL;
+}
+
+const char *addrguard_label(const struct addrguard *g, const uint8_t *addr, size_t len)
+{
+	uint8_t k[16], v4[AG_EMBEDDED_MAX][4];
+	const char *l = NULL;
+	if (!g || !g->nhosts || !addr || (len != 4 && len != 16))
+		return NULL;
+	if (len == 4)
+		netaddr_v4_mapped(addr, k);
+	else
+		memcpy(k, addr, 16);
+	if ((l = ag_host_label(g, k)) || len == 4)
+		return l;
+	size_t n = addrguard_embedded_v4(addr, v4, AG_EMBEDDED_MAX);
+	for (size_t i = 0; i < n && !l; i++) {
+		netaddr_v4_mapped(v4[i], k);
+		l = ag_host_label(g, k);
+	}
+	return l;
 }
 
 enum addr_class addrguard_check(const struct addrguard *g, const uint8_t *addr, size_t len)

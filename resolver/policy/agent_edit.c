@@ -37,6 +37,32 @@ const struct policy_agent *agent_edit_find(const struct policy *p, const char *n
 	return by_name(p, name, p->nconfig);
 }
 
+static struct policy_set *ref_or_null(struct policy_set *s)
+{
+	return s ? policy_set_ref(s) : NULL;
+}
+
+/* The runtime decisions (moatctl allow / deny) of o onto a, with references of a's own. */
+static void carry_from(struct policy_agent *a, const struct policy_agent *o)
+{
+	a->decided_allow = o ? ref_or_null(o->decided_allow) : NULL;
+	a->decided_deny = o ? ref_or_null(o->decided_deny) : NULL;
+}
+
+/* Config agent i of a new snapshot takes the decisions of the agent of that name in old: they
+ * outlive an edit and a reload that keeps the agent. Old's agent i is looked at first (an edit
+ * keeps the order); the search by name only when it differs (a reload), and none at all when
+ * old holds no decision (the common case: an edit then costs what it did). */
+static void carry_decided(struct policy_agent *a, size_t i, const struct policy *old, bool any)
+{
+	const struct policy_agent *o = NULL;
+	if (any && i < old->nagents && !strcmp(old->agents[i].cfg.name, a->cfg.name))
+		o = &old->agents[i];
+	else if (any)
+		o = by_name(old, a->cfg.name, 0);
+	carry_from(a, o);
+}
+
 /* A runtime agent copied for a new snapshot: its own ranges, its set shared. */
 static int agent_copy(const struct policy_agent *from, struct policy_agent *to)
 {
@@ -89,6 +115,9 @@ static int assemble(struct policy *base, const struct policy *old, const char *s
 	p->local = base->local;
 	memcpy(p->agents, base->agents, base->nagents * sizeof(*p->agents));
 	p->nagents = p->nconfig = base->nagents;
+	bool any = old && agent_edit_has_decided(old);
+	for (size_t i = 0; i < p->nagents; i++)
+		carry_decided(&p->agents[i], i, old, any);
 	const struct policy *zsrc = old && (old->base ? old->base : old) == base ? old : base;
 	if (carry_rpz(p, zsrc, base)) {
 		policy_unref(p);
@@ -102,6 +131,7 @@ static int assemble(struct policy *base, const struct policy *old, const char *s
 			policy_unref(p);
 			goto nomem;
 		}
+		carry_from(&p->agents[p->nagents], a); /* the same agent: its own decisions */
 		p->nagents++;
 	}
 	if (extra) {
@@ -163,13 +193,16 @@ static int agent_build(const struct policy *cur, const struct agent_spec *spec,
 		return refuse(err, errlen, "agent '%s': 1 to 64 client ranges%s", spec->name, "");
 	if ((unsigned)spec->deny > DENY_SINKHOLE)
 		return refuse(err, errlen, "agent '%s': bad deny form%s", spec->name, "");
+	if ((unsigned)spec->mode > AGENT_AUDIT)
+		return refuse(err, errlen, "agent '%s': bad mode%s", spec->name, "");
 	int rc = check_new(cur, spec->name, spec->clients, spec->nclients, err, errlen);
 	if (rc)
 		return rc;
 	memset(a, 0, sizeof(*a));
+	config_agent_init(&a->cfg); /* the config's defaults: sinkhole addresses, TTL */
 	snprintf(a->cfg.name, sizeof(a->cfg.name), "%s", spec->name);
 	a->cfg.deny = spec->deny;
-	a->cfg.sink_ttl = 60;
+	a->cfg.mode = spec->mode;
 	a->runtime = true;
 	a->nclients = spec->nclients;
 	struct policy_lint *lint = policy_lint_new();
@@ -199,6 +232,38 @@ static int agent_build(const struct policy *cur, const struct agent_spec *spec,
 	return rc;
 }
 
+int agent_edit_bounds(const struct policy *cur, const struct agent_spec *spec, bool force,
+                      char *err, size_t errlen)
+{
+	char r[64], cr[64];
+	for (size_t i = 0; i < spec->nclients; i++) {
+		const struct cidr *c = &spec->clients[i];
+		netaddr_cidr_text(c, r, sizeof(r));
+		if (netaddr_cidr_whole(c))
+			return refuse(
+			    err, errlen,
+			    "client range %s is the whole address space: an agent serves a "
+			    "sandbox's own range%s",
+			    r, "");
+		for (size_t k = 0; k < cur->nconfig && !force; k++) {
+			const struct policy_agent *a = &cur->agents[k];
+			for (size_t j = 0; j < a->nclients; j++) {
+				if (!netaddr_cidr_overlap(c, &a->clients[j]))
+					continue;
+				netaddr_cidr_text(&a->clients[j], cr, sizeof(cr));
+				snprintf(
+				    err, errlen,
+				    "client range %s overlaps %s of config agent '%s' (the more "
+				    "specific range would take those clients over): add it with "
+				    "force if that is meant",
+				    r, cr, a->cfg.name);
+				return MOAT_EINVAL;
+			}
+		}
+	}
+	return 0;
+}
+
 int agent_edit_add(struct policy *cur, const struct agent_spec *spec, struct policy **out,
                    char *warn, size_t warnlen, char *err, size_t errlen)
 {
@@ -226,6 +291,30 @@ int agent_edit_del(struct policy *cur, const char *name, struct policy **out, ch
 	return rc;
 }
 
+int agent_edit_decided(struct policy *cur, const char *name, struct policy_set *allow,
+                       struct policy_set *deny, struct policy **out, char *err, size_t errlen)
+{
+	int rc = by_name(cur, name, 0) ? assemble(cur, cur, NULL, NULL, out) : MOAT_EINVAL;
+	if (rc) {
+		policy_set_free(allow);
+		policy_set_free(deny);
+		if (rc == MOAT_EINVAL)
+			return refuse(err, errlen, "no agent '%.64s'%s", name, "");
+		snprintf(err, errlen, "agent '%s': %s", name, moat_strerror(rc));
+		return rc;
+	}
+	for (size_t i = 0; i < (*out)->nagents; i++) {
+		struct policy_agent *a = &(*out)->agents[i];
+		if (strcmp(a->cfg.name, name))
+			continue;
+		policy_set_free(a->decided_allow);
+		policy_set_free(a->decided_deny);
+		a->decided_allow = allow;
+		a->decided_deny = deny;
+	}
+	return 0;
+}
+
 int agent_edit_rebase(struct policy *base, struct policy *old, struct policy **out, char *err,
                       size_t errlen)
 {
@@ -241,4 +330,12 @@ int agent_edit_rebase(struct policy *base, struct policy *old, struct policy **o
 		}
 	}
 	return assemble(base, old, NULL, NULL, out);
+}
+
+bool agent_edit_has_decided(const struct policy *p)
+{
+	for (size_t i = 0; i < p->nagents; i++)
+		if (p->agents[i].decided_allow || p->agents[i].decided_deny)
+			return true;
+	return false;
 }

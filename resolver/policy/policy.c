@@ -491,6 +491,25 @@ static int load_ports(const struct policy_set *s, struct load_name *q, const cha
 	return rc;
 }
 
+/* "example.com:443", what a URL or a client's config would say: the hint is the rule's own
+ * form, "example.com tcp/443" (idn.c's message, for names anywhere, only names the host). */
+static bool glued_port(const struct policy_set *s, const char *p, size_t n, const char *path,
+                       uint32_t lineno, char *err, size_t errlen)
+{
+	const char *colon = memchr(p, ':', n);
+	size_t host = colon ? (size_t)(colon - p) : 0, digits = colon ? n - host - 1 : 0;
+	if (!colon || s->no_ports || !host || !digits || digits > 5 ||
+	    strspn(colon + 1, "0123456789") < digits || colon[1] == '0' || atoi(colon + 1) > 65535)
+		return false;
+	char quoted[80];
+	idn_quote(p, n, quoted, sizeof(quoted));
+	snprintf(err, errlen,
+	         "%s:%u: bad pattern '%s': a port glued to the name; ports follow it after a "
+	         "blank: %.*s tcp/%.*s",
+	         path, lineno, quoted, (int)host, p, (int)digits, colon + 1);
+	return true;
+}
+
 /* One line of a pattern file: strip the comment and blanks, queue what is left. */
 static int load_line(struct policy_set *s, struct load_batch *bt, const char *line, size_t n,
                      const char *path, uint32_t lineno, char *err, size_t errlen)
@@ -517,6 +536,8 @@ static int load_line(struct policy_set *s, struct load_batch *bt, const char *li
 	char conv[IDN_MAXTEXT], why[160], quoted[80];
 	const char *pat = line + b;
 	size_t plen = pe - b;
+	if (glued_port(s, pat, plen, path, lineno, err, errlen))
+		return MOAT_EINVAL;
 	if (user_pattern(&pat, &plen, conv, why, sizeof(why)) < 0) {
 		idn_quote(line + b, pe - b, quoted, sizeof(quoted));
 		snprintf(err, errlen, "%s:%u: bad pattern '%s': %s", path, lineno, quoted, why);
@@ -541,6 +562,15 @@ static int load_line(struct policy_set *s, struct load_batch *bt, const char *li
 	if (rc)
 		snprintf(err, errlen, "%s:%u: %s", path, lineno, moat_strerror(rc));
 	return rc;
+}
+
+/* A line's error: handed to the set's collector (and the load goes on), or it stops the load. */
+static int line_error(struct policy_set *s, int rc, const char *err)
+{
+	if (!rc || !s->bad || rc == MOAT_ENOMEM)
+		return rc;
+	s->bad(s->bad_ctx, err);
+	return 0;
 }
 
 int policy_set_load_file(struct policy_set *s, const char *path, char *err, size_t errlen)
@@ -593,6 +623,7 @@ int policy_set_load_file(struct policy_set *s, const char *path, char *err, size
 		/* A byte-order mark (editors on some systems write one) is not part of the name. */
 		size_t bom = lineno == 0 && n >= 3 && !memcmp(line, "\xef\xbb\xbf", 3) ? 3 : 0;
 		rc = load_line(s, &bt, line + bom, (size_t)n - bom, path, ++lineno, err, errlen);
+		rc = line_error(s, rc, err);
 	}
 	if (!rc && (rc = batch_flush(s, &bt)))
 		snprintf(err, errlen, "%s:%u: %s", path, lineno, moat_strerror(rc));
@@ -621,8 +652,10 @@ int policy_set_load_lines(struct policy_set *s, const char *const *lines, size_t
 		return rc;
 	}
 	for (size_t i = 0; i < n && !rc; i++)
-		rc = load_line(s, &bt, lines[i], strlen(lines[i]), label, (uint32_t)i + 1, err,
-		               errlen);
+		rc = line_error(s,
+		                load_line(s, &bt, lines[i], strlen(lines[i]), label,
+		                          (uint32_t)i + 1, err, errlen),
+		                err);
 	if (!rc && (rc = batch_flush(s, &bt)))
 		snprintf(err, errlen, "%s: %s", label, moat_strerror(rc));
 	return rc;
@@ -632,6 +665,12 @@ void policy_set_on_duplicate(struct policy_set *s, policy_set_dup_fn fn, void *c
 {
 	s->dup = fn;
 	s->dup_ctx = ctx;
+}
+
+void policy_set_on_error(struct policy_set *s, policy_set_err_fn fn, void *ctx)
+{
+	s->bad = fn;
+	s->bad_ctx = ctx;
 }
 
 /* The explanation of a rule of s. A file index past the set's files (only a damaged mapped file

@@ -29,7 +29,11 @@ size_t policy_allow_count(const struct policy *p)
 /* Workers share snapshots: the last one to let go frees it, on its own thread. */
 static void policy_destroy(struct policy *p)
 {
-	policy_rpz_release(p); /* before the agents: it reads nagents */
+	policy_rpz_release(p);                    /* before the agents: it reads nagents */
+	for (size_t i = 0; i < p->nagents; i++) { /* every snapshot holds its own */
+		policy_set_free(p->agents[i].decided_allow);
+		policy_set_free(p->agents[i].decided_deny);
+	}
 	for (size_t i = p->base ? p->nconfig : 0; i < p->nagents; i++) {
 		free(p->agents[i].clients);
 		policy_set_free(p->agents[i].allow);
@@ -76,6 +80,27 @@ static bool class_blocks(enum addr_class cls, const struct policy_agent *agent)
 }
 
 static void reason_set(struct policy_decision *out, const char *a, const char *b, int line);
+
+bool policy_answer_addr_ok(const struct policy *p, bool allow_private, bool passed,
+                           const uint8_t *addr, size_t len, char *why, size_t cap)
+{
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	enum addr_class cls = addrguard_check(p->guard, addr, len);
+	bool blocked = cls == ADDR_ALWAYS || (cls == ADDR_PRIVATE && !allow_private);
+	bool is_mapped = passed && len == 16 && !memcmp(addr, mapped, sizeof(mapped));
+	const char *self = passed && !blocked ? addrguard_label(p->guard, addr, len) : NULL;
+	if (!blocked && !is_mapped && !self)
+		return true;
+	char txt[64];
+	addrguard_format(addr, len, txt, sizeof(txt));
+	if (self)
+		snprintf(why, cap, "moat: answer contained %s, %s", txt, self);
+	else if (!blocked)
+		snprintf(why, cap, "moat: answer contained %s, an IPv4-mapped address", txt);
+	else
+		snprintf(why, cap, "moat: answer contained %s", txt);
+	return false;
+}
 
 /* The checks that apply to every name moat would send upstream, in order of severity. */
 static enum policy_verdict check_name(const struct policy *p, const struct policy_agent *agent,
@@ -160,6 +185,12 @@ void policy_decide(const struct policy *p, const struct policy_agent *agent, con
 	policy_set_prefetch(agent->allow, lname);
 	if (check_name(p, agent, lname, out) != POLICY_ALLOW)
 		return;
+	if (agent->decided_deny && policy_set_match(agent->decided_deny, lname, &out->rule)) {
+		out->verdict = POLICY_DENY_NOT_ALLOWED;
+		out->decided = true;
+		reason_set(out, "moat: denied by moatctl deny for agent ", agent->cfg.name, -1);
+		return;
+	}
 	if (policy_set_match(agent->allow, lname, &out->rule)) {
 		out->verdict = POLICY_ALLOW;
 		reason_set(out, "allowed by ", out->rule.file, (int)out->rule.line);
@@ -169,6 +200,11 @@ void policy_decide(const struct policy *p, const struct policy_agent *agent, con
 		out->verdict = POLICY_ALLOW;
 		reason_set(out, "allowed by ", out->rule.file,
 		           out->rule.line ? (int)out->rule.line : -1);
+		return;
+	}
+	if (agent->decided_allow && policy_set_match(agent->decided_allow, lname, &out->rule)) {
+		out->verdict = POLICY_ALLOW;
+		reason_set(out, "allowed by ", out->rule.file, (int)out->rule.line);
 		return;
 	}
 	out->verdict = POLICY_DENY_NOT_ALLOWED;
@@ -181,8 +217,10 @@ enum policy_verdict policy_check_chain(const struct policy *p, const struct poli
 	memset(out, 0, sizeof(*out));
 	if (check_name(p, agent, lname, out) != POLICY_ALLOW)
 		return out->verdict;
-	bool listed = policy_set_match(agent->allow, lname, &out->rule) ||
-	              (agent->nallow_rpz && policy_rpz_allows(p, agent, lname, &out->rule));
+	bool listed =
+	    policy_set_match(agent->allow, lname, &out->rule) ||
+	    (agent->nallow_rpz && policy_rpz_allows(p, agent, lname, &out->rule)) ||
+	    (agent->decided_allow && policy_set_match(agent->decided_allow, lname, &out->rule));
 	if (agent->cfg.strict_chain && !listed) {
 		char txt[NAME_MAXTEXT];
 		name_to_text(lname, txt, sizeof(txt));

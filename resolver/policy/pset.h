@@ -43,6 +43,8 @@ struct policy_set {
 	int refs;              /* atomic: snapshots share sets (a runtime agent edit) */
 	policy_set_dup_fn dup; /* policy_set_on_duplicate; NULL: duplicates pass silently */
 	void *dup_ctx;
+	policy_set_err_fn bad; /* policy_set_on_error; NULL: the first bad line stops a load */
+	void *bad_ctx;
 	uint8_t key[crypto_shorthash_KEYBYTES];
 	uint8_t *arena; /* owned (compiled: NULL): the wire names, back to back */
 	size_t arena_len, arena_cap;

@@ -1,8 +1,18 @@
 /* fwchan.c owns moatd's connection to moat-fw: a non-blocking SOCK_SEQPACKET socket watched
  * with uv_poll, a queue of grants waiting to be written, a table of grants waiting for their
  * ACK (each with a deadline), and reconnection when moat-fw restarts. Anything that goes wrong
- * completes the waiting grants with FWPROTO_FAILED: moatd then answers SERVFAIL (fail closed). */
+ * completes the waiting grants with FWPROTO_FAILED: moatd then answers SERVFAIL (fail closed).
+ *
+ * A channel connects on its first grant, never before: moatd's workers are made as root, and a
+ * connection made then would be refused by a moat-fw that admits only moatd's user (or, worse,
+ * kept as root's). moat-fw's first message is a HELLO; a connection it closes before that did
+ * not admit moatd's user: said once, and not tried again for FWCHAN_REFUSED_MS, so a wrong
+ * setup costs one connect a second, not one per query. The last HELLO (its sandbox ranges) is
+ * kept for the control socket's agent checks (fwchan_coverage); fwchan_probe is start-up's
+ * check that the socket admits the user moatd now runs as. */
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +49,37 @@ struct fwchan {
 	struct dlist pending; /* oldest first */
 	uint32_t next_seq;
 	int last_errno; /* the cause of the last failed connect (reported); 0 once connected */
+	const char *last_step;     /* where it failed ("connect"), for fwchan_state */
+	bool hello;                /* the connection's HELLO arrived */
+	uint64_t refused_until_ms; /* moat-fw closed us before its HELLO: no retry before this */
 };
+
+#define FWCHAN_REFUSED_MS 1000
+/* A cause of connect_failed that is no errno: moat-fw closed the connection before its HELLO. */
+#define FWCHAN_E_NOT_ADMITTED (-1)
+
+/* The last HELLO of any channel (every worker talks to the same moat-fw). */
+static pthread_mutex_t cover_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fwproto_hello cover;
+static bool cover_known;
+
+static void cover_set(const struct fwproto_hello *h)
+{
+	pthread_mutex_lock(&cover_lock);
+	cover = *h;
+	cover_known = true;
+	pthread_mutex_unlock(&cover_lock);
+}
+
+bool fwchan_coverage(struct fwproto_hello *out)
+{
+	pthread_mutex_lock(&cover_lock);
+	bool known = cover_known;
+	if (known)
+		*out = cover;
+	pthread_mutex_unlock(&cover_lock);
+	return known;
+}
 
 static uint64_t now_ms(const struct fwchan *fw)
 {
@@ -91,25 +131,52 @@ static void drop(struct fwchan *fw)
 
 static void on_poll(uv_poll_t *h, int status, int events);
 
-/* A connect that failed with errno e: say so once per cause (a permission problem on the
- * socket must not show up only as SERVFAIL), and keep errno for the caller. */
+/* What to do about a connection moat-fw did not take, as text for moatd's messages. */
+static const char *fix_for(int e)
+{
+	return e == FWCHAN_E_NOT_ADMITTED
+	           ? "moat-fw closed it before its HELLO: its --moatd-user is another user"
+	       : e == EACCES || e == EPERM
+	           ? "the socket's group must be moatd's (moat-fw --socket-group) and its "
+	             "directory searchable by moatd's user"
+	       : e == ENOENT || e == ECONNREFUSED ? "moat-fw is not listening there (yet)"
+	                                          : NULL;
+}
+
+/* A connect that failed with errno e (or FWCHAN_E_NOT_ADMITTED): say so once per cause, with
+ * moatd's uid and gid and what would fix it (a permission problem on the socket must not show
+ * up only as SERVFAIL), and keep errno for the caller. */
 static int connect_failed(struct fwchan *fw, int fd, const char *step, int e)
 {
 	if (fd >= 0)
 		close(fd);
-	if (e != fw->last_errno)
-		fprintf(stderr, "moatd: firewall channel %s: %s: %s\n", fw->path, step,
-		        strerror(e));
+	if (e != fw->last_errno) {
+		const char *fix = fix_for(e);
+		fprintf(stderr,
+		        "moatd: firewall channel %s: %s: %s (moatd runs as uid %u, gid %u)%s%s\n",
+		        fw->path, step, e == FWCHAN_E_NOT_ADMITTED ? "not admitted" : strerror(e),
+		        (unsigned)getuid(), (unsigned)getgid(), fix ? ": " : "", fix ? fix : "");
+	}
 	fw->last_errno = e;
-	errno = e;
+	fw->last_step = step;
+	errno = e > 0 ? e : EACCES;
 	return MOAT_EIO;
+}
+
+bool fwchan_state(const struct fwchan *fw, char *why, size_t cap)
+{
+	if (cap)
+		snprintf(why, cap, "%s%s%s", fw->last_errno ? fw->last_step : "",
+		         fw->last_errno ? ": " : "",
+		         fw->last_errno ? strerror(fw->last_errno) : "");
+	return fw->polling;
 }
 
 static int try_connect(struct fwchan *fw)
 {
 	if (fw->polling)
 		return 0;
-	if (fw->closing || fw->freeing)
+	if (fw->closing || fw->freeing || now_ms(fw) < fw->refused_until_ms)
 		return MOAT_EIO;
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -122,18 +189,20 @@ static int try_connect(struct fwchan *fw)
 	if (rc < 0)
 		return connect_failed(fw, fd, "watch", -rc);
 	fw->fd = fd;
-	fw->last_errno = 0;
+	fw->hello = false;
 	fw->poll.data = fw;
 	fw->polling = true;
 	uv_poll_start(&fw->poll, UV_READABLE, on_poll);
 	return 0;
 }
 
-/* Write what waits to be written; ask for POLLOUT when the socket is full. */
+/* Write what waits to be written; ask for POLLOUT when the socket is full. Nothing goes out
+ * before moat-fw's HELLO: until then it has not admitted us. */
 static void flush(struct fwchan *fw)
 {
 	bool blocked = false;
-	for (struct dlist *l = fw->pending.next; l != &fw->pending; l = l->next) {
+	for (struct dlist *l = fw->hello ? fw->pending.next : &fw->pending; l != &fw->pending;
+	     l = l->next) {
 		struct pending *p = pending_of(l);
 		if (p->sent)
 			continue;
@@ -151,30 +220,40 @@ static void flush(struct fwchan *fw)
 	uv_poll_start(&fw->poll, UV_READABLE | (blocked ? UV_WRITABLE : 0), on_poll);
 }
 
-static void on_poll(uv_poll_t *h, int status, int events)
+/* Read what moat-fw sent: its HELLO first, then ACKs. True when the HELLO came in this read
+ * (the grants waiting for it can go). A closed or unreadable channel is dropped. */
+static bool read_all(struct fwchan *fw)
 {
-	struct fwchan *fw = h->data;
-	if (status < 0 || (events & UV_DISCONNECT)) {
-		drop(fw);
-		return;
-	}
-	if (events & UV_WRITABLE)
-		flush(fw);
-	if (!(events & UV_READABLE) || !fw->polling)
-		return;
+	bool greeted = false;
 	for (int i = 0; i < 256; i++) {
-		uint8_t buf[64];
+		uint8_t buf[FWPROTO_HELLO_MAXLEN + 1];
 		ssize_t n = recv(fw->fd, buf, sizeof(buf), 0);
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			return;
+			return greeted;
 		if (n <= 0) {
+			if (!fw->hello) { /* closed before its HELLO: moat-fw did not admit us */
+				fw->refused_until_ms = now_ms(fw) + FWCHAN_REFUSED_MS;
+				connect_failed(fw, -1, "connect", FWCHAN_E_NOT_ADMITTED);
+			}
 			drop(fw); /* moat-fw went away */
-			return;
+			return false;
+		}
+		if (!fw->hello) {
+			struct fwproto_hello h;
+			if (fwproto_hello_decode(buf, (size_t)n, &h) < 0) {
+				connect_failed(fw, -1, "HELLO", EPROTO);
+				drop(fw); /* another channel format: nothing it says can be read */
+				return false;
+			}
+			fw->hello = greeted = true;
+			fw->last_errno = 0;
+			cover_set(&h);
+			continue;
 		}
 		struct fwproto_ack a;
 		if (fwproto_ack_decode(buf, (size_t)n, &a) < 0) {
 			drop(fw); /* a peer that speaks nonsense is not trusted further */
-			return;
+			return false;
 		}
 		for (struct dlist *l = fw->pending.next; l != &fw->pending; l = l->next) {
 			struct pending *p = pending_of(l);
@@ -184,6 +263,20 @@ static void on_poll(uv_poll_t *h, int status, int events)
 			}
 		}
 	}
+	return greeted;
+}
+
+static void on_poll(uv_poll_t *h, int status, int events)
+{
+	struct fwchan *fw = h->data;
+	if (status < 0) {
+		drop(fw);
+		return;
+	}
+	/* A hang-up is read to its end first: a HELLO may precede it, or nothing (not admitted). */
+	bool greeted = (events & (UV_READABLE | UV_DISCONNECT)) && read_all(fw);
+	if (fw->polling && (greeted || (events & UV_WRITABLE)))
+		flush(fw);
 }
 
 static void on_timer(uv_timer_t *t)
@@ -218,8 +311,7 @@ int fwchan_new(uv_loop_t *loop, const char *path, uint32_t timeout_ms, struct fw
 	/* Deadlines are checked often enough that a grant never waits much past its own. */
 	uint64_t tick = timeout_ms / 4 ? timeout_ms / 4 : 1;
 	uv_timer_start(&fw->timer, on_timer, tick, tick);
-	try_connect(fw);
-	*out = fw;
+	*out = fw; /* connected by the first grant (see the file comment) */
 	return 0;
 }
 
@@ -279,4 +371,53 @@ void fwchan_cancel(struct fwchan *fw, uint32_t token)
 			return;
 		}
 	}
+}
+
+int fwchan_probe(const char *path, uint32_t timeout_ms, char *why, size_t cap)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		snprintf(why, cap, "path too long for a unix socket");
+		return FWCHAN_REFUSED;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		snprintf(why, cap, "socket: %s", strerror(errno));
+		return FWCHAN_REFUSED;
+	}
+	int rc = FWCHAN_ADMITTED, e = 0;
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+	uint8_t buf[FWPROTO_HELLO_MAXLEN + 1];
+	struct fwproto_hello h;
+	ssize_t n = 0;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		e = errno;
+		rc = e == ENOENT || e == ECONNREFUSED ? FWCHAN_ABSENT : FWCHAN_REFUSED;
+	} else if (poll(&pfd, 1, (int)timeout_ms) <= 0) {
+		rc = FWCHAN_SILENT;
+	} else if ((n = recv(fd, buf, sizeof(buf), 0)) <= 0) {
+		e = FWCHAN_E_NOT_ADMITTED;
+		rc = FWCHAN_REFUSED;
+	} else if (fwproto_hello_decode(buf, (size_t)n, &h) < 0) {
+		e = EPROTO;
+		rc = FWCHAN_REFUSED;
+	} else {
+		cover_set(&h);
+	}
+	close(fd);
+	const char *fix = fix_for(e);
+	if (rc == FWCHAN_SILENT)
+		snprintf(why, cap, "no HELLO within %u ms (a moat-fw of an older channel format?)",
+		         (unsigned)timeout_ms);
+	else if (e == EPROTO)
+		snprintf(why, cap,
+		         "its first message is no HELLO of format %d: moat-fw and moatd "
+		         "must be of the same version",
+		         FWPROTO_VERSION);
+	else if (rc != FWCHAN_ADMITTED)
+		snprintf(why, cap, "%s%s%s",
+		         e == FWCHAN_E_NOT_ADMITTED ? "not admitted" : strerror(e), fix ? ": " : "",
+		         fix ? fix : "");
+	return rc;
 }

@@ -43,6 +43,7 @@ static const char *const decision_names[MD_COUNT] = {
     [MD_FORMERR] = "formerr",
     [MD_NOTIMP] = "notimp",
     [MD_BADVERS] = "badvers",
+    [MD_WOULD_DENY] = "would-deny",
     [MD_OTHER] = "other",
 };
 

@@ -12,14 +12,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "moat/addrguard.h"
 #include "moat/bytes.h"
 #include "moat/err.h"
 #include "moat/inflight.h"
 #include "moat/log.h"
 #include "moat/metrics.h"
 #include "moat/policy.h"
+#include "moat/policy_audit.h"
 #include "moat/ratelimit.h"
+#include "serve/ask.h"
 #include "serve/fetch.h"
 #include "serve/fwchan.h"
 #include "serve/log_bound.h"
@@ -116,23 +117,48 @@ void query_handle(struct worker *srv, struct reply_to *to, const uint8_t *pkt, s
 		return;
 	}
 
-	/* Decide on the name. A deny is answered here and never leaves the box. */
+	/* Decide on the name. An agent that asks holds a name no rule decides (ask.c) until a
+	 * rule does or its time is up; over its cap of waiting names it is denied now. */
 	struct policy_decision d;
 	policy_decide(srv->policy, agent, q.lname, q.qclass, &d);
-	if (d.verdict != POLICY_ALLOW) {
-		answer_denied(srv, to, &q, agent, &d);
+	if (policy_ask_wanted(agent, &d)) {
+		enum ask_result r = ask_hold(srv, to, &q, agent, query_decided);
+		if (r == ASK_HELD)
+			return;
+		snprintf(d.reason, sizeof(d.reason),
+		         "moat: not on allowlist of agent %s (%u names already wait for an answer)",
+		         agent->cfg.name, agent->cfg.ask_max_pending);
+	}
+	query_decided(srv, to, &q, agent, &d);
+}
+
+void query_decided(struct worker *srv, struct reply_to *to, const struct wire_query *q,
+                   const struct policy_agent *agent, struct policy_decision *d)
+{
+	if (!agent) {
+		int rc =
+		    local_answer_send(srv, to, q, NULL, false, WIRE_REFUSED, WIRE_EDE_PROHIBITED,
+		                      "moat: client is not in any agent's range");
+		log_it(srv, to, q, NULL, "refuse-client", "client is not in any agent's range", rc,
+		       false, NULL, -1);
+		return;
+	}
+	/* A deny is answered here and never leaves the box, unless the agent audits and enforce
+	 * mode would deny it only for want of a rule (policy_audit.h). */
+	if (d->verdict != POLICY_ALLOW && !policy_audit(agent, d)) {
+		answer_denied(srv, to, q, agent, d);
 		return;
 	}
 
 	/* ANY is answered here (RFC 8482): never forwarded, never an amplifier. */
-	if (q.qtype == WIRE_ANY) {
-		int rc = local_answer_any(srv, to, &q);
-		log_it(srv, to, &q, agent->cfg.name, "allow",
+	if (q->qtype == WIRE_ANY) {
+		int rc = local_answer_any(srv, to, q);
+		log_it(srv, to, q, agent->cfg.name, policy_audit_word(d, "allow"),
 		       "moat: ANY answered locally (RFC 8482)", rc, false, NULL, -1);
 		return;
 	}
 
-	forward(srv, to, &q, agent, &d);
+	forward(srv, to, q, agent, d);
 }
 
 /* What stops a message before policy sees it: nothing to answer (a response, no header), the
@@ -323,12 +349,13 @@ static void forward(struct worker *srv, struct reply_to *to, const struct wire_q
 		snprintf(why, sizeof(why), "moat: %s", inflight_result_str(cap));
 		int rcode = local_answer_send(srv, to, q, agent, false, WIRE_SERVFAIL,
 		                              WIRE_EDE_NOT_READY, why);
-		log_it(srv, to, q, agent->cfg.name, "allow", why, rcode, false, NULL, -1);
+		log_it(srv, to, q, agent->cfg.name, policy_audit_word(d, "allow"), why, rcode,
+		       false, NULL, -1);
 		query_free(qr);
 	} else if (rc < 0) {
 		int rcode = local_answer_send(srv, to, q, agent, false, WIRE_SERVFAIL, 0, NULL);
-		log_it(srv, to, q, agent->cfg.name, "allow", "moat: could not reach upstream",
-		       rcode, false, NULL, -1);
+		log_it(srv, to, q, agent->cfg.name, policy_audit_word(d, "allow"),
+		       "moat: could not reach upstream", rcode, false, NULL, -1);
 		query_free(qr);
 	} else {
 		query_wait(qr);
@@ -370,8 +397,8 @@ static void on_answer(struct query *qr)
 
 	if (reply_gone(&qr->to)) {
 		srv->stats.dropped++;
-		log_it(srv, &qr->to, &qr->q, agent, "allow", "client went away", -1, false, from,
-		       a->up_us);
+		log_it(srv, &qr->to, &qr->q, agent, policy_audit_word(&qr->decision, "allow"),
+		       "client went away", -1, false, from, a->up_us);
 		query_free(qr);
 		return;
 	}
@@ -394,23 +421,17 @@ static void on_answer(struct query *qr)
 
 struct addr_check {
 	const struct policy *policy;
-	const struct policy_agent *agent;
 	bool allow_private;
-	uint8_t bad[16];
-	size_t bad_len;
+	bool passed; /* the addresses the client gets (wire_resp_each_passed_addr) */
+	char why[sizeof(((struct policy_decision *)0)->reason)];
 };
 
 static int on_answer_addr(void *ctx, const uint8_t *addr, size_t len, uint16_t rrtype)
 {
 	struct addr_check *c = ctx;
 	(void)rrtype;
-	enum addr_class cls = addrguard_check(c->policy->guard, addr, len);
-	if (cls == ADDR_ALWAYS || (cls == ADDR_PRIVATE && !c->allow_private)) {
-		memcpy(c->bad, addr, len);
-		c->bad_len = len;
-		return 1;
-	}
-	return 0;
+	return !policy_answer_addr_ok(c->policy, c->allow_private, c->passed, addr, len, c->why,
+	                              sizeof(c->why));
 }
 
 /* Check everything the upstream said that a client could act on. Returns true if the answer
@@ -425,27 +446,34 @@ static bool answer_passes(struct query *qr, struct policy_decision *d)
 		snprintf(d->reason, sizeof(d->reason), "moat: CNAME chain loops or is too long");
 		return false;
 	}
-	for (unsigned i = 1; i < r->nchain; i++)
-		if (policy_check_chain(qr->policy, qr->agent, r->chain[i], d) != POLICY_ALLOW)
+	for (unsigned i = 1; i < r->nchain; i++) {
+		if (policy_check_chain(qr->policy, qr->agent, r->chain[i], d) == POLICY_ALLOW)
+			continue;
+		if (!policy_audit(qr->agent,
+		                  d)) /* a strict-chain name: audited like the question */
 			return false;
+		if (!qr->decision.audit)
+			memcpy(qr->decision.reason, d->reason, sizeof(d->reason));
+		qr->decision.audit = true;
+	}
 	/* Private answers pass when the agent or the forward zone that answered allows them. */
 	struct addr_check c = {.policy = qr->policy,
-	                       .agent = qr->agent,
 	                       .allow_private = qr->agent->cfg.allow_private || a->local ||
 	                                        (qr->fwd && qr->fwd->allow_private)};
 	int rc = wire_resp_each_addr(a->pkt, a->len, r, on_answer_addr, &c);
+	if (rc == 0) {
+		c.passed = true;
+		rc = wire_resp_each_passed_addr(a->pkt, a->len, r, on_answer_addr, &c);
+	}
 	if (rc == 0)
 		return true;
 	memset(d, 0, sizeof(*d));
 	d->verdict = POLICY_DENY_EMBEDDED;
 	d->alert = true;
-	if (rc < 0) {
+	if (rc < 0)
 		snprintf(d->reason, sizeof(d->reason), "moat: malformed address record in answer");
-	} else {
-		char txt[64];
-		snprintf(d->reason, sizeof(d->reason), "moat: answer contained %s",
-		         addrguard_format(c.bad, c.bad_len, txt, sizeof(txt)));
-	}
+	else
+		memcpy(d->reason, c.why, sizeof(d->reason));
 	return false;
 }
 
@@ -640,6 +668,8 @@ static void log_query_done(struct query *qr, const char *decision, const char *r
                            bool alert, bool released)
 {
 	const struct answer *a = qr->ans; /* NULL: no upstream answered */
+	if (!strncmp(decision, "allow", 5))
+		decision = policy_audit_word(&qr->decision, decision);
 	struct addr_list al;
 	al.n = 0;
 	al.used = 0;
@@ -724,6 +754,7 @@ void query_free_spares(struct worker *srv)
 
 void query_cancel_all(struct worker *srv)
 {
+	ask_cancel_all(srv); /* held queries of ask mode: not in live_queries yet */
 	/* At shutdown: every query still waiting is dropped, and counted so (queries read =
 	 * answered + dropped, also when a client kept many waiting). */
 	while (!dlist_empty(&srv->live_queries)) {

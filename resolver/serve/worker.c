@@ -19,6 +19,7 @@
 #include "serve/query.h"
 #include "serve/upstream.h"
 #include "serve/worker.h"
+#include "serve/ask.h"
 
 /* Guards next_policy, post_stop and wake_closed of every worker: the only fields another thread
  * touches. */
@@ -72,6 +73,7 @@ static void on_wake(uv_async_t *a)
 		/* Queries in flight keep the snapshot they started with (their own reference). */
 		policy_unref(w->policy);
 		w->policy = np;
+		ask_policy_changed(w); /* a rule of it may decide the names held for an answer */
 	}
 	if (stop)
 		worker_stop(w);
@@ -83,6 +85,7 @@ int worker_init(struct worker *w, unsigned index, unsigned nworkers, const struc
 {
 	memset(w, 0, sizeof(*w));
 	w->index = index;
+	ask_worker_init(w);
 	w->loop = &w->loop_storage;
 	w->cfg = cfg;
 	w->rl = rl;

@@ -259,3 +259,50 @@ bool netaddr_cidr_contains(const struct cidr *c, const struct sockaddr *sa)
 	}
 	return true;
 }
+
+/* Whether the first bits of a and b agree. */
+static bool netaddr_same_prefix(const uint8_t *a, const uint8_t *b, unsigned bits)
+{
+	unsigned full = bits / 8, rest = bits % 8;
+	if (memcmp(a, b, full) != 0)
+		return false;
+	return rest == 0 || !((a[full] ^ b[full]) & (uint8_t)(0xffu << (8 - rest)));
+}
+
+bool netaddr_cidr_overlap(const struct cidr *a, const struct cidr *b)
+{
+	return netaddr_same_prefix(a->addr, b->addr, a->bits < b->bits ? a->bits : b->bits);
+}
+
+bool netaddr_cidr_whole(const struct cidr *c)
+{
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	return c->bits == 0 || (c->bits == 96 && !memcmp(c->addr, mapped, sizeof(mapped)));
+}
+
+/* One half of c: the range one bit longer, with that bit set to half. */
+static struct cidr netaddr_half(const struct cidr *c, int half)
+{
+	struct cidr h = *c;
+	if (half)
+		h.addr[c->bits / 8] |= (uint8_t)(0x80u >> (c->bits % 8));
+	h.bits++;
+	return h;
+}
+
+bool netaddr_cidr_covered(const struct cidr *c, const struct cidr *by, size_t n)
+{
+	bool inside = false;
+	for (size_t i = 0; i < n; i++) {
+		if (by[i].bits <= c->bits && netaddr_same_prefix(c->addr, by[i].addr, by[i].bits))
+			return true; /* one range holds all of c */
+		inside |= by[i].bits > c->bits && netaddr_same_prefix(c->addr, by[i].addr, c->bits);
+	}
+	/* Only ranges inside c can cover it together: then both halves must be covered. The
+	 * recursion goes one bit deeper each time and only where such a range lies, so it ends
+	 * after at most n * 128 steps. */
+	if (!inside || c->bits >= 128)
+		return false;
+	struct cidr lo = netaddr_half(c, 0), hi = netaddr_half(c, 1);
+	return netaddr_cidr_covered(&lo, by, n) && netaddr_cidr_covered(&hi, by, n);
+}

@@ -200,13 +200,35 @@ static int install_filter(int log_dirfd, char *err, size_t errlen)
 	return 0;
 }
 
-const char *privdrop_pick_user(const char *configured)
+int privdrop_pick_user(const char *configured, bool firewall, const char **user, char *err,
+                       size_t errlen)
 {
-	if (configured)
-		return strcmp(configured, "root") == 0 ? NULL : configured;
+	*user = NULL;
+	if (configured) {
+		*user = strcmp(configured, "root") == 0 ? NULL : configured;
+		return 0;
+	}
 	if (geteuid() != 0)
-		return NULL; /* nothing to drop */
-	return getpwnam("moat") ? "moat" : "nobody";
+		return 0; /* nothing to drop */
+	if (getpwnam(PRIVDROP_USER)) {
+		*user = PRIVDROP_USER;
+		return 0;
+	}
+	/* moat-fw admits only moat by default, and nobody may be moat-fw's own user (or any other
+	 * daemon's): with a firewall channel, falling back to it would either not work or share. */
+	if (firewall) {
+		snprintf(err, errlen,
+		         "no user '" PRIVDROP_USER "' to drop to (moat-fw admits it by default): "
+		         "create it (useradd --system --user-group --no-create-home --shell "
+		         "/usr/sbin/nologin " PRIVDROP_USER "; the install's sysusers.d does), or "
+		         "name moatd's user with user: / --user and moat-fw's --moatd-user");
+		return MOAT_ENOENT;
+	}
+	fprintf(stderr,
+	        "moatd: warning: no user '" PRIVDROP_USER "': dropping to nobody, a user "
+	        "other daemons share; create " PRIVDROP_USER " (README: without systemd)\n");
+	*user = "nobody";
+	return 0;
 }
 
 static int become(const char *user, char *err, size_t errlen)
@@ -230,11 +252,13 @@ static int become(const char *user, char *err, size_t errlen)
 
 int privdrop_apply(const struct privdrop_opts *o, char *err, size_t errlen)
 {
-	const char *user = privdrop_pick_user(o->user);
+	const char *user;
+	int rc = privdrop_pick_user(o->user, o->firewall, &user, err, errlen);
+	if (rc < 0)
+		return rc;
 	if (o->user && !user && geteuid() == 0)
 		fprintf(stderr, "moatd: warning: --user root: staying root (the system-call filter "
 		                "still applies)\n");
-	int rc;
 	if (user && (rc = become(user, err, errlen)) < 0)
 		return rc;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {

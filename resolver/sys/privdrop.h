@@ -7,13 +7,19 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* The user moatd becomes: the configured one; without one, when started as root, "moat" if
- * that user exists, else "nobody". NULL: stay as started (not root and none configured, or
- * "root" configured, which moatd warns about). */
-const char *privdrop_pick_user(const char *configured);
+#define PRIVDROP_USER "moat" /* moatd's default user, the one moat-fw admits by default */
+
+/* The user moatd becomes, into *user: the configured one; without one, when started as root,
+ * PRIVDROP_USER. When that user does not exist: with a firewall channel an error (MOAT_ENOENT,
+ * err says what to create: moat-fw would not admit another user by default, and nobody may be
+ * its own), without one "nobody" with a warning on stderr. *user NULL: stay as started (not root
+ * and none configured, or "root" configured, which moatd warns about). 0 or MOAT_ENOENT. */
+int privdrop_pick_user(const char *configured, bool firewall, const char **user, char *err,
+                       size_t errlen);
 
 struct privdrop_opts {
 	const char *user; /* configured (--user, user:); NULL: the default above */
+	bool firewall;    /* a firewall channel is configured (see privdrop_pick_user) */
 	bool filter;      /* install the system-call filter */
 	int log_dirfd;    /* the log's directory (logreopen_init); -1: none */
 };

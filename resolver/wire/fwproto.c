@@ -1,6 +1,6 @@
-/* fwproto.c owns the wire format of the firewall channel (format version 2, see fwproto.h): the
- * GRANT and ACK encoders and decoders. They are pure and allocate nothing, so both daemons and
- * the fuzzers can use them on untrusted bytes.
+/* fwproto.c owns the wire format of the firewall channel (format version 3, see fwproto.h): the
+ * GRANT, ACK and HELLO encoders and decoders. They are pure and allocate nothing, so both daemons
+ * and the fuzzers can use them on untrusted bytes.
  *
  * The decoders are strict on purpose: moat-fw must not trust moatd, so anything the format does
  * not define exactly is rejected with MOAT_EFORMAT rather than guessed at. That includes the
@@ -8,7 +8,8 @@
  * an agent name outside the config's name alphabet [A-Za-z0-9_.-] (it ends up in logs and the
  * ledger), a port list that is not strictly increasing or names another protocol or port 0
  * (so a port set has one encoding), trailing bytes, an unknown ACK status and a non-zero reserved
- * field. The encoders apply the same rules and answer MOAT_EINVAL, so what one side writes the
+ * field, and a HELLO range with bits set past its prefix or ranges in the netns placement. The
+ * encoders apply the same rules and answer MOAT_EINVAL, so what one side writes the
  * other side always reads. */
 #include "moat/bytes.h"
 #include "moat/fwproto.h"
@@ -219,4 +220,73 @@ const char *fwproto_status_str(uint16_t status)
 	    [FWPROTO_BADMSG] = "BADMSG",
 	};
 	return status < sizeof(names) / sizeof(names[0]) ? names[status] : "UNKNOWN";
+}
+
+/* One HELLO range on the wire: family, bits and 16 address bytes. */
+#define FWP_RANGE_LEN 18
+
+/* A range is valid: family 4 or 6, bits within it, every bit past them zero (IPv4 padding
+ * included), so a range has one encoding. */
+static int fwp_range_ok(const struct fwproto_range *r)
+{
+	unsigned width = r->family == 4 ? 32 : r->family == 6 ? 128 : 0;
+	if (!width || r->bits > width)
+		return 0;
+	for (unsigned i = r->bits; i < 128; i++)
+		if (r->addr[i / 8] & (0x80u >> (i % 8)))
+			return 0;
+	return 1;
+}
+
+static int fwp_hello_head_ok(uint8_t placement, size_t nrange)
+{
+	if (placement == FWPROTO_NETNS)
+		return nrange == 0;
+	return placement == FWPROTO_FORWARD && nrange <= FWPROTO_MAXRANGE;
+}
+
+int fwproto_hello_encode(const struct fwproto_hello *h, uint8_t *out, size_t cap)
+{
+	if (!h || !out || !fwp_hello_head_ok(h->placement, h->nrange))
+		return MOAT_EINVAL;
+	for (size_t i = 0; i < h->nrange; i++)
+		if (!fwp_range_ok(&h->range[i]))
+			return MOAT_EINVAL;
+	size_t len = 4 + FWP_RANGE_LEN * (size_t)h->nrange;
+	if (cap < len)
+		return MOAT_ESPACE;
+	out[0] = FWPROTO_VERSION;
+	out[1] = FWPROTO_HELLO;
+	out[2] = h->placement;
+	out[3] = h->nrange;
+	for (size_t i = 0; i < h->nrange; i++) {
+		uint8_t *p = out + 4 + FWP_RANGE_LEN * i;
+		p[0] = h->range[i].family;
+		p[1] = h->range[i].bits;
+		memcpy(p + 2, h->range[i].addr, 16);
+	}
+	return (int)len;
+}
+
+int fwproto_hello_decode(const uint8_t *msg, size_t len, struct fwproto_hello *h)
+{
+	if (!msg || !h)
+		return MOAT_EINVAL;
+	if (len < 4 || msg[0] != FWPROTO_VERSION || msg[1] != FWPROTO_HELLO ||
+	    !fwp_hello_head_ok(msg[2], msg[3]) || len != 4 + FWP_RANGE_LEN * (size_t)msg[3])
+		return MOAT_EFORMAT;
+	struct fwproto_range r[FWPROTO_MAXRANGE];
+	for (size_t i = 0; i < msg[3]; i++) {
+		const uint8_t *p = msg + 4 + FWP_RANGE_LEN * i;
+		r[i].family = p[0];
+		r[i].bits = p[1];
+		memcpy(r[i].addr, p + 2, 16);
+		if (!fwp_range_ok(&r[i]))
+			return MOAT_EFORMAT;
+	}
+	/* Valid: only now write the caller's struct (a rejected message leaves it untouched). */
+	h->placement = msg[2];
+	h->nrange = msg[3];
+	memcpy(h->range, r, msg[3] * sizeof(r[0]));
+	return 0;
 }

@@ -423,9 +423,62 @@ wait_line() {
 		e2e_fail "no line matching '$2' in ${1##*/} after ${3:-5} s: $(tail -n 3 "$1" 2>/dev/null)"
 }
 
+# e2e_refused TEXT CMD...: CMD (a function too) must fail and say TEXT (stdout or stderr).
+e2e_refused() {
+	local want=$1 out st=0
+	shift
+	out=$("$@" 2>&1) || st=$?
+	((st != 0)) || e2e_fail "$* was accepted: $out"
+	e2e_assert_contains "$out" "$want" "$*: refused"
+}
+
 # e2e_wait_exit NAME SECONDS: e2e_poll until the e2e_bg process NAME has exited.
 e2e_wait_exit() { e2e_poll "$2" e2e__exited "$1"; }
 e2e__exited() { ! e2e_alive "$1"; }
+
+# ---------------------------------------------------------------- users --
+DAEMON_WRAP=() # a command prefix start_moatd and start_fw put before the binary (e2e_users)
+
+# e2e__free_ids N: the first N ids below 65000 that are neither a uid nor a gid here.
+e2e__free_ids() {
+	local id n=0
+	for ((id = 64990; id > 64000 && n < $1; id--)); do
+		getent passwd "$id" >/dev/null || getent group "$id" >/dev/null || { echo "$id"; n=$((n + 1)); }
+	done
+}
+
+# e2e_users: users moat and moat-fw as the install makes them (tools/systemd/moat.sysusers), for
+# this test's daemons only: copies of /etc/passwd and /etc/group with them added (at ids free
+# here; a host that has them keeps its own) are bind-mounted over the real files in a mount
+# namespace of each command run through "${E2E_USERS[@]}" CMD... (the PID stays CMD's). The
+# host's files are never touched. E2E_NOUSERS is the same with neither user (a host without
+# them). Sets DAEMON_WRAP to E2E_USERS (start_moatd and start_fw then run the daemons with the
+# users), E2E_MOAT_UID and E2E_MOATFW_UID (each user's group has its uid as gid when added here).
+e2e_users() {
+	local d="$E2E_WORK/users" n="$E2E_WORK/nousers" u name ids
+	mkdir -p "$d" "$n"
+	cp /etc/passwd /etc/group "$d/"
+	grep -v -E '^(moat|moat-fw):' /etc/passwd >"$n/passwd" || true
+	grep -v -E '^(moat|moat-fw):' /etc/group >"$n/group" || true
+	mapfile -t ids < <(e2e__free_ids 2)
+	((${#ids[@]} == 2)) || e2e_fail "e2e_users: no two free ids in 64001..64990"
+	for name in moat moat-fw; do
+		if ! grep -q "^$name:" "$d/passwd"; then
+			u=${ids[0]}
+			ids=("${ids[@]:1}")
+			printf '%s:x:%s:%s:%s:/nonexistent:/usr/sbin/nologin
+' "$name" "$u" "$u" "moat e2e" >>"$d/passwd"
+			grep -q "^$name:" "$d/group" || printf '%s:x:%s:
+' "$name" "$u" >>"$d/group"
+		fi
+	done
+	chmod 0644 "$d"/* "$n"/*
+	E2E_MOAT_UID=$(awk -F: '$1 == "moat" { print $3 }' "$d/passwd")
+	E2E_MOATFW_UID=$(awk -F: '$1 == "moat-fw" { print $3 }' "$d/passwd")
+	E2E_USERS=(unshare --mount --propagation private -- "$E2E_DIR/peers/with_users.sh" "$d")
+	E2E_NOUSERS=(unshare --mount --propagation private -- "$E2E_DIR/peers/with_users.sh" "$n")
+	DAEMON_WRAP=("${E2E_USERS[@]}")
+}
 
 # ---------------------------------------------------------------- moatd --
 MOATD_BASE=() # arguments every start_moatd of a test begins with; the test may set it
@@ -442,7 +495,7 @@ start_moatd() {
 		case "$a" in --log | --log=* | -c | --config | --config=*) log=0 ;; esac
 	done
 	if ((log)); then set -- "$@" --log "$E2E_WORK/$name.jsonl"; fi
-	e2e_bg "$name" "$MOAT_BUILD/moatd" "${MOATD_BASE[@]}" "$@"
+	e2e_bg "$name" "${DAEMON_WRAP[@]}" "$MOAT_BUILD/moatd" "${MOATD_BASE[@]}" "$@"
 	e2e_wait_ready "$name"
 }
 
@@ -480,7 +533,7 @@ FW_BASE=() # arguments every start_fw of a test begins with; the test may set it
 start_fw() {
 	local name=$1
 	shift
-	e2e_bg "$name" "$MOAT_BUILD/moat-fw" "${FW_BASE[@]}" "$@"
+	e2e_bg "$name" "${DAEMON_WRAP[@]}" "$MOAT_BUILD/moat-fw" "${FW_BASE[@]}" "$@"
 	e2e_wait_log "$name" 'listening on'
 }
 
@@ -734,11 +787,14 @@ e2e_upstream_queries() {
 # wait_line [-E|-F] FILE PAT [SECS]   like e2e_poll_line, failing the test on timeout (5 s)
 # start_moatd NAME ARGS... (after MOATD_BASE) / e2e_wait_ready NAME / stop_moatd NAME (STOPLINE)
 # start_fw NAME ARGS... (after FW_BASE)
+# e2e_users                     users moat and moat-fw for this test's daemons (E2E_USERS,
+#                               E2E_NOUSERS, DAEMON_WRAP), the host's files untouched
 # status_of DIG_OUTPUT / dq ARGS... / field KEY TEXT / rss_kb NAME
 # e2e_nsd ADDR PORT ZONEFILE... NSD with dnstap; instance id in E2E_NSD_ID
 # e2e_upstream_queries [--src] [IDX]   "QNAME QTYPE PROTO" lines
 # e2e_upstream_reset [IDX]
 # e2e_fail MSG / e2e_pass / e2e_assert_eq EXP ACT [MSG]
+# e2e_refused TEXT CMD...       CMD fails and says TEXT
 # e2e_assert_contains HAY NEEDLE [MSG] / e2e_assert_not_contains HAY NEEDLE [MSG]
 # Variables: E2E_WORK E2E_NS E2E_ZONES E2E_DIR E2E_PY MOAT_BUILD MOAT_SRC
 # Environment: E2E_KEEP=1 keeps the work dir; E2E_STATE_OUT=FILE records ns,

@@ -145,9 +145,10 @@ e2e_assert_contains "$out" "EDE: 15 (Blocked)" "EDE on REFUSED"
 e2e_stop refused
 start_moatd sinkhole --upstream $UP:$UPPORT --deny sinkhole
 out=$(q +noall +answer evil.test A)
-e2e_assert_contains "$out" "evil.test.		60	IN	A	0.0.0.0" "sinkhole A"
+# the defaults reach nothing (0.0.0.0 and :: would reach the client's own loopback)
+e2e_assert_contains "$out" "evil.test.		60	IN	A	240.0.0.1" "sinkhole A"
 out=$(q +noall +answer evil.test AAAA)
-e2e_assert_contains "$out" "evil.test.		60	IN	AAAA	::" "sinkhole AAAA"
+e2e_assert_contains "$out" "evil.test.		60	IN	AAAA	100::1" "sinkhole AAAA"
 out=$(q evil.test TXT)
 e2e_assert_eq NOERROR "$(status_of "$out")" "sinkhole TXT is NODATA"
 e2e_assert_contains "$out" "EDE: 15 (Blocked)" "EDE on sinkhole"

@@ -11,6 +11,9 @@
 # Everything runs inside the test's own namespace, which has only lo: nothing leaves it.
 source "$(dirname "$0")/lib.sh"
 e2e_init escape_tool
+# moatd connects to moat-fw only as the user it drops to: both daemons run with the users the
+# install makes (moat, moat-fw; the host's files untouched) and their defaults, which agree.
+e2e_users
 
 ESC="$MOAT_BUILD/moat-escape"
 [[ -x "$ESC" ]] || e2e_fail "moat-escape not built: $ESC"
@@ -208,7 +211,7 @@ e2e_bg witness python3 "$MOAT_SRC/tools/escape/witness.py" 240 192.0.2.10:7 "[20
 e2e_wait_port tcp 192.0.2.10 7
 # moat-fw starts inside the sandbox's namespace: started here, it would refuse grants of this
 # namespace's own addresses (the web servers live on its lo), as it must on a real moat host.
-e2e_bg fw ip netns exec "$SBX" "$MOAT_BUILD/moat-fw" --socket "$E2E_WORK/fw.sock" --netns "$SBX" \
+e2e_bg fw "${E2E_USERS[@]}" ip netns exec "$SBX" "$MOAT_BUILD/moat-fw" --socket "$E2E_WORK/fw.sock" --netns "$SBX" \
 	--state "$E2E_WORK/fwstate" --resolver 192.0.2.129 --min-lifetime 1
 e2e_wait_log fw 'listening on'
 start_moatd moatd-fw --listen 192.0.2.129:53 --allow "$E2E_WORK/allow.txt" --firewall "$E2E_WORK/fw.sock"

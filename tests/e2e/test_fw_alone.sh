@@ -83,7 +83,7 @@ other_before=$(e2e_run nft list table inet other)
 # moat-fw in the netns placement on our own namespace (started inside it, so even a
 # failed setns could not reach the root namespace's rules).
 # shellcheck disable=SC2034 # read by start_fw (lib.sh)
-FW_BASE=(--socket "$SOCK" --netns "$E2E_NS" --state "$STATE" --user nobody
+FW_BASE=(--socket "$SOCK" --netns "$E2E_NS" --state "$STATE" --user nobody --moatd-user root
 	--resolver 192.0.2.53 --min-lifetime 1 --max-lifetime 3600)
 start_fw fw
 [[ -S "$SOCK" ]] || e2e_fail "no socket at $SOCK"

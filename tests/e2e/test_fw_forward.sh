@@ -89,7 +89,7 @@ cp "$E2E_DIR/peers/fw_client.py" "$H" "$SOCKDIR/"
 chmod 0644 "$SOCKDIR"/*.py
 SOCK="$SOCKDIR/fw.sock"
 NOGROUP=$(id -gn nobody)
-e2e_bg fw ip netns exec "$HOST" "$FW" --socket "$SOCK" --forward --state "$E2E_WORK/state" \
+e2e_bg fw ip netns exec "$HOST" "$FW" --socket "$SOCK" --moatd-user root --forward --state "$E2E_WORK/state" \
 	--sandbox 192.0.2.2/32 --sandbox 2001:db8:1::2/128@h0 --sandbox 192.0.2.18/32 \
 	--resolver 192.0.2.1 --resolver 192.0.2.17 --inbound tcp/8080 --socket-group "$NOGROUP" --user nobody --min-lifetime 60
 e2e_wait_log fw 'listening on'
@@ -210,7 +210,7 @@ e2e_stop idle
 
 # --- --allow-private for one sandbox only ----------------------------------------------------
 e2e_stop fw
-e2e_bg fw2 ip netns exec "$HOST" "$FW" --socket "$SOCK" --forward --state "$E2E_WORK/state" \
+e2e_bg fw2 ip netns exec "$HOST" "$FW" --socket "$SOCK" --moatd-user root --forward --state "$E2E_WORK/state" \
 	--sandbox 192.0.2.2/32,allow-private --sandbox 2001:db8:1::2/128@h0 --resolver 192.0.2.1 \
 	--user nobody
 e2e_wait_log fw2 'listening on'

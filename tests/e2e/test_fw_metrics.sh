@@ -68,7 +68,7 @@ wait_value() {
 }
 
 # shellcheck disable=SC2034 # read by start_fw (lib.sh)
-FW_BASE=(--socket "$SOCK" --netns "$E2E_NS" --state "$STATE" --user nobody
+FW_BASE=(--socket "$SOCK" --netns "$E2E_NS" --state "$STATE" --user nobody --moatd-user root
 	--resolver 192.0.2.53 --min-lifetime 1 --max-lifetime 3600)
 
 # --- off by default -------------------------------------------------------------------------

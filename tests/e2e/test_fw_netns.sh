@@ -49,7 +49,7 @@ e2e_wait_port tcp '*' 8081
 e2e_assert_eq connected "$(net connect 203.0.113.2 8081)" "sandbox unreachable without moat-fw"
 
 SOCK="$E2E_WORK/fw.sock"
-e2e_bg fw "$FW" --socket "$SOCK" --netns "/proc/$(e2e_pid sbxsvc)/ns/net" --state "$E2E_WORK/st" \
+e2e_bg fw "$FW" --socket "$SOCK" --moatd-user root --netns "/proc/$(e2e_pid sbxsvc)/ns/net" --state "$E2E_WORK/st" \
 	--resolver 192.0.2.53 --inbound tcp/8080 --user nobody
 e2e_wait_log fw 'listening on'
 e2e_assert_contains "$(cat "$E2E_WORK/fw.log")" \
@@ -94,13 +94,13 @@ for bad in 10.0.0.5 100.64.0.1 fd00::5; do
 	e2e_assert_eq "seq=2 status=DENIED lifetime=0" "$(grant --seq 2 "$bad")" "grant of $bad"
 done
 e2e_stop fw
-e2e_bg fw2 "$FW" --socket "$SOCK" --netns "/proc/$(e2e_pid sbxsvc)/ns/net" --state "$E2E_WORK/st" \
+e2e_bg fw2 "$FW" --socket "$SOCK" --moatd-user root --netns "/proc/$(e2e_pid sbxsvc)/ns/net" --state "$E2E_WORK/st" \
 	--resolver 192.0.2.53 --allow-private --user nobody
 e2e_wait_log fw2 'listening on'
 e2e_assert_eq "seq=3 status=OK lifetime=60" "$(grant --seq 3 10.0.0.5)" "--allow-private"
 e2e_stop fw2
 # Restarted without --allow-private, the ledger's private grant stays out of the kernel.
-e2e_bg fw3 "$FW" --socket "$SOCK" --netns "/proc/$(e2e_pid sbxsvc)/ns/net" --state "$E2E_WORK/st" \
+e2e_bg fw3 "$FW" --socket "$SOCK" --moatd-user root --netns "/proc/$(e2e_pid sbxsvc)/ns/net" --state "$E2E_WORK/st" \
 	--resolver 192.0.2.53 --user nobody
 e2e_wait_log fw3 'listening on'
 e2e_assert_contains "$(cat "$E2E_WORK/fw3.log")" "2 grants restored, 1 skipped" "restore count"

@@ -7,6 +7,9 @@
 # failures, and port 443 of a granted address stays closed (judged at the listener).
 source "$(dirname "$0")/lib.sh"
 e2e_init fw_race
+# moatd connects to moat-fw only as the user it drops to: both daemons run with the users the
+# install makes (moat, moat-fw; the host's files untouched) and their defaults, which agree.
+e2e_users
 
 PY=$E2E_PY
 N=${RACE_COUNT:-1000}

@@ -25,7 +25,7 @@ cmake -S "$SRC" -B "$BLD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREF
 	tail -20 "$E2E_WORK/cmake.log" >&2
 	e2e_fail "configure failed"
 }
-targets=(moatd moat-fw moat-escape manpages)
+targets=(moatd moat-fw moat-escape moat manpages)
 # grep reads the whole list (-q would stop early, and make's broken pipe fails the pipeline)
 if cmake --build "$BLD" --target help | grep '^\.\.\. moatctl$' >/dev/null; then targets+=(moatctl); fi
 cmake --build "$BLD" -j2 --target "${targets[@]}" >"$E2E_WORK/build.log" 2>&1 || {
@@ -41,14 +41,14 @@ rm -rf "$SRC" "$BLD"
 
 # --- the layout ---
 U="$DEST/usr"
-for f in sbin/moatd sbin/moat-fw bin/moat-escape; do
+for f in sbin/moatd sbin/moat-fw bin/moat-escape bin/moat; do
 	[[ -x "$U/$f" ]] || e2e_fail "not installed: /usr/$f"
 done
 for f in share/moat/highrisk.txt share/moat/blocked-ranges.txt share/moat/moatd.example.yaml \
 	share/moat/allow/example.txt lib/systemd/system/moatd.service \
 	lib/systemd/system/moat-fw.service lib/sysusers.d/moat.conf lib/tmpfiles.d/moat.conf \
 	share/man/man8/moatd.8 share/man/man8/moat-fw.8 share/man/man8/moatctl.8 \
-	share/man/man1/moat-escape.1 share/man/man5/moatd.yaml.5; do
+	share/man/man1/moat-escape.1 share/man/man1/moat-run.1 share/man/man5/moatd.yaml.5; do
 	[[ -f "$U/$f" ]] || e2e_fail "not installed: /usr/$f"
 done
 [[ ! -e "$DEST/usr/local" && ! -e "$DEST/etc" ]] || e2e_fail "installed outside /usr"
@@ -57,6 +57,8 @@ e2e_log "$version; $("$U/sbin/moat-fw" --version)"
 [[ "$version" =~ ^moatd\ [0-9]+\.[0-9]+\.[0-9]+ ]] || e2e_fail "moatd --version: '$version'"
 [[ "$("$U/sbin/moat-fw" --version)" == "moat-fw ${version#moatd }" ]] ||
 	e2e_fail "moat-fw --version differs from moatd's"
+[[ "$("$U/bin/moat" --version)" == "moat ${version#moatd }" ]] ||
+	e2e_fail "moat --version differs from moatd's"
 
 # --- the installed moatd finds the installed lists ---
 out=$("$U/sbin/moatd" -c "$U/share/moat/moatd.example.yaml" --check 2>&1) ||

@@ -6,6 +6,9 @@
 # lacks the names is denied them.
 source "$(dirname "$0")/lib.sh"
 e2e_init local
+# moatd connects to moat-fw only as the user it drops to: both daemons run with the users the
+# install makes (moat, moat-fw; the host's files untouched) and their defaults, which agree.
+e2e_users
 
 # moat-fw drops 127.0.0.0/8, so moatd listens on a documentation address; its upstream is a
 # black hole that must never be asked (local names need none).

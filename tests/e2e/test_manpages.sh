@@ -24,6 +24,7 @@ checkflags() {
 checkflags moatd moatd.8
 checkflags moat-fw moat-fw.8
 checkflags moat-escape moat-escape.1
+checkflags moat moat-run.1
 ctl=$(render "$MAN/moatctl.8")
 for cmd in status stats reload flush agents grants explain check; do
 	grep -qw -- "$cmd" <<<"$ctl" || missing+=("doc/man/moatctl.8.scd: command $cmd")

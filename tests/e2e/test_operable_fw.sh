@@ -6,6 +6,9 @@
 # socket is a Unix socket, so moat-fw's output rules do not stand in its way.
 source "$(dirname "$0")/lib.sh"
 e2e_init operable_fw
+# moatd connects to moat-fw only as the user it drops to: both daemons run with the users the
+# install makes (moat, moat-fw; the host's files untouched) and their defaults, which agree.
+e2e_users
 
 PY=/usr/bin/python3
 CTL="$MOAT_BUILD/moatctl"

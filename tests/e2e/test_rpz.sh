@@ -150,8 +150,9 @@ grep -q '"decision":"notify-refused","reason":"NOTIFY not from a configured prim
 	e2e_fail "refused NOTIFY not logged with its reason"
 
 # --- a runtime agent (its own /32, not the allow zone) beside the transferred zones ---
+# (inside the config agent's 127.0.0.0/8 on purpose: --force)
 e2e_run "$MOAT_BUILD/moatctl" -s "$E2E_WORK/ctl.sock" agent add rt --clients 127.0.0.9/32 \
-	--pattern rt.example.test >/dev/null || e2e_fail "agent add beside RPZ zones failed"
+	--pattern rt.example.test --force >/dev/null || e2e_fail "agent add beside RPZ zones failed"
 out=$(e2e_dig @127.0.0.1 -b 127.0.0.9 www.example.test A)
 e2e_assert_eq NXDOMAIN "$(status_of "$out")" "the runtime agent has its own policy"
 e2e_assert_eq 192.0.2.10 "$(e2e_dig @127.0.0.1 +short www.example.test A)" "the zone stays after agent add"

@@ -7,7 +7,10 @@
  *     of 1..63 bytes, a client of family 0, 4 or 6, and 0..FWPROTO_MAXPORT TCP/UDP ports (never
  *     port 0), strictly increasing;
  *   - a GRANT built from the input's bytes as a struct either encodes to a message that decodes
- *     to the same struct, or is refused with MOAT_EINVAL/MOAT_ESPACE. */
+ *     to the same struct, or is refused with MOAT_EINVAL/MOAT_ESPACE;
+ *   - a decoded HELLO (moatd reads it from moat-fw, which it does not trust either) re-encodes to
+ *     the input bytes, has a known placement, no ranges in the netns placement, and ranges of
+ *     family 4 or 6 with no bit set past their prefix. */
 #include <string.h>
 
 #include "fuzz_common.h"
@@ -33,6 +36,29 @@ static void check_grant(const struct fwproto_grant *g)
 		             (p[-1].proto == p->proto && p[-1].port < p->port),
 		         "ports out of order at %u", i);
 	}
+}
+
+static void check_hello(const struct fwproto_hello *h, const uint8_t *data, size_t size)
+{
+	static uint8_t out[FWPROTO_HELLO_MAXLEN + 8];
+	FZ_CHECK(h->placement == FWPROTO_NETNS || h->placement == FWPROTO_FORWARD, "placement %u",
+	         h->placement);
+	FZ_CHECK(h->placement == FWPROTO_FORWARD || h->nrange == 0,
+	         "ranges in the netns placement");
+	FZ_CHECK(h->nrange <= FWPROTO_MAXRANGE, "nrange %u", h->nrange);
+	for (unsigned i = 0; i < h->nrange; i++) {
+		const struct fwproto_range *r = &h->range[i];
+		unsigned width = r->family == 4 ? 32 : 128;
+		FZ_CHECK((r->family == 4 || r->family == 6) && r->bits <= width, "range %u/%u",
+		         r->family, r->bits);
+		for (unsigned b = r->bits; b < 128; b++)
+			FZ_CHECK(!(r->addr[b / 8] & (0x80u >> (b % 8))), "bit %u past the prefix",
+			         b);
+	}
+	int n = fwproto_hello_encode(h, out, sizeof(out));
+	FZ_CHECK(n > 0 && (size_t)n == size && memcmp(out, data, size) == 0,
+	         "decoded HELLO does not re-encode to the same bytes (%d vs %zu)", n, size);
+	FZ_CHECK(fwproto_hello_encode(h, out, size - 1) == MOAT_ESPACE, "short HELLO buffer");
 }
 
 static bool grant_equal(const struct fwproto_grant *a, const struct fwproto_grant *b)
@@ -91,6 +117,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else {
 		FZ_CHECK(memcmp(&a, &abefore, sizeof(a)) == 0, "rejected ACK changed the struct");
 	}
+
+	/* HELLO */
+	static struct fwproto_hello h, hbefore;
+	memset(&h, 0x3C, sizeof(h));
+	memcpy(&hbefore, &h, sizeof(h));
+	rc = fwproto_hello_decode(data, size, &h);
+	FZ_CHECK(rc == 0 || rc == MOAT_EFORMAT, "hello_decode returned %d", rc);
+	if (rc == 0)
+		check_hello(&h, data, size);
+	else
+		FZ_CHECK(memcmp(&h, &hbefore, sizeof(h)) == 0, "rejected HELLO changed the struct");
 
 	/* The encoder on a struct made of the input: refuse or round-trip. */
 	memset(&g, 0, sizeof(g));

@@ -409,7 +409,7 @@ def policy():
 def fwproto():
     f = {}
 
-    def grant(seq, life, agent, client, addrs, version=2, typ=1, naddr=None, ports=(),
+    def grant(seq, life, agent, client, addrs, version=3, typ=1, naddr=None, ports=(),
               nport=None):
         out = struct.pack("!BBHII", version, typ, len(addrs) if naddr is None else naddr, seq, life)
         out += bytes([len(agent)]) + agent
@@ -421,7 +421,7 @@ def fwproto():
             out += bytes([fam]) + ad.ljust(16, b"\0")
         return out
 
-    def ack(status, seq, life, reserved=0, version=2, typ=2):
+    def ack(status, seq, life, reserved=0, version=3, typ=2):
         return struct.pack("!BBHIII", version, typ, status, seq, life, reserved)
 
     v4 = (4, a("192.0.2.1"))
@@ -458,6 +458,64 @@ def fwproto():
     f["ack-reserved"] = ack(0, 6, 1, reserved=1)
     f["ack-short"] = ack(0, 7, 1)[:15]
     f["ack-as-grant"] = ack(0, 8, 1, typ=1)
+    f["grant-version-2"] = grant(21, 1, b"a", c4, [v4], version=2)
+
+    def hello(placement, ranges, version=3, nrange=None):
+        out = bytes([version, 3, placement, len(ranges) if nrange is None else nrange])
+        for fam, bits, ad in ranges:
+            out += bytes([fam, bits]) + ad.ljust(16, b"\0")
+        return out
+
+    f["hello-netns"] = hello(1, [])
+    f["hello-forward"] = hello(2, [(4, 24, a("10.77.0.0")), (6, 64, aaaa("2001:db8:1::"))])
+    f["hello-forward-none"] = hello(2, [])
+    f["hello-max"] = hello(2, [(4, 32, a("10.0.0.%d" % i)) for i in range(64)])
+    f["hello-65"] = hello(2, [(4, 32, a("10.0.0.1"))] * 65)
+    f["hello-netns-range"] = hello(1, [(4, 24, a("10.77.0.0"))])
+    f["hello-host-bits"] = hello(2, [(4, 24, a("10.77.0.1"))])
+    f["hello-v4-bits-33"] = hello(2, [(4, 33, a("10.77.0.0"))])
+    f["hello-family-5"] = hello(2, [(5, 8, a("10.0.0.0"))])
+    f["hello-nrange-lies"] = hello(2, [(4, 8, a("10.0.0.0"))], nrange=2)
+    f["hello-placement-3"] = hello(3, [])
+    f["hello-version-2"] = hello(2, [], version=2)
+    return f
+
+
+# ---------------------------------------------------------------- runtime sandboxes (fwproto_sandbox)
+def fwproto_sandbox():
+    f = {}
+
+    def req(typ, seq, fam, bits, ad, ifname, flags=0, version=3, ifl=None):
+        out = struct.pack("!BBHIBB", version, typ, flags, seq, fam, bits) + ad.ljust(16, b"\0")
+        return out + bytes([len(ifname) if ifl is None else ifl]) + ifname
+
+    def reply(status, seq, res, text, version=3, typ=18, nres=None):
+        out = struct.pack("!BBHIB", version, typ, status, seq, len(res) if nres is None else nres)
+        for fam, ad, port in res:
+            out += bytes([fam]) + ad.ljust(16, b"\0") + struct.pack("!H", port)
+        return out + bytes([len(text)]) + text
+
+    f["add-v4"] = req(16, 1, 4, 32, a("10.77.0.2"), b"moat-3")
+    f["add-private"] = req(16, 2, 4, 30, a("10.77.0.4"), b"moat-4", flags=1)
+    f["del-v6"] = req(17, 3, 6, 64, aaaa("2001:db8:7::"), b"moat-5")
+    f["add-host-bits"] = req(16, 4, 4, 30, a("10.77.0.2"), b"moat-3")
+    f["add-bad-flag"] = req(16, 5, 4, 32, a("10.77.0.2"), b"moat-3", flags=2)
+    f["add-bad-ifname"] = req(16, 6, 4, 32, a("10.77.0.2"), b"moat 3")
+    f["add-long-ifname"] = req(16, 7, 4, 32, a("10.77.0.2"), b"m" * 16)
+    f["add-ifl-lies"] = req(16, 8, 4, 32, a("10.77.0.2"), b"moat-3", ifl=9)
+    f["add-v4-padding"] = req(16, 9, 4, 32, a("10.77.0.2") + b"\1", b"moat-3")
+    f["add-version-1"] = req(16, 10, 4, 32, a("10.77.0.2"), b"moat-3", version=1)
+    f["add-version-2"] = req(16, 11, 4, 32, a("10.77.0.2"), b"moat-3", version=2)
+    r4 = (4, a("192.0.2.1"), 53)
+    r6 = (6, aaaa("2001:db8::1"), 5353)
+    f["reply-ok"] = reply(0, 1, [r4, r6], b"")
+    f["reply-denied"] = reply(1, 2, [], b"overlaps 10.77.0.0/30 on moat-1")
+    f["reply-max"] = reply(2, 3, [r4] * 16, b"x" * 200)
+    f["reply-17"] = reply(0, 4, [r4] * 17, b"")
+    f["reply-port-0"] = reply(0, 5, [(4, a("192.0.2.1"), 0)], b"")
+    f["reply-ctl-text"] = reply(1, 6, [], b"a\nb")
+    f["reply-nres-lies"] = reply(0, 7, [r4], b"", nres=2)
+    f["reply-status-4"] = reply(4, 8, [], b"")
     return f
 
 
@@ -494,7 +552,8 @@ def svcb():
 
 def main():
     sets = {"query": queries(), "resp": responses(), "name": names(), "policy": policy(),
-            "fwproto": fwproto(), "svcb": svcb()}
+            "fwproto": fwproto(), "fwproto_sandbox": fwproto_sandbox(),
+            "svcb": svcb()}
     for target, seeds in sets.items():
         d = os.path.join(ROOT, target)
         os.makedirs(d, exist_ok=True)

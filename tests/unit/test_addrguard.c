@@ -580,3 +580,51 @@ Test(addrguard, many_lookups_are_fast)
 	}
 	cr_expect_gt(blocked, 0);
 }
+
+/* The IPv4 addresses each IPv6 form delivers to, listed once (the embedded checks above and
+ * moat-fw's resolver check use the list). */
+Test(embedded, list)
+{
+	uint8_t a[16], v4[6][4];
+	static const struct {
+		const char *v6, *v4;
+	} forms[] = {
+	    {"::ffff:192.0.2.2", "192.0.2.2"},  {"::192.0.2.2", "192.0.2.2"},
+	    {"64:ff9b::c000:202", "192.0.2.2"}, {"64:ff9b:1:c000:2:200::", "192.0.2.2"},
+	    {"2002:c000:202::1", "192.0.2.2"},  {"2001:0:1:2:0:0:3fff:fdfd", "192.0.2.2"},
+	};
+	for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+		cr_assert_eq(inet_pton(AF_INET6, forms[i].v6, a), 1);
+		cr_assert_eq(addrguard_embedded_v4(a, v4, 6), 1, "%s", forms[i].v6);
+		char t[16];
+		inet_ntop(AF_INET, v4[0], t, sizeof(t));
+		cr_expect_str_eq(t, forms[i].v4, "%s", forms[i].v6);
+	}
+	cr_assert_eq(inet_pton(AF_INET6, "2001:db8::1", a), 1);
+	cr_expect_eq(addrguard_embedded_v4(a, v4, 6), 0, "a plain IPv6 address embeds nothing");
+	cr_assert_eq(inet_pton(AF_INET6, "::1", a), 1);
+	cr_expect_eq(addrguard_embedded_v4(a, v4, 6), 0, "::1 is loopback, not 0.0.0.1");
+}
+
+/* Labelled host addresses: named, in every embedding form, and apart from the ranges. */
+Test(addrguard, labelled_hosts)
+{
+	uint8_t a4[4] = {192, 0, 2, 2}, a6[16];
+	cr_assert_eq(addrguard_add_host(g, a4, 4, "moatd's own listen address"), 0);
+	cr_assert_eq(inet_pton(AF_INET6, "2001:db8::53", a6), 1);
+	cr_assert_eq(addrguard_add_host(g, a6, 16, "moatd's own upstream"), 0);
+	cr_expect_eq(addrguard_add_host(g, a4, 5, "x"), MOAT_EINVAL);
+	cr_expect_str_eq(addrguard_label(g, a4, 4), "moatd's own listen address");
+	cr_expect_str_eq(addrguard_label(g, a6, 16), "moatd's own upstream");
+	const char *forms[] = {"::ffff:192.0.2.2", "64:ff9b::c000:202", "2002:c000:202::"};
+	uint8_t f[16];
+	for (size_t i = 0; i < 3; i++) {
+		cr_assert_eq(inet_pton(AF_INET6, forms[i], f), 1);
+		cr_expect_str_eq(addrguard_label(g, f, 16), "moatd's own listen address", "%s",
+		                 forms[i]);
+	}
+	uint8_t other[4] = {192, 0, 2, 3};
+	cr_expect_null(addrguard_label(g, other, 4));
+	cr_expect_eq(addrguard_check(g, a4, 4), ADDR_OK, "a label is no range");
+	cr_expect_eq(addrguard_count(g), 0);
+}

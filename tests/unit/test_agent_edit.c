@@ -224,6 +224,64 @@ Test(edit, del_and_rebase)
 	policy_unref(p3);
 }
 
+static struct policy_set *set_of(const char *line)
+{
+	struct policy_set *s = policy_set_new();
+	char err[256] = "";
+	const char *lines[] = {line};
+	cr_assert_eq(policy_set_load_lines(s, lines, 1, "moatctl-allow:ops", err, sizeof(err)), 0,
+	             "%s", err);
+	return s;
+}
+
+/* Runtime decisions (moatctl allow / deny): a new snapshot with the agent's two sets; a deny
+ * wins over the allowlist, an allow adds to it; they go along with later edits and a reload
+ * (rebase, by agent name), and the older snapshots keep what they had. */
+Test(edit, decided_rules)
+{
+	struct policy *p1 = NULL, *p2 = NULL, *p3 = NULL, *p4 = NULL, *nb = NULL;
+	char err[512] = "";
+	cr_assert_not(agent_edit_has_decided(base));
+	cr_assert_eq(agent_edit_decided(base, "nosuch", NULL, NULL, &p1, err, sizeof(err)),
+	             MOAT_EINVAL);
+	cr_assert_eq(agent_edit_decided(base, "ops", set_of("new.test tcp/443"), set_of("ops.test"),
+	                                &p1, err, sizeof(err)),
+	             0, "%s", err);
+	cr_assert(agent_edit_has_decided(p1));
+	cr_assert(allows(p1, "10.1.2.3", "new.test"), "a runtime allow adds");
+	cr_assert_not(allows(p1, "10.1.2.3", "ops.test"), "a runtime deny wins over the list");
+	cr_assert(allows(base, "10.1.2.3", "ops.test"), "the older snapshot keeps its rules");
+	uint8_t w[NAME_MAXWIRE];
+	struct policy_decision d;
+	cr_assert_gt(name_from_text("ops.test", 8, w), 0);
+	policy_decide(p1, agent_at(p1, "10.1.2.3"), w, 1, &d);
+	cr_assert(d.decided, "a decided deny is not asked about again");
+	cr_assert_gt(name_from_text("new.test", 8, w), 0);
+	policy_decide(p1, agent_at(p1, "10.1.2.3"), w, 1, &d);
+	cr_assert_str_eq(d.rule.file, "moatctl-allow:ops");
+	cr_assert_eq(d.rule.ports->n, 1);
+	/* another edit keeps them; so does a reload */
+	p2 = add(p1, "a1", "198.51.100.1/32", "a1.test");
+	cr_assert(allows(p2, "10.1.2.3", "new.test"), "an agent add dropped the decisions");
+	cr_assert_eq(p2->agents[0].decided_allow, p1->agents[0].decided_allow, "shared");
+	cr_assert_eq(policy_load(&cfg, &nb, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(agent_edit_rebase(nb, p2, &p3, err, sizeof(err)), 0, "%s", err);
+	cr_assert(allows(p3, "10.1.2.3", "new.test"), "a reload dropped the decisions");
+	cr_assert_not(allows(p3, "10.1.2.3", "ops.test"));
+	cr_assert_not(allows(p3, "2001:db8::1", "new.test"), "another agent got them");
+	/* replaced: the allow gone, the deny gone */
+	cr_assert_eq(agent_edit_decided(p3, "ops", NULL, NULL, &p4, err, sizeof(err)), 0, "%s",
+	             err);
+	cr_assert_not(allows(p4, "10.1.2.3", "new.test"));
+	cr_assert(allows(p4, "10.1.2.3", "ops.test"));
+	cr_assert(allows(p3, "10.1.2.3", "new.test"), "p3 unchanged");
+	policy_unref(p4);
+	policy_unref(p3);
+	policy_unref(nb);
+	policy_unref(p2);
+	policy_unref(p1);
+}
+
 /* The index against the linear scan, over nested ranges of both families and random
  * addresses near them. */
 Test(edit, index_matches_linear)
@@ -271,4 +329,49 @@ Test(edit, index_matches_linear)
 		             slow ? slow->cfg.name : "-");
 	}
 	policy_unref(p);
+}
+
+/* agent_edit_bounds: never the whole space; no overlap with a config agent unless forced; a
+ * runtime agent gets the config's sinkhole defaults. */
+Test(edit, bounds)
+{
+	struct agent_spec s;
+	char err[400];
+	spec_of(&s, "wide", "0.0.0.0/0", "a.test");
+	cr_expect_eq(agent_edit_bounds(base, &s, false, err, sizeof(err)), MOAT_EINVAL);
+	cr_expect(strstr(err, "0.0.0.0/0 is the whole address space"), "%s", err);
+	cr_expect_eq(agent_edit_bounds(base, &s, true, err, sizeof(err)), MOAT_EINVAL, "forced");
+	agent_spec_clear(&s);
+	spec_of(&s, "wide6", "::/0", "a.test");
+	cr_expect_eq(agent_edit_bounds(base, &s, true, err, sizeof(err)), MOAT_EINVAL);
+	agent_spec_clear(&s);
+
+	spec_of(&s, "inside", "10.9.0.0/16", "a.test");
+	cr_expect_eq(agent_edit_bounds(base, &s, false, err, sizeof(err)), MOAT_EINVAL);
+	cr_expect(strstr(err, "10.9.0.0/16 overlaps 10.0.0.0/8 of config agent 'ops'"), "%s", err);
+	cr_expect_eq(agent_edit_bounds(base, &s, true, err, sizeof(err)), 0, "forced: %s", err);
+	agent_spec_clear(&s);
+	spec_of(&s, "holds", "2001:db8:1::/48", "a.test");
+	cr_expect_eq(agent_edit_bounds(base, &s, false, err, sizeof(err)), MOAT_EINVAL);
+	cr_expect(strstr(err, "of config agent 'lab'"), "%s", err);
+	agent_spec_clear(&s);
+	spec_of(&s, "holds", "2001:d00::/24", "a.test");
+	cr_expect_eq(agent_edit_bounds(base, &s, false, err, sizeof(err)), MOAT_EINVAL,
+	             "a range holding a config agent's");
+	agent_spec_clear(&s);
+	spec_of(&s, "apart", "198.51.100.0/24", "a.test");
+	cr_expect_eq(agent_edit_bounds(base, &s, false, err, sizeof(err)), 0, "%s", err);
+
+	/* a runtime agent's sinkhole: the config's defaults, not 0.0.0.0 and :: */
+	struct policy *np;
+	char warn[300];
+	cr_assert_eq(agent_edit_add(base, &s, &np, warn, sizeof(warn), err, sizeof(err)), 0, "%s",
+	             err);
+	const struct policy_agent *a = agent_edit_find(np, "apart");
+	cr_assert_not_null(a);
+	cr_expect_eq(memcmp(a->cfg.sink4, config_sink4_default, 4), 0);
+	cr_expect_eq(memcmp(a->cfg.sink6, config_sink6_default, 16), 0);
+	cr_expect_eq(a->cfg.sink_ttl, 60);
+	policy_unref(np);
+	agent_spec_clear(&s);
 }

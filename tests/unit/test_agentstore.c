@@ -43,7 +43,7 @@ Test(format, round_trip)
 	char err[160] = "";
 	spec_make(&s, "ci-1", 3);
 	cr_assert_eq(agentstore_encode(&s, &v, &n), 0);
-	cr_assert_eq(v[0], AGENTSTORE_VERSION, "the first byte is the version");
+	cr_assert_eq(v[0], 1, "an enforce agent is written as version 1 (older readers read it)");
 	cr_assert_eq(decode("ci-1", v, n, &d, err), 0, "%s", err);
 	cr_assert_str_eq(d.name, "ci-1");
 	cr_assert_eq(d.deny, DENY_REFUSED);
@@ -65,6 +65,31 @@ Test(format, round_trip)
 	free(v);
 }
 
+/* An audit agent needs the flags byte of version 2; it round-trips, and a reader refuses flags it
+ * does not know. */
+Test(format, audit_mode)
+{
+	struct agent_spec s, d;
+	uint8_t *v;
+	size_t n;
+	char err[160] = "";
+	spec_make(&s, "aud", 2);
+	s.mode = AGENT_AUDIT;
+	cr_assert_eq(agentstore_encode(&s, &v, &n), 0);
+	cr_assert_eq(v[0], 2, "an audit agent is a version 2 record");
+	cr_assert_eq(v[2], 1, "bit 0 of the flags byte: audit");
+	cr_assert_eq(decode("aud", v, n, &d, err), 0, "%s", err);
+	cr_assert_eq(d.mode, AGENT_AUDIT);
+	cr_assert_eq(d.deny, DENY_REFUSED);
+	cr_assert_eq(d.npatterns, 2);
+	agent_spec_clear(&d);
+	/* read as version 1 the same bytes do not add up (the flags byte is not a count) */
+	v[0] = 1;
+	cr_assert_eq(decode("aud", v, n, &d, err), MOAT_EINVAL);
+	agent_spec_clear(&s);
+	free(v);
+}
+
 Test(format, refused)
 {
 	struct agent_spec s, d;
@@ -74,10 +99,12 @@ Test(format, refused)
 	spec_make(&s, "ci-2", 2);
 	cr_assert_eq(agentstore_encode(&s, &v, &n), 0);
 	/* another version */
-	v[0] = 2;
+	v[0] = AGENTSTORE_VERSION + 1;
 	cr_assert_eq(decode("ci-2", v, n, &d, err), MOAT_EINVAL);
-	cr_assert(strstr(err, "version 2"), "%s", err);
-	v[0] = AGENTSTORE_VERSION;
+	cr_assert(strstr(err, "version 3"), "%s", err);
+	v[0] = 0;
+	cr_assert_eq(decode("ci-2", v, n, &d, err), MOAT_EINVAL);
+	v[0] = 1;
 	/* every truncation */
 	for (size_t k = 0; k < n; k++)
 		cr_assert_eq(decode("ci-2", v, k, &d, err), MOAT_EINVAL, "truncated to %zu", k);

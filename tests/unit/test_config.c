@@ -119,7 +119,6 @@ Test(config, defaults)
 
 Test(config, agent_defaults)
 {
-	static const uint8_t zero16[16] = {0};
 	struct config cfg;
 	char err[256] = "";
 
@@ -129,8 +128,12 @@ Test(config, agent_defaults)
 	cr_assert_eq(cfg.nagents, 1);
 	cr_expect_str_eq(cfg.agents[0].name, "a");
 	cr_expect_eq(cfg.agents[0].deny, DENY_NXDOMAIN);
-	cr_expect_eq(memcmp(cfg.agents[0].sink4, zero16, 4), 0);
-	cr_expect_eq(memcmp(cfg.agents[0].sink6, zero16, 16), 0);
+	/* 240.0.0.1 and 100::1: nothing a kernel delivers to the local host (0.0.0.0 and ::
+	 * reach the client's own loopback) */
+	static const uint8_t sink6[16] = {0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+	static const uint8_t sink4[4] = {240, 0, 0, 1};
+	cr_expect_eq(memcmp(cfg.agents[0].sink4, sink4, 4), 0);
+	cr_expect_eq(memcmp(cfg.agents[0].sink6, sink6, 16), 0);
 	cr_expect_eq(cfg.agents[0].sink_ttl, 60);
 	cr_expect_not(cfg.agents[0].strict_chain);
 	cr_expect_not(cfg.agents[0].allow_private);
@@ -262,8 +265,8 @@ Test(config, every_key)
 	cr_expect_eq(a->deny, DENY_REFUSED);
 	inet_pton(AF_INET, "192.0.2.1", want);
 	cr_expect_eq(memcmp(a->sink4, want, 4), 0);
-	memset(want, 0, sizeof(want));
-	cr_expect_eq(memcmp(a->sink6, want, 16), 0, "an IPv4-only sinkhole keeps sink6 at ::");
+	cr_expect_eq(memcmp(a->sink6, config_sink6_default, 16), 0,
+	             "an IPv4-only sinkhole keeps the default sink6 (100::1)");
 	cr_expect_not(a->strict_chain);
 
 	a = &cfg.agents[2];
@@ -324,6 +327,109 @@ Test(config, unknown_keys)
 	expect_error("log:\n  file: x\n  level: debug\n", 3, "unknown key 'level'");
 	/* The top-level form of a per-agent key is not silently accepted. */
 	expect_error("\n\nstrict_chain: true\n", 3, "unknown key 'strict_chain'");
+}
+
+/* An unknown key is answered with the nearest known one of the same place (a typo, or a key
+ * that has the known one as its start), and only when one is near. */
+Test(config, unknown_key_suggestion)
+{
+	expect_error("upstream: [127.0.0.1]\n", 1,
+	             "unknown key 'upstream' (did you mean 'upstreams'?)");
+	expect_error("agents:\n  - name: a\n    clients: [10.0.0.0/8]\n    allowlist: [x]\n", 4,
+	             "unknown key 'allowlist' (did you mean 'allow'?)");
+	expect_error("agents:\n  - name: a\n    clients: [10.0.0.0/8]\n    stirct_chain: true\n", 4,
+	             "(did you mean 'strict_chain'?)");
+	expect_error("cache_sise_mb: 1\n", 1, "(did you mean 'cache_size_mb'?)");
+	expect_error("log:\n  fiel: x\n", 2, "(did you mean 'file'?)");
+	/* An agent key at the top level is not "near" a top-level key; nothing is suggested. */
+	struct config cfg;
+	char err[512] = "";
+	cr_assert_eq(load(&cfg, "colour: red\n", err, sizeof(err)), MOAT_EINVAL);
+	cr_assert_null(strstr(err, "did you mean"), "%s", err);
+	config_free(&cfg);
+}
+
+/* --check (check_max_errors): every error of the file, one per line, and the walk goes on. */
+Test(config, every_error_when_checking)
+{
+	static const char text[] = "foo: 1\n"
+	                           "listen: [nonsense]\n"
+	                           "agents:\n"
+	                           "  - name: a\n"
+	                           "    clients: [10.0.0.0/8]\n"
+	                           "    deny: never\n"
+	                           "  - name: b\n"
+	                           "    clients: [bad]\n"
+	                           "upstreams: [127.0.0.1]\n"
+	                           "bar: 2\n";
+	struct config cfg;
+	char err[4096] = "";
+	config_init(&cfg);
+	cfg.check_max_errors = CONFIG_CHECK_ERRORS;
+	cr_assert_eq(config_load_string(&cfg, text, strlen(text), "t.yaml", err, sizeof(err)),
+	             MOAT_EINVAL);
+	cr_assert(strstr(err, "t.yaml:1: unknown key 'foo'"), "%s", err);
+	cr_assert(strstr(err, "\nt.yaml:2: listen:"), "%s", err);
+	cr_assert(strstr(err, "\nt.yaml:6: deny:"), "%s", err);
+	cr_assert(strstr(err, "\nt.yaml:8: clients: bad address range"), "%s", err);
+	cr_assert(strstr(err, "\nt.yaml:10: unknown key 'bar'"), "%s", err);
+	config_free(&cfg);
+	/* capped, and the rest counted */
+	char many[2048] = "";
+	for (int i = 0; i < 25; i++)
+		snprintf(many + strlen(many), sizeof(many) - strlen(many), "k%d: 1\n", i);
+	config_init(&cfg);
+	cfg.check_max_errors = 3;
+	cr_assert_eq(config_load_string(&cfg, many, strlen(many), "t.yaml", err, sizeof(err)),
+	             MOAT_EINVAL);
+	cr_assert(strstr(err, "t.yaml:3: unknown key 'k2'"), "%s", err);
+	cr_assert_null(strstr(err, "'k3'"), "%s", err);
+	cr_assert(strstr(err, "\n... and 22 more error(s)"), "%s", err);
+	config_free(&cfg);
+	/* Without it, the first error only, as a start or a reload reports it. */
+	config_init(&cfg);
+	cr_assert_eq(config_load_string(&cfg, text, strlen(text), "t.yaml", err, sizeof(err)),
+	             MOAT_EINVAL);
+	cr_assert_null(strchr(err, '\n'), "%s", err);
+	config_free(&cfg);
+}
+
+Test(config, agent_mode)
+{
+	struct config cfg;
+	char err[512] = "";
+	cr_assert_eq(load(&cfg,
+	                  "agents:\n  - name: a\n    clients: [10.0.0.0/8]\n    mode: audit\n"
+	                  "  - name: b\n    clients: [10.1.0.0/16]\n",
+	                  err, sizeof(err)),
+	             0, "%s", err);
+	cr_assert_eq(cfg.agents[0].mode, AGENT_AUDIT);
+	cr_assert_eq(cfg.agents[1].mode, AGENT_ENFORCE, "enforce is the default");
+	config_free(&cfg);
+	expect_error("agents:\n  - name: a\n    clients: [10.0.0.0/8]\n    mode: loose\n", 4,
+	             "mode: expected enforce or audit");
+}
+
+Test(config, ask_mode)
+{
+	struct config cfg;
+	char err[512] = "";
+	cr_assert_eq(load(&cfg,
+	                  "agents:\n  - name: a\n    clients: [10.0.0.0/8]\n    on_unknown: ask\n"
+	                  "    ask_timeout_ms: 2500\n    ask_max_pending: 7\n"
+	                  "  - name: b\n    clients: [10.1.0.0/16]\n",
+	                  err, sizeof(err)),
+	             0, "%s", err);
+	cr_assert_eq(cfg.agents[0].on_unknown, UNKNOWN_ASK);
+	cr_assert_eq(cfg.agents[0].ask_timeout_ms, 2500);
+	cr_assert_eq(cfg.agents[0].ask_max_pending, 7);
+	cr_assert_eq(cfg.agents[1].on_unknown, UNKNOWN_DENY, "deny is the default");
+	cr_assert_eq(cfg.agents[1].ask_timeout_ms, 10000, "10 s is the default");
+	config_free(&cfg);
+	expect_error("agents:\n  - name: a\n    clients: [10.0.0.0/8]\n    on_unknown: maybe\n", 4,
+	             "on_unknown: expected deny or ask");
+	expect_error("agents:\n  - name: a\n    clients: [10.0.0.0/8]\n    ask_timeout_ms: 5\n", 4,
+	             "ask_timeout_ms");
 }
 
 Test(config, expected_list)

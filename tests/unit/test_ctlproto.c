@@ -160,6 +160,14 @@ Test(ctlproto, agent_commands)
 	cr_expect_str_eq(line, "agent del ci-7\n");
 	cr_assert_eq(parse("agent add x client=10.0.0.1 patterns=0"), 0, "%s", err);
 	cr_expect_eq(r.deny, DENY_NXDOMAIN, "deny defaults to nxdomain");
+	cr_expect(!r.force, "not forced unless asked");
+	/* force: a range may overlap a config agent's; it survives the round trip */
+	cr_assert_eq(parse("agent add x client=10.0.0.1 force patterns=0"), 0, "%s", err);
+	cr_expect(r.force);
+	cr_assert_gt(ctlproto_format(&r, line, sizeof(line)), 0);
+	cr_expect_str_eq(line, "agent add x client=10.0.0.1/32 deny=nxdomain force patterns=0\n");
+	cr_assert_eq(parse(line), 0, "%s", err);
+	cr_expect(r.force);
 
 	static const struct {
 		const char *line, *msg;
@@ -192,4 +200,43 @@ Test(ctlproto, agent_commands)
 	*strrchr(big, ' ') = 0;
 	cr_expect_eq(parse(big), 0, "64 ranges: %s", err);
 	cr_expect_eq(r.nclients, 64);
+}
+
+/* Ask mode's commands: watch, allow with ports and a lifetime, deny; refusals; the line moatctl
+ * sends reads back the same. */
+Test(ctlproto, ask_commands)
+{
+	struct ctl_request r, r2;
+	char err[256] = "", line[CTLPROTO_MAXLINE + 2];
+	const char *t = "allow *.pypi.example agent=ci-1 ports=tcp/443,8443 ports=udp/53 for=600";
+	cr_assert_eq(ctlproto_parse(t, strlen(t), &r, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(r.cmd, CTL_ALLOW);
+	cr_assert_str_eq(r.pattern, "*.pypi.example");
+	cr_assert_str_eq(r.agent, "ci-1");
+	cr_assert_str_eq(r.ports, "tcp/443,8443 udp/53");
+	cr_assert_eq(r.for_s, 600);
+	int n = ctlproto_format(&r, line, sizeof(line));
+	cr_assert_gt(n, 0);
+	cr_assert_eq(ctlproto_parse(line, (size_t)n, &r2, err, sizeof(err)), 0, "%s", err);
+	cr_assert_str_eq(r2.ports, r.ports);
+	cr_assert_eq(r2.for_s, 600);
+	cr_assert_str_eq(ctlproto_cmd_str(r.cmd), "allow");
+	t = "deny evil.example agent=ci-1";
+	cr_assert_eq(ctlproto_parse(t, strlen(t), &r, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(r.cmd, CTL_DENY);
+	cr_assert_eq(ctlproto_parse("watch", 5, &r, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(r.cmd, CTL_WATCH);
+	static const char *const bad[] = {
+	    "allow x.example",                      /* no agent */
+	    "allow x.example agent=b@d",            /* bad agent */
+	    "allow x.example agent=a ports=tcp/0",  /* bad port */
+	    "allow x.example agent=a for=0",        /* no lifetime */
+	    "deny x.example agent=a ports=tcp/443", /* ports on a deny */
+	    "deny x.example agent=a for=60",        /* a lifetime on a deny */
+	    "watch now",                            /* extra word */
+	    "allow",                                /* no name */
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_assert_eq(ctlproto_parse(bad[i], strlen(bad[i]), &r, err, sizeof(err)),
+		             MOAT_EINVAL, "%s accepted", bad[i]);
 }

@@ -66,7 +66,15 @@ Test(escape, defaults)
 	cr_expect_eq(c.timeout_ms, 2000);
 	cr_expect_eq(c.expire_wait, ESCAPE_DEFAULT_EXPIRE_WAIT);
 	cr_expect_eq(c.grant_min, 30);
-	cr_expect_eq(c.nsinks, 2);
+	/* moatd's default sinkhole answers (240.0.0.1, 100::1), and 0.0.0.0 and :: */
+	cr_expect_eq(c.nsinks, 4);
+	cr_expect_eq(c.sinks[0].len, 4);
+	cr_expect_eq(c.sinks[0].b[0], 240);
+	cr_expect_eq(c.sinks[1].len, 16);
+	cr_expect_eq(c.sinks[1].b[1], 0);
+	cr_expect_eq(c.sinks[1].b[0], 1);
+	cr_expect_eq(c.sinks[2].len, 4);
+	cr_expect_eq(c.sinks[2].b[0], 0);
 	cr_expect_eq(c.format, ESCAPE_FMT_TABLE);
 	cr_expect(!c.has_resolver);
 }

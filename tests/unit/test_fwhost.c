@@ -1,13 +1,15 @@
 /* Unit tests for what moat-fw reads from the host and refuses at start (tools/fw/hostnet.c,
  * tools/fw/startck.c) and for its system-call filter (tools/fw/privs.c, loaded in a child):
  * the interface of a sandbox range from route-table text, each start-up refusal with its
- * message, and execve, io_uring and IPv4 sockets refused under the filter while Unix and
- * netlink sockets still work. */
+ * message (and the flags it suggests), a bridge's gateway inside a sandbox range, and
+ * execve, io_uring and IPv4 sockets refused under the filter while Unix and netlink sockets
+ * still work. */
 #include <criterion/criterion.h>
 
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -93,12 +95,12 @@ Test(fwhost, start_checks)
 	char err[512];
 	struct fwnft_range sb[] = {R("192.0.2.2")};
 
-	cr_assert_eq(fwstart_check(g, deny, 2, &res, 1, sb, 1, own, 2, err, sizeof(err)), 0, "%s",
-	             err);
-	cr_assert_eq(fwstart_check(g, deny, 2, NULL, 0, sb, 1, own, 2, err, sizeof(err)),
+	cr_assert_eq(fwstart_check(g, deny, 2, &res, 1, sb, 1, own, 2, NULL, 0, err, sizeof(err)),
+	             0, "%s", err);
+	cr_assert_eq(fwstart_check(g, deny, 2, NULL, 0, sb, 1, own, 2, NULL, 0, err, sizeof(err)),
 	             MOAT_EINVAL);
 	cr_assert(strstr(err, "no --resolver") != NULL, "%s", err);
-	cr_assert_eq(fwstart_check(g, deny, 2, &meta, 1, sb, 1, own, 2, err, sizeof(err)),
+	cr_assert_eq(fwstart_check(g, deny, 2, &meta, 1, sb, 1, own, 2, NULL, 0, err, sizeof(err)),
 	             MOAT_EINVAL);
 	cr_assert(strstr(err, "--resolver 169.254.169.254 lies in the always-deny") != NULL, "%s",
 	          err);
@@ -112,12 +114,76 @@ Test(fwhost, start_checks)
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct fwnft_range r = R(bad[i].range);
-		cr_expect_eq(fwstart_check(g, deny, 2, &res, 1, &r, 1, own, 2, err, sizeof(err)),
-		             MOAT_EINVAL, "%s accepted", bad[i].range);
+		cr_expect_eq(
+		    fwstart_check(g, deny, 2, &res, 1, &r, 1, own, 2, NULL, 0, err, sizeof(err)),
+		    MOAT_EINVAL, "%s accepted", bad[i].range);
 		cr_expect(strstr(err, bad[i].want) != NULL, "%s: %s", bad[i].range, err);
 		cr_expect(strstr(err, bad[i].range) != NULL, "the message names %s: %s",
 		          bad[i].range, err);
 	}
+	addrguard_free(g);
+}
+
+/* A bridge's gateway: a host address inside the range on the range's own interface is allowed
+ * (and listed by fwstart_gateways); one on another interface is refused with the flags that
+ * would work; the whole space names a network of the host. */
+Test(fwhost, gateways)
+{
+	struct addrguard *g = guard();
+	struct fwnft_range deny[] = {R("169.254.0.0/16")};
+	struct fwnft_resolver res = {.family = 4, .addr = {192, 0, 2, 1}, .port = 53};
+	struct fwnft_range own[] = {R("192.0.2.1"), R("2001:db8:77::1"), R("198.51.100.1")};
+	snprintf(own[0].ifname, sizeof(own[0].ifname), "br-x:gw"); /* an address label */
+	snprintf(own[1].ifname, sizeof(own[1].ifname), "br-x");
+	snprintf(own[2].ifname, sizeof(own[2].ifname), "eth0");
+	struct fwnft_range nets[] = {R("198.51.100.0/24"), R("192.0.2.0/24")};
+	snprintf(nets[0].ifname, sizeof(nets[0].ifname), "eth0");
+	snprintf(nets[1].ifname, sizeof(nets[1].ifname), "br-x");
+	struct fwnft_range sb[] = {R("192.0.2.0/24"), R("2001:db8:77::/64")};
+	snprintf(sb[0].ifname, sizeof(sb[0].ifname), "br-x");
+	snprintf(sb[1].ifname, sizeof(sb[1].ifname), "br-x");
+	char err[512];
+	cr_assert_eq(fwstart_check(g, deny, 1, &res, 1, sb, 2, own, 3, nets, 2, err, sizeof(err)),
+	             0, "%s", err);
+	struct fwnft_range *gw = NULL;
+	size_t ngw = 0;
+	cr_assert_eq(fwstart_gateways(sb, 2, own, 3, &gw, &ngw), 0);
+	cr_assert_eq(ngw, 2);
+	cr_assert_str_eq(gw[0].ifname, "br-x", "the label is not the interface");
+	cr_assert_eq(gw[0].addr[3], 1);
+	cr_assert_eq(gw[1].family, 6);
+	free(gw);
+
+	snprintf(sb[0].ifname, sizeof(sb[0].ifname), "br-y");
+	cr_assert_eq(fwstart_check(g, deny, 1, &res, 1, sb, 1, own, 3, nets, 2, err, sizeof(err)),
+	             MOAT_EINVAL);
+	cr_assert(strstr(err, "--sandbox 192.0.2.0/24@br-y covers 192.0.2.1/32, an address of "
+	                      "this host (on br-x:gw, not br-y)"),
+	          "%s", err);
+	cr_assert(strstr(err, "name it: --sandbox 192.0.2.0/24@br-x; else leave the address out: "
+	                      "--sandbox 192.0.2.128/25@br-y"),
+	          "%s", err);
+	struct fwnft_range host = R("198.51.100.1");
+	snprintf(host.ifname, sizeof(host.ifname), "br-x");
+	cr_assert_eq(
+	    fwstart_check(g, deny, 1, &res, 1, &host, 1, own, 3, nets, 2, err, sizeof(err)),
+	    MOAT_EINVAL);
+	cr_assert(strstr(err, "name it: --sandbox 198.51.100.1/32@eth0") && !strstr(err, "leave"),
+	          "a host range has no half without it: %s", err);
+
+	struct fwnft_range all = R("0.0.0.0/0");
+	snprintf(all.ifname, sizeof(all.ifname), "br-x");
+	cr_assert_eq(fwstart_check(g, deny, 1, &res, 1, &all, 1, own, 3, nets, 2, err, sizeof(err)),
+	             MOAT_EINVAL);
+	cr_assert(strstr(err, "--sandbox 0.0.0.0/0 is the whole address space: name the "
+	                      "sandboxes' own range, such as --sandbox 192.0.2.0/24@br-x (a "
+	                      "network of this host)"),
+	          "%s", err);
+	struct fwnft_range all6 = R("::/0");
+	cr_assert_eq(
+	    fwstart_check(g, deny, 1, &res, 1, &all6, 1, own, 3, nets, 2, err, sizeof(err)),
+	    MOAT_EINVAL);
+	cr_assert(strstr(err, "such as --sandbox 2001:db8::/64@IFACE"), "%s", err);
 	addrguard_free(g);
 }
 

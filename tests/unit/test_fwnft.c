@@ -1,7 +1,8 @@
 /* Unit tests for moat-fw's nft text (tools/fw/nft.c), without a kernel: range parsing and
  * containment, the ranges file loader (always lines only, errors with file:line), overlap
  * reduction, the shipped blocked-ranges.txt, the full start-up ruleset of both placements
- * (compared byte for byte, so any change to the rules is a visible test change). The element
+ * (compared byte for byte, so any change to the rules is a visible test change; the forward
+ * one with its guard table, a gateway and the table comment naming the pid). The element
  * batches are tested in test_fwnft_batch.c. */
 #include <criterion/criterion.h>
 
@@ -289,6 +290,8 @@ Test(fwnft, ruleset_forward)
 	snprintf(sb[2].ifname, sizeof(sb[2].ifname), "veth-a");
 	struct fwnft_resolver res[] = {RES("10.9.0.1", 53)};
 	struct fwnft_port in[] = {{6, 8080}};
+	struct fwnft_range gw[] = {R("10.9.0.1")}; /* a bridge's address inside 10.9.0.0/24 */
+	snprintf(gw[0].ifname, sizeof(gw[0].ifname), "veth-a");
 	struct fwnft_setup s = {.placement = FWNFT_FORWARD,
 	                        .deny = deny,
 	                        .ndeny = 1,
@@ -298,13 +301,51 @@ Test(fwnft, ruleset_forward)
 	                        .nresolver = 1,
 	                        .inbound = in,
 	                        .ninbound = 1,
-	                        .dhcp = true};
+	                        .dhcp = true,
+	                        .hostsrc = gw,
+	                        .nhostsrc = 1,
+	                        .pid = 4242};
 	struct fwnft_buf b = {0};
 	cr_assert_eq(fwnft_build_ruleset(&s, &b), 0);
+#define M "meta mark set meta mark | 0x00000080 "
 	const char *want =
+	    "add table inet moat_guard\n"
+	    "delete table inet moat_guard\n"
+	    "table inet moat_guard {\n"
+	    "\tcomment \"moat-fw: a sandbox interface passes only what table inet moat accepted; "
+	    "moat-fw --remove deletes this\"\n"
+	    "\tchain guard_pre_forward {\n"
+	    "\t\ttype filter hook forward priority -1; policy accept;\n"
+	    "\t\tmeta mark & 0x00000080 != 0 iifname { \"veth-a\", \"veth-b\" } counter drop\n"
+	    "\t\tmeta mark & 0x00000080 != 0 iifname \"moat-*\" counter drop\n"
+	    "\t\tmeta mark & 0x00000080 != 0 oifname { \"veth-a\", \"veth-b\" } counter drop\n"
+	    "\t\tmeta mark & 0x00000080 != 0 oifname \"moat-*\" counter drop\n"
+	    "\t}\n"
+	    "\tchain guard_forward {\n"
+	    "\t\ttype filter hook forward priority 1; policy accept;\n"
+	    "\t\tmeta mark & 0x00000080 != 0 meta mark set meta mark & 0xffffff7f accept\n"
+	    "\t\tiifname { \"veth-a\", \"veth-b\" } counter drop\n"
+	    "\t\tiifname \"moat-*\" counter drop\n"
+	    "\t\toifname { \"veth-a\", \"veth-b\" } counter drop\n"
+	    "\t\toifname \"moat-*\" counter drop\n"
+	    "\t}\n"
+	    "\tchain guard_pre_input {\n"
+	    "\t\ttype filter hook input priority -1; policy accept;\n"
+	    "\t\tmeta mark & 0x00000080 != 0 iifname { \"veth-a\", \"veth-b\" } counter drop\n"
+	    "\t\tmeta mark & 0x00000080 != 0 iifname \"moat-*\" counter drop\n"
+	    "\t}\n"
+	    "\tchain guard_input {\n"
+	    "\t\ttype filter hook input priority 1; policy accept;\n"
+	    "\t\tmeta mark & 0x00000080 != 0 meta mark set meta mark & 0xffffff7f accept\n"
+	    "\t\tiifname { \"veth-a\", \"veth-b\" } counter drop\n"
+	    "\t\tiifname \"moat-*\" counter drop\n"
+	    "\t}\n"
+	    "}\n"
 	    "add table inet moat\n"
 	    "delete table inet moat\n"
 	    "table inet moat {\n"
+	    "\tcomment \"moat-fw pid 4242 keeps this table and undoes changes to it; stop it, then "
+	    "moat-fw --remove\"\n"
 	    "\tset deny4 {\n"
 	    "\t\ttype ipv4_addr\n"
 	    "\t\tflags interval\n"
@@ -348,53 +389,66 @@ Test(fwnft, ruleset_forward)
 	    "\t\tflags interval\n"
 	    "\t\telements = { \"veth-a\" . 2001:db8:9::/64 }\n"
 	    "\t}\n"
+	    "\tset hostsrc4 {\n"
+	    "\t\ttype ifname . ipv4_addr\n"
+	    "\t\telements = { \"veth-a\" . 10.9.0.1 }\n"
+	    "\t}\n"
+	    "\tset hostsrc6 {\n"
+	    "\t\ttype ifname . ipv6_addr\n"
+	    "\t}\n"
 	    "\tchain forward {\n"
 	    "\t\ttype filter hook forward priority 0; policy accept;\n"
 	    "\t\toifname { \"veth-a\", \"veth-b\" } jump to_sandbox\n"
+	    "\t\toifname \"moat-*\" jump to_sandbox\n"
 	    "\t\tiifname { \"veth-a\", \"veth-b\" } jump sandbox\n"
+	    "\t\tiifname \"moat-*\" jump sandbox\n"
+	    "\t\toifname { \"veth-a\", \"veth-b\" } meta mark set meta mark | 0x00000080\n"
+	    "\t\toifname \"moat-*\" meta mark set meta mark | 0x00000080\n"
 	    "\t}\n"
 	    "\tchain input {\n"
 	    "\t\ttype filter hook input priority 0; policy accept;\n"
 	    "\t\tiifname { \"veth-a\", \"veth-b\" } jump host\n"
+	    "\t\tiifname \"moat-*\" jump host\n"
 	    "\t}\n"
 	    "\tchain sandbox {\n"
 	    "\t\tiifname . ip saddr != @sbx4 counter drop\n"
 	    "\t\tiifname . ip6 saddr != @sbx6 counter drop\n"
-	    "\t\tct state established,related ct direction original accept\n"
-	    "\t\tct state established ct direction reply accept\n"
+	    "\t\tct state established,related ct direction original " M "accept\n"
+	    "\t\tct state established ct direction reply " M "accept\n"
 	    "\t\tip daddr @deny4 counter drop\n"
 	    "\t\tip6 daddr @deny6 counter drop\n"
-	    "\t\tip daddr 10.9.0.1 udp dport 53 accept\n"
-	    "\t\tip daddr 10.9.0.1 tcp dport 53 accept\n"
+	    "\t\tip daddr 10.9.0.1 udp dport 53 " M "accept\n"
+	    "\t\tip daddr 10.9.0.1 tcp dport 53 " M "accept\n"
 	    "\t\ticmp type != echo-request counter drop\n"
 	    "\t\ticmpv6 type != echo-request counter drop\n"
-	    "\t\tip saddr . ip daddr @allow4 accept\n"
-	    "\t\tip6 saddr . ip6 daddr @allow6 accept\n"
-	    "\t\tip saddr . ip daddr . meta l4proto . th dport @port4 accept\n"
-	    "\t\tip6 saddr . ip6 daddr . meta l4proto . th dport @port6 accept\n"
-	    "\t\ticmp type echo-request ip saddr . ip daddr @allow4 accept\n"
-	    "\t\ticmp type echo-request ip saddr . ip daddr @echo4 accept\n"
-	    "\t\ticmpv6 type echo-request ip6 saddr . ip6 daddr @allow6 accept\n"
-	    "\t\ticmpv6 type echo-request ip6 saddr . ip6 daddr @echo6 accept\n"
+	    "\t\tip saddr . ip daddr @allow4 " M "accept\n"
+	    "\t\tip6 saddr . ip6 daddr @allow6 " M "accept\n"
+	    "\t\tip saddr . ip daddr . meta l4proto . th dport @port4 " M "accept\n"
+	    "\t\tip6 saddr . ip6 daddr . meta l4proto . th dport @port6 " M "accept\n"
+	    "\t\ticmp type echo-request ip saddr . ip daddr @allow4 " M "accept\n"
+	    "\t\ticmp type echo-request ip saddr . ip daddr @echo4 " M "accept\n"
+	    "\t\ticmpv6 type echo-request ip6 saddr . ip6 daddr @allow6 " M "accept\n"
+	    "\t\ticmpv6 type echo-request ip6 saddr . ip6 daddr @echo6 " M "accept\n"
 	    "\t\tcounter drop\n"
 	    "\t}\n"
 	    "\tchain host {\n"
-	    "\t\tudp sport 68 udp dport 67 accept\n"
-	    "\t\tip6 saddr fe80::/10 udp sport 546 udp dport 547 accept\n"
+	    "\t\tudp sport 68 udp dport 67 " M "accept\n"
+	    "\t\tip6 saddr fe80::/10 udp sport 546 udp dport 547 " M "accept\n"
 	    "\t\ticmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit, "
 	    "nd-router-advert } ip6 hoplimit 255 ip6 saddr { fe80::/10, :: } ip6 daddr { "
-	    "fe80::/10, ff02::/16 } accept\n"
+	    "fe80::/10, ff02::/16 } " M "accept\n"
 	    "\t\ticmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit, "
-	    "nd-router-advert } ip6 hoplimit 255 ip6 saddr fe80::/10 fib daddr type local accept\n"
+	    "nd-router-advert } ip6 hoplimit 255 ip6 saddr fe80::/10 fib daddr type local " M
+	    "accept\n"
 	    "\t\tiifname . ip saddr != @sbx4 counter drop\n"
 	    "\t\tiifname . ip6 saddr != @sbx6 counter drop\n"
 	    "\t\ticmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit, "
-	    "nd-router-advert } ip6 hoplimit 255 ip6 daddr ff02::/16 accept\n"
+	    "nd-router-advert } ip6 hoplimit 255 ip6 daddr ff02::/16 " M "accept\n"
 	    "\t\ticmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit, "
-	    "nd-router-advert } ip6 hoplimit 255 fib daddr type local accept\n"
-	    "\t\tct state established,related accept\n"
-	    "\t\tip daddr 10.9.0.1 udp dport 53 accept\n"
-	    "\t\tip daddr 10.9.0.1 tcp dport 53 accept\n"
+	    "nd-router-advert } ip6 hoplimit 255 fib daddr type local " M "accept\n"
+	    "\t\tct state established,related " M "accept\n"
+	    "\t\tip daddr 10.9.0.1 udp dport 53 " M "accept\n"
+	    "\t\tip daddr 10.9.0.1 tcp dport 53 " M "accept\n"
 	    "\t\tcounter drop\n"
 	    "\t}\n"
 	    "\tchain to_sandbox {\n"
@@ -404,9 +458,26 @@ Test(fwnft, ruleset_forward)
 	    "\t\tudp sport 547 udp dport 546 return\n"
 	    "\t\tcounter drop\n"
 	    "\t}\n"
+	    "\tchain prerouting {\n"
+	    "\t\ttype filter hook prerouting priority -300; policy accept;\n"
+	    "\t\tiifname . ip saddr @hostsrc4 counter drop\n"
+	    "\t\tiifname . ip6 saddr @hostsrc6 counter drop\n"
+	    "\t}\n"
 	    "}\n";
+#undef M
 	cr_assert_str_eq(b.p, want);
 	fwnft_buf_free(&b);
+	cr_assert_eq(
+	    fwnft_comment_pid("moat-fw pid 4242 keeps this table and undoes changes to it; "
+	                      "stop it, then moat-fw --remove"),
+	    4242);
+	cr_assert_eq(fwnft_comment_pid("moat-fw pid 0 keeps"), 0);
+	cr_assert_eq(fwnft_comment_pid("moat-fw pid 12x"), 0);
+	cr_assert_eq(fwnft_comment_pid("someone else's"), 0);
+	gw[0].ifname[0] = '\0';
+	cr_assert_eq(fwnft_build_ruleset(&s, &b), MOAT_EINVAL, "a gateway needs its interface");
+	fwnft_buf_free(&b);
+	snprintf(gw[0].ifname, sizeof(gw[0].ifname), "veth-a");
 	sb[1].ifname[0] = '\0';
 	cr_assert_eq(fwnft_build_ruleset(&s, &b), MOAT_EINVAL,
 	             "every sandbox range needs its interface");

@@ -1,5 +1,5 @@
 /* Unit tests for fwproto.c: GRANT and ACK round trips (IPv4, IPv6, unknown client, the largest
- * message), the exact byte layout of format version 2 (with and without ports), and every
+ * message), the exact byte layout of format version 3 (with and without ports), and every
  * malformed case the decoders must reject (version, type, length, naddr, agent_len, agent bytes,
  * family, IPv4 padding, nport, port order/protocol/zero, status, reserved), plus the encoders'
  * argument checks. */
@@ -70,7 +70,7 @@ Test(fwproto, grant_byte_layout)
 	g.naddr = 1;
 	g.lifetime = 0x0a0b0c0d;
 	int n = encode(&g, buf);
-	static const uint8_t head[] = {2, 1,   0,   1,   1,   2,   3, 4,  0x0a, 0x0b, 0x0c, 0x0d,
+	static const uint8_t head[] = {3, 1,   0,   1,   1,   2,   3, 4,  0x0a, 0x0b, 0x0c, 0x0d,
 	                               5, 'c', 'i', '-', '4', '2', 4, 10, 0,    0,    7};
 	cr_assert_eq(n, 13 + 5 + 17 + 1 + 17);
 	cr_assert_arr_eq(buf, head, sizeof(head));
@@ -236,7 +236,7 @@ Test(fwproto, grant_decode_rejects_malformed)
 	} while (0)
 
 	MUT(m[0] = 1, n, "version 1");
-	MUT(m[0] = 3, n, "version 3");
+	MUT(m[0] = 2, n, "version 2");
 	MUT(m[0] = 0, n, "version 0");
 	MUT(m[1] = FWPROTO_ACK, n, "type ACK");
 	MUT(m[1] = 9, n, "type 9");
@@ -285,7 +285,7 @@ Test(fwproto, ack_round_trip_and_layout)
 	uint8_t buf[FWPROTO_ACKLEN];
 	struct fwproto_ack a = {.status = FWPROTO_DENIED, .seq = 0xdeadbeef, .lifetime = 3600}, d;
 	cr_assert_eq(fwproto_ack_encode(&a, buf, sizeof(buf)), FWPROTO_ACKLEN);
-	static const uint8_t want[] = {2, 2, 0,    1,    0xde, 0xad, 0xbe, 0xef,
+	static const uint8_t want[] = {3, 2, 0,    1,    0xde, 0xad, 0xbe, 0xef,
 	                               0, 0, 0x0e, 0x10, 0,    0,    0,    0};
 	cr_assert_arr_eq(buf, want, sizeof(want));
 	cr_assert_eq(fwproto_ack_decode(buf, sizeof(buf), &d), 0);
@@ -337,4 +337,92 @@ Test(fwproto, status_text)
 	cr_expect_str_eq(fwproto_status_str(FWPROTO_FAILED), "FAILED");
 	cr_expect_str_eq(fwproto_status_str(FWPROTO_BADMSG), "BADMSG");
 	cr_expect_str_eq(fwproto_status_str(99), "UNKNOWN");
+}
+
+static struct fwproto_range range4(uint8_t a, uint8_t b, uint8_t c, uint8_t d, uint8_t bits)
+{
+	struct fwproto_range r = {.family = 4, .bits = bits, .addr = {a, b, c, d}};
+	return r;
+}
+
+Test(fwproto, hello_round_trip_and_layout)
+{
+	struct fwproto_hello h = {.placement = FWPROTO_FORWARD, .nrange = 2}, d;
+	uint8_t buf[FWPROTO_HELLO_MAXLEN];
+	h.range[0] = range4(10, 77, 0, 0, 24);
+	h.range[1] =
+	    (struct fwproto_range){.family = 6, .bits = 64, .addr = {0x20, 0x01, 0x0d, 0xb8}};
+	int n = fwproto_hello_encode(&h, buf, sizeof(buf));
+	cr_assert_eq(n, 4 + 2 * 18);
+	static const uint8_t head[] = {3, 3, 2, 2, 4, 24, 10, 77, 0, 0};
+	cr_assert_arr_eq(buf, head, sizeof(head));
+	cr_assert_eq(buf[22], 6);
+	cr_assert_eq(buf[23], 64);
+	memset(&d, 0, sizeof(d));
+	cr_assert_eq(fwproto_hello_decode(buf, (size_t)n, &d), 0);
+	cr_assert_eq(d.placement, FWPROTO_FORWARD);
+	cr_assert_eq(d.nrange, 2);
+	cr_assert_eq(d.range[0].bits, 24);
+	cr_assert_arr_eq(d.range[1].addr, h.range[1].addr, 16);
+	/* netns: no ranges */
+	struct fwproto_hello ns = {.placement = FWPROTO_NETNS};
+	cr_assert_eq(fwproto_hello_encode(&ns, buf, sizeof(buf)), 4);
+	cr_assert_eq(fwproto_hello_decode(buf, 4, &d), 0);
+	cr_assert_eq(d.placement, FWPROTO_NETNS);
+	cr_assert_eq(d.nrange, 0);
+	/* the largest */
+	h.nrange = FWPROTO_MAXRANGE;
+	for (int i = 0; i < FWPROTO_MAXRANGE; i++)
+		h.range[i] = range4(10, 0, 0, (uint8_t)i, 32);
+	cr_assert_eq(fwproto_hello_encode(&h, buf, sizeof(buf)), FWPROTO_HELLO_MAXLEN);
+	cr_assert_eq(fwproto_hello_decode(buf, FWPROTO_HELLO_MAXLEN, &d), 0);
+	cr_assert_eq(d.range[63].addr[3], 63);
+	cr_assert_eq(fwproto_hello_encode(&h, buf, FWPROTO_HELLO_MAXLEN - 1), MOAT_ESPACE);
+}
+
+Test(fwproto, hello_rejects_malformed)
+{
+	struct fwproto_hello h = {.placement = FWPROTO_FORWARD, .nrange = 1}, d;
+	uint8_t good[64], m[64];
+	h.range[0] = range4(10, 77, 0, 0, 24);
+	cr_assert_eq(fwproto_hello_encode(&h, good, sizeof(good)), 22);
+	size_t n = 22;
+	good[n] = 0;
+
+#define MUT(stmt, len, why)                                                                        \
+	do {                                                                                       \
+		memcpy(m, good, sizeof(good));                                                     \
+		stmt;                                                                              \
+		memset(&d, 0x55, sizeof(d));                                                       \
+		cr_expect_eq(fwproto_hello_decode(m, len, &d), MOAT_EFORMAT, "%s: accepted", why); \
+		cr_expect_eq(d.placement, 0x55, "%s: output written", why);                        \
+	} while (0)
+
+	MUT(m[0] = 2, n, "version 2");
+	MUT(m[1] = FWPROTO_ACK, n, "type ACK");
+	MUT(m[2] = 0, n, "placement 0");
+	MUT(m[2] = 3, n, "placement 3");
+	MUT(m[2] = FWPROTO_NETNS, n, "ranges in the netns placement");
+	MUT(m[3] = 2, n, "nrange larger than the message");
+	MUT(m[3] = 0, n, "nrange smaller than the message");
+	MUT((void)0, n - 1, "one byte short");
+	MUT((void)0, n + 1, "trailing byte");
+	MUT((void)0, 3, "header cut");
+	MUT(m[4] = 5, n, "family 5");
+	MUT(m[5] = 33, n, "IPv4 bits 33");
+	MUT(m[9] = 1, n, "host bit set");
+	MUT(m[21] = 1, n, "IPv4 padding");
+#undef MUT
+	h.range[0].addr[3] = 1;
+	cr_expect_eq(fwproto_hello_encode(&h, m, sizeof(m)), MOAT_EINVAL, "host bits");
+	h.range[0].addr[3] = 0;
+	h.placement = FWPROTO_NETNS;
+	cr_expect_eq(fwproto_hello_encode(&h, m, sizeof(m)), MOAT_EINVAL, "netns with ranges");
+	h.placement = FWPROTO_FORWARD;
+	h.nrange = FWPROTO_MAXRANGE + 1;
+	cr_expect_eq(fwproto_hello_encode(&h, m, sizeof(m)), MOAT_EINVAL, "too many ranges");
+	/* bits 0 is a valid (if useless) range: moat-fw refuses such a --sandbox itself */
+	h.nrange = 1;
+	h.range[0] = range4(0, 0, 0, 0, 0);
+	cr_expect_eq(fwproto_hello_encode(&h, m, sizeof(m)), 22);
 }

@@ -127,3 +127,35 @@ Test(fwvet, forward_client_and_source)
 	fwsrv_vet(&srv, &p);
 	cr_expect_eq(p.status, FWPROTO_FAILED);
 }
+
+/* The resolver's own address, any IPv6 form embedding it, and an IPv4-mapped address are
+ * refused whole; the reason names which (fwsrv_addr_why, shared with the ledger's restore). */
+Test(fwvet, resolver_and_mapped)
+{
+	struct fwnft_resolver res = {.family = 4, .addr = {192, 0, 2, 53}, .port = 53};
+	opts.resolver = &res;
+	opts.nresolver = 1;
+	struct fwsrv_pending p = grant(192, 0, 2, 53, 300);
+	fwsrv_vet(&srv, &p);
+	cr_expect_eq(p.status, FWPROTO_DENIED, "the resolver's address");
+	cr_expect_str_eq(fwsrv_addr_why(&srv, &p.g.client, &p.g.addr[0]),
+	                 "the resolver's (--resolver)");
+	static const uint8_t nat64[16] = {0, 0x64, 0xff, 0x9b, 0,   0, 0, 0,
+	                                  0, 0,    0,    0,    192, 0, 2, 53};
+	static const uint8_t sixtofour[16] = {0x20, 0x02, 192, 0, 2, 53};
+	static const uint8_t mapped[16] = {0, 0, 0,    0,    0,   0,  0,   0,
+	                                   0, 0, 0xff, 0xff, 198, 51, 100, 1};
+	const uint8_t *forms[] = {nat64, sixtofour, mapped};
+	const char *why[] = {"the resolver's (--resolver)", "the resolver's (--resolver)",
+	                     "IPv4-mapped"};
+	for (int i = 0; i < 3; i++) {
+		p = grant(0, 0, 0, 0, 300);
+		p.g.addr[0].family = 6;
+		memcpy(p.g.addr[0].addr, forms[i], 16);
+		cr_expect_str_eq(fwsrv_addr_why(&srv, &p.g.client, &p.g.addr[0]), why[i], "form %d",
+		                 i);
+	}
+	p = grant(198, 51, 100, 1, 300);
+	cr_expect_null(fwsrv_addr_why(&srv, &p.g.client, &p.g.addr[0]), "a good address");
+	opts.nresolver = 0;
+}

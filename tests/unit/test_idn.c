@@ -134,8 +134,9 @@ Test(idn_load, errors_name_file_and_line)
 {
 	const char url[] = "ok.example\nhttps://example.com/path\n";
 	expect_line_error(url, sizeof(url) - 1, 2, "write the host name only: example.com");
+	/* In an allowlist a glued port is answered with the rule's own form (policy.c). */
 	const char port[] = "a.example\nb.example\nexample.com:443\n";
-	expect_line_error(port, sizeof(port) - 1, 3, "write the host name only: example.com");
+	expect_line_error(port, sizeof(port) - 1, 3, "after a blank: example.com tcp/443");
 	const char ctl[] = "a\x02"
 	                   "b.example\n";
 	expect_line_error(ctl, sizeof(ctl) - 1, 1, "control byte 0x02");

@@ -1,6 +1,7 @@
 /* Unit tests for the LMDB grant ledger (tools/fw/ledger.c): record layout, extend-only puts,
  * several puts in one batch, abort, expired records hidden and purged, malformed records skipped,
- * and records surviving a close and reopen. Each test works in its own temporary directory. */
+ * records surviving a close and reopen, and deletion by key (ledger_delete_if). Each test works in
+ * its own temporary directory. */
 #include <criterion/criterion.h>
 
 #include <lmdb.h>
@@ -362,4 +363,31 @@ Test(ledger, later_version_refused)
 	cr_assert_eq(ledger_open(dir, &led, err, sizeof(err)), MOAT_EIO);
 	cr_assert_null(led);
 	cr_assert(strstr(err, "version 3") != NULL, "%s", err);
+}
+
+/* ledger_delete_if: the records whose key matches go, live or expired; the others stay. */
+static bool src_is_7(const struct ledger_key *k, void *ctx)
+{
+	(void)ctx;
+	return k->src[3] == 7;
+}
+
+Test(ledger, delete_if_takes_matching_records_only)
+{
+	struct ledger_key a = key4(80), b = key4(81), c = key4(82);
+	a.src[3] = 7;
+	b.src[3] = 7;
+	c.src[3] = 8;
+	cr_assert_eq(put1(&a, 1000, "run-7", NULL), 0);
+	cr_assert_eq(put1(&b, 500, "run-7", NULL), 0); /* expired at 900: deleted all the same */
+	cr_assert_eq(put1(&c, 1000, "run-8", NULL), 0);
+	cr_assert_eq(ledger_delete_if(led, src_is_7, NULL), 2);
+	struct seen s = live(0);
+	cr_assert_eq(s.n, 1);
+	cr_assert_eq(s.e[0].key.src[3], 8);
+	cr_assert_eq(ledger_delete_if(led, src_is_7, NULL), 0, "nothing left to delete");
+	cr_assert_eq(ledger_delete_if(NULL, src_is_7, NULL), MOAT_EINVAL);
+	cr_assert_eq(ledger_batch_begin(led), 0);
+	cr_assert_eq(ledger_delete_if(led, src_is_7, NULL), MOAT_EINVAL, "refused inside a batch");
+	ledger_batch_abort(led);
 }

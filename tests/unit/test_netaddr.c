@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "moat/config.h"
@@ -106,4 +107,48 @@ Test(config_limits, one_table_for_keys_flags_and_validation)
 	cr_expect_eq(config_limits_check(&cfg, err, sizeof(err)), MOAT_EINVAL);
 	cr_expect_str_eq(err, "workers must be 1..64");
 	config_free(&cfg);
+}
+
+static struct cidr cidr_of(const char *s)
+{
+	struct cidr c;
+	cr_assert_eq(netaddr_parse_cidr(s, &c), 0, "%s", s);
+	return c;
+}
+
+Test(netaddr, overlap_whole_and_covered)
+{
+	struct cidr a = cidr_of("10.1.0.0/16"), b = cidr_of("10.1.2.0/24"),
+	            c = cidr_of("10.2.0.0/16");
+	cr_expect(netaddr_cidr_overlap(&a, &b) && netaddr_cidr_overlap(&b, &a),
+	          "inside, both ways");
+	cr_expect(!netaddr_cidr_overlap(&a, &c), "apart");
+	struct cidr v6 = cidr_of("2001:db8::/32"), all6 = cidr_of("::/0");
+	cr_expect(!netaddr_cidr_overlap(&a, &v6), "families apart");
+	cr_expect(netaddr_cidr_overlap(&a, &all6), "::/0 holds the mapped IPv4 space too");
+	struct cidr all4 = cidr_of("0.0.0.0/0"), half4 = cidr_of("0.0.0.0/1");
+	cr_expect(netaddr_cidr_whole(&all4) && netaddr_cidr_whole(&all6));
+	cr_expect(!netaddr_cidr_whole(&half4) && !netaddr_cidr_whole(&v6));
+
+	/* covered by the ranges together, not only by one */
+	struct cidr by[] = {cidr_of("203.0.113.0/28"), cidr_of("203.0.113.16/28"),
+	                    cidr_of("10.1.0.0/16")};
+	struct cidr pair = cidr_of("203.0.113.0/27"), wider = cidr_of("203.0.113.0/26");
+	struct cidr host = cidr_of("203.0.113.20"), out = cidr_of("198.51.100.0/24");
+	cr_expect(netaddr_cidr_covered(&pair, by, 3), "two adjacent /28 cover the /27");
+	cr_expect(netaddr_cidr_covered(&host, by, 3));
+	cr_expect(netaddr_cidr_covered(&b, by, 3), "inside one");
+	cr_expect(!netaddr_cidr_covered(&wider, by, 3), "half of the /26 is outside");
+	cr_expect(!netaddr_cidr_covered(&out, by, 3));
+	cr_expect(!netaddr_cidr_covered(&out, by, 0), "no ranges cover nothing");
+	/* 256 host routes cover their /24, and the walk stays bounded */
+	static struct cidr hosts[256];
+	char t[32];
+	for (int i = 0; i < 256; i++) {
+		snprintf(t, sizeof(t), "192.0.2.%d", i);
+		hosts[i] = cidr_of(t);
+	}
+	struct cidr net = cidr_of("192.0.2.0/24");
+	cr_expect(netaddr_cidr_covered(&net, hosts, 256));
+	cr_expect(!netaddr_cidr_covered(&net, hosts, 255), "one host missing");
 }

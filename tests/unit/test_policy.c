@@ -15,6 +15,7 @@
 #include "moat/err.h"
 #include "moat/name.h"
 #include "moat/policy.h"
+#include "moat/policy_lint.h"
 
 /* ---- helpers ---- */
 
@@ -428,6 +429,55 @@ Test(loadfile, two_tokens_rejected)
 	expect_load_error("http://x/ y\n", 1);
 }
 
+/* A port glued to the name gets the rule's own form as the hint. */
+Test(loadfile, glued_port_hint)
+{
+	char *path = write_tmp("ok.example\napi.example.com:443\n");
+	char err[512] = "";
+	cr_assert_eq(policy_set_load_file(set, path, err, sizeof(err)), MOAT_EINVAL);
+	cr_assert(strstr(err, ":2: bad pattern 'api.example.com:443': a port glued to the name; "
+	                      "ports follow it after a blank: api.example.com tcp/443"),
+	          "%s", err);
+	drop_tmp(path);
+	/* not a port: the general hint */
+	path = write_tmp("api.example.com:http\n");
+	cr_assert_eq(policy_set_load_file(set, path, err, sizeof(err)), MOAT_EINVAL);
+	cr_assert_null(strstr(err, "tcp/"), "%s", err);
+	drop_tmp(path);
+}
+
+struct bad_lines {
+	char text[8][200];
+	int n;
+};
+
+static void on_bad(void *ctx, const char *msg)
+{
+	struct bad_lines *b = ctx;
+	if (b->n < 8)
+		snprintf(b->text[b->n], sizeof(b->text[0]), "%s", msg);
+	b->n++;
+}
+
+/* With an error collector the load goes on past bad lines: each one reported, the good lines
+ * loaded. */
+Test(loadfile, keep_going)
+{
+	char *path = write_tmp("a.example\nb..example\nc.example tcp/0\nd.example\n*x.example\n");
+	char err[512] = "";
+	struct bad_lines b = {0};
+	policy_set_on_error(set, on_bad, &b);
+	cr_assert_eq(policy_set_load_file(set, path, err, sizeof(err)), 0);
+	cr_assert_eq(b.n, 3);
+	cr_assert(strstr(b.text[0], ":2: bad pattern 'b..example'"), "%s", b.text[0]);
+	cr_assert(strstr(b.text[1], ":3: bad port"), "%s", b.text[1]);
+	cr_assert(strstr(b.text[2], ":5: bad pattern"), "%s", b.text[2]);
+	cr_assert(match("a.example", NULL));
+	cr_assert(match("d.example", NULL));
+	cr_assert_eq(policy_set_count(set), 2);
+	drop_tmp(path);
+}
+
 Test(loadfile, missing_file)
 {
 	char err[256] = "";
@@ -817,4 +867,111 @@ Test(snapshot, load_missing_highrisk_fails)
 	cr_expect_eq(policy_load(&cfg, &p, err, sizeof(err)), MOAT_EIO);
 	cr_expect_null(p);
 	cr_expect_not_null(strstr(err, "/nonexistent/hr.txt"), "%s", err);
+}
+
+/* moatd's own addresses as the config names them (listen, upstreams, metrics). */
+static void own_addresses(void)
+{
+	cfg.listen = calloc(2, sizeof(*cfg.listen));
+	cfg.upstreams = calloc(1, sizeof(*cfg.upstreams));
+	cr_assert(cfg.listen && cfg.upstreams);
+	cr_assert_eq(netaddr_parse_addrport("192.0.2.2:53", 53, &cfg.listen[0]), 0);
+	cr_assert_eq(netaddr_parse_addrport("0.0.0.0:5353", 53, &cfg.listen[1]), 0);
+	cfg.nlisten = 2;
+	cr_assert_eq(netaddr_parse_addrport("[2001:db8::53]:53", 53, &cfg.upstreams[0]), 0);
+	cfg.nupstreams = 1;
+	cr_assert_eq(netaddr_parse_addrport("198.51.100.9:9153", 53, &cfg.metrics_addr), 0);
+	cfg.has_metrics = true;
+}
+
+static bool answer_ok(bool allow_private, bool passed, const char *text, char *why)
+{
+	uint8_t a[16];
+	bool v6 = strchr(text, ':') != NULL;
+	cr_assert_eq(inet_pton(v6 ? AF_INET6 : AF_INET, text, a), 1, "%s", text);
+	return policy_answer_addr_ok(pol, allow_private, passed, a, v6 ? 16 : 4, why, 160);
+}
+
+/* The answer check: blocked ranges anywhere; moatd's own addresses (any embedding form) and
+ * IPv4-mapped addresses where the client gets them, whatever allow_private says. */
+Test(snapshot, answer_addresses)
+{
+	policy_unref(pol);
+	pol = NULL;
+	own_addresses();
+	char err[256], why[160];
+	cr_assert_eq(policy_load(&cfg, &pol, err, sizeof(err)), 0, "%s", err);
+	cr_expect(answer_ok(false, true, "192.0.2.10", why));
+	cr_expect(!answer_ok(false, false, "169.254.169.254", why), "blocked in any section");
+	cr_expect_str_eq(why, "moat: answer contained 169.254.169.254");
+	cr_expect(!answer_ok(false, true, "10.0.0.5", why));
+	cr_expect(answer_ok(true, true, "10.0.0.5", why), "private allowed");
+	static const struct {
+		const char *addr, *why;
+	} own[] = {
+	    {"192.0.2.2", "moat: answer contained 192.0.2.2, moatd's own listen address"},
+	    {"64:ff9b::c000:202",
+	     "moat: answer contained 64:ff9b::c000:202, moatd's own listen address"},
+	    {"2001:db8::53", "moat: answer contained 2001:db8::53, moatd's own upstream"},
+	    {"198.51.100.9", "moat: answer contained 198.51.100.9, moatd's own metrics address"},
+	    {"::ffff:10.0.0.5", "moat: answer contained ::ffff:10.0.0.5, an IPv4-mapped address"},
+	    {"::ffff:192.0.2.10",
+	     "moat: answer contained ::ffff:192.0.2.10, an IPv4-mapped address"},
+	};
+	for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++) {
+		cr_expect(!answer_ok(true, true, own[i].addr, why), "%s passed", own[i].addr);
+		cr_expect_str_eq(why, own[i].why);
+		cr_expect(answer_ok(true, false, own[i].addr, why), "%s as glue", own[i].addr);
+	}
+}
+
+/* A configured sinkhole: 0.0.0.0 and :: with a warning; 240/4 and 100::/64 fine; other blocked
+ * addresses and moatd's own refused. */
+Test(snapshot, sinkhole_addresses)
+{
+	policy_unref(pol);
+	pol = NULL;
+	own_addresses();
+	struct config_agent *a = &cfg.agents[0];
+	a->sink_line = 7;
+	memset(a->sink4, 0, 4);
+	memset(a->sink6, 0, 16);
+	char err[300] = "";
+	cr_assert_eq(policy_load(&cfg, &pol, err, sizeof(err)), 0, "%s", err);
+	size_t n = policy_lint_count(pol->lint);
+	bool warned4 = false, warned6 = false;
+	for (size_t i = 0; i < n; i++) {
+		warned4 |=
+		    strstr(policy_lint_get(pol->lint, i), "sinkhole 0.0.0.0 (agent ci-42) reaches "
+		                                          "the client's own loopback") != NULL;
+		warned6 |=
+		    strstr(policy_lint_get(pol->lint, i), "sinkhole :: (agent ci-42)") != NULL;
+	}
+	cr_expect(warned4 && warned6, "no warning for a 0.0.0.0 / :: sinkhole");
+	policy_unref(pol);
+	pol = NULL;
+	static const struct {
+		const char *v4;
+		int rc;
+		const char *why;
+	} cases[] = {
+	    {"240.0.0.7", 0, NULL},
+	    {"192.0.2.10", 0, NULL},
+	    {"127.0.0.1", MOAT_EINVAL, "(always denied)"},
+	    {"255.255.255.255", MOAT_EINVAL, "(always denied)"},
+	    {"192.0.2.2", MOAT_EINVAL, "(moatd's own listen address)"},
+	};
+	memcpy(a->sink6, config_sink6_default, 16);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		cr_assert_eq(inet_pton(AF_INET, cases[i].v4, a->sink4), 1);
+		err[0] = 0;
+		int rc = policy_load(&cfg, &pol, err, sizeof(err));
+		cr_expect_eq(rc, cases[i].rc, "%s: %s", cases[i].v4, err);
+		if (cases[i].why)
+			cr_expect(strstr(err, cases[i].why), "%s: %s", cases[i].v4, err);
+		if (rc == 0) {
+			policy_unref(pol);
+			pol = NULL;
+		}
+	}
 }

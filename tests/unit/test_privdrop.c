@@ -3,6 +3,7 @@
  * 12: open(/etc/passwd, O_RDWR), socket(AF_PACKET), socket(AF_NETLINK) and kill(1, 0) used to
  * succeed under it). */
 #include <criterion/criterion.h>
+#include <pwd.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "moat/err.h"
 #include "sys/privdrop.h"
 
 /* What one call did under the filter: 0 allowed, 1 refused with EPERM, 2 something else. */
@@ -154,13 +156,27 @@ Test(privdrop, filter_allows_what_moatd_does)
 
 Test(privdrop, default_user)
 {
-	cr_expect_null(privdrop_pick_user("root"), "root asked for: stay");
-	cr_expect_str_eq(privdrop_pick_user("daemon"), "daemon");
-	if (geteuid() == 0) {
-		const char *u = privdrop_pick_user(NULL);
-		cr_assert_not_null(u, "root without a user drops by default");
-		cr_expect(!strcmp(u, "moat") || !strcmp(u, "nobody"), "%s", u);
+	const char *u = "x";
+	char err[512];
+	cr_expect_eq(privdrop_pick_user("root", true, &u, err, sizeof(err)), 0);
+	cr_expect_null(u, "root asked for: stay");
+	cr_expect_eq(privdrop_pick_user("daemon", true, &u, err, sizeof(err)), 0);
+	cr_expect_str_eq(u, "daemon");
+	if (geteuid() != 0) {
+		cr_expect_eq(privdrop_pick_user(NULL, true, &u, err, sizeof(err)), 0);
+		cr_expect_null(u, "not root: nothing to drop");
+		return;
+	}
+	bool have = getpwnam(PRIVDROP_USER) != NULL;
+	cr_expect_eq(privdrop_pick_user(NULL, false, &u, err, sizeof(err)), 0);
+	cr_expect_str_eq(u, have ? PRIVDROP_USER : "nobody", "without a firewall");
+	/* With a firewall channel never nobody: moat-fw would not admit it, or share it. */
+	int rc = privdrop_pick_user(NULL, true, &u, err, sizeof(err));
+	if (have) {
+		cr_expect_eq(rc, 0);
+		cr_expect_str_eq(u, PRIVDROP_USER);
 	} else {
-		cr_expect_null(privdrop_pick_user(NULL), "not root: nothing to drop");
+		cr_expect_eq(rc, MOAT_ENOENT);
+		cr_expect(strstr(err, "useradd") != NULL, "%s", err);
 	}
 }

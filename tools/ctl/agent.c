@@ -1,8 +1,8 @@
 /* agent.c owns moatctl's runtime agent commands: `agent add NAME --clients CIDR...
- * (--allow FILE | --pattern P...) [--deny FORM]`, `agent del NAME`, and `batch` (those lines on
- * stdin, sent on one connection: what an orchestrator starting many sandboxes at once runs).
- * The request line is built and checked with the daemon's own parser (ctlproto). An --allow
- * FILE is read here, by the client, and its lines sent after the request: moatd runs as an
+ * (--allow FILE | --pattern P...) [--deny FORM] [--audit] [--force]`, `agent del NAME`, and `batch`
+ * (those lines on stdin, sent on one connection: what an orchestrator starting many sandboxes at
+ * once runs). The request line is built and checked with the daemon's own parser (ctlproto). An
+ * --allow FILE is read here, by the client, and its lines sent after the request: moatd runs as an
  * unprivileged user under a system-call filter and should not open paths a control client
  * names (the client may read files moatd must not, and the reverse), and the store keeps the
  * patterns themselves, so a restart does not depend on the file still being there. Every line
@@ -83,6 +83,14 @@ static int parse_args(int argc, char **argv, struct text *req, struct text *body
 			*raw = true;
 			continue;
 		}
+		if (!strcmp(a, "--audit")) { /* audit mode: would-deny names are answered */
+			rc = text_add(req, " mode=audit", 11);
+			continue;
+		}
+		if (!strcmp(a, "--force")) { /* a range may overlap a config agent's */
+			rc = text_add(req, " force", 6);
+			continue;
+		}
 		if (!mode && !strncmp(a, "--", 2)) {
 			fprintf(stderr, "moatctl: agent: unknown option %s\n", a);
 			return MOAT_EINVAL;
@@ -158,7 +166,7 @@ static int print_replies(char *reply, size_t n, bool raw)
 		if (!strncmp(p, "{\"v\":1,\"ok\":true", 16)) {
 			ctl_print_json(p, raw);
 		} else {
-			ctl_print_error(p);
+			ctl_print_reply_error(p, raw);
 			st = 1;
 		}
 		p = nl ? nl + 1 : NULL;

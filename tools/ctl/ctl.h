@@ -8,6 +8,17 @@
  * one JSON object, pretty unless raw. Returns the exit status. */
 int ctl_grants(const char *dir, const char *agent, bool raw);
 
+/* explain.c: reply (moatd's explain answer) with "grant" added: whether moat-fw's ledger in
+ * state_dir holds a grant of the name's cached addresses for its agent. malloc'd; NULL when
+ * out of memory. */
+char *ctl_explain_grant(const char *reply, const char *state_dir);
+
+/* ask.c: `moatctl watch|allow|deny ...` (argv[0] is the command); the exit status. */
+int ctl_ask_cmd(int argc, char **argv, const char *sock, bool raw);
+
+/* report_out.c: `moatctl report ...` (argv[0] is "report"); the exit status. */
+int ctl_report_main(int argc, char **argv);
+
 /* main.c: print a JSON reply, raw (one line as received) or indented. */
 void ctl_print_json(const char *json, bool raw);
 
@@ -28,6 +39,9 @@ char *ctl_ask(const char *path, const char *text, size_t len, size_t nreplies);
 
 /* main.c: the reply's "error" text on stderr. */
 void ctl_print_error(const char *reply);
+/* main.c: a reply that is not ok: with --json (raw) the reply itself on stdout, one line, else
+ * its error text on stderr. */
+void ctl_print_reply_error(const char *reply, bool raw);
 
 /* agent.c: `moatctl agent add|del ...` (argv after "agent") and `moatctl batch`. Return the exit
  * status. */

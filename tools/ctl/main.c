@@ -34,11 +34,16 @@ static void usage(FILE *f)
 	      "  reload                       load the config and policy again\n"
 	      "  flush [NAME]                 drop cached answers (all, or NAME's)\n"
 	      "  agents                       the running policy's agents\n"
-	      "  explain NAME [--client ADDR] [--type T]\n"
-	      "                               which rule allows or denies NAME, and why\n"
+	      "  explain NAME [--client ADDR] [--type T] [--state DIR]\n"
+	      "                               which rule allows or denies NAME, and why, its\n"
+	      "                               ports, and whether moat-fw holds its grant\n"
 	      "  grants [AGENT] [--state DIR] moat-fw's live grants (its ledger, "
 	      "default " DEFAULT_STATE ")\n"
 	      "  check CONFIG                 validate a config and its policy files\n"
+	      "  report [AGENT] [--since TIME] [--format text|json|allowlist] [--log FILE]...\n"
+	      "         [--fw-log FILE]... [--highrisk FILE]... [--wildcard-min N]\n"
+	      "                               what agents tried, from the logs, and the\n"
+	      "                               allowlist that lets it through\n"
 	      "  compile [--highrisk] -o OUT.mpol FILE...\n"
 	      "                               compile text lists into one mapped file\n"
 	      "  verify [--pubkey K.pub] [--highrisk] FILE.mpol...\n"
@@ -46,10 +51,14 @@ static void usage(FILE *f)
 	      "  sign --key K FILE...         write FILE.sig (Ed25519)\n"
 	      "  keygen -o K                  a signing key K and its public key K.pub\n"
 	      "  agent add NAME --clients CIDR... (--allow FILE | --pattern P...)\n"
-	      "            [--deny nxdomain|refused|sinkhole]\n"
+	      "            [--deny nxdomain|refused|sinkhole] [--force]\n"
 	      "                               add a runtime agent (kept in moatd's state_dir)\n"
 	      "  agent del NAME               remove a runtime agent\n"
 	      "  batch                        agent add/del lines from stdin, one connection\n"
+	      "  watch [--count N]            ask mode: asks, decisions, timeouts as JSON lines\n"
+	      "  allow NAME --agent A [--ports tcp/443,8443]... [--for DURATION]\n"
+	      "  deny NAME --agent A          a runtime rule (kept in state_dir unless --for);\n"
+	      "                               answers the asks it decides\n"
 	      "  -s, --socket PATH            moatd's control socket (default " DEFAULT_SOCKET ")\n"
 	      "  --json                       print replies as one line of JSON\n",
 	      f);
@@ -183,12 +192,21 @@ void ctl_print_error(const char *reply)
 	fputc('\n', stderr);
 }
 
+void ctl_print_reply_error(const char *reply, bool raw)
+{
+	if (raw) /* the whole reply, as a program reading --json expects it */
+		ctl_print_json(reply, true);
+	else
+		ctl_print_error(reply);
+}
+
 static int cmd_check(const char *path)
 {
 	struct config cfg;
 	struct policy *p = NULL;
-	char err[512];
+	char err[8192];
 	config_init(&cfg);
+	cfg.check_max_errors = CONFIG_CHECK_ERRORS; /* every error in one run */
 	int rc = config_load_file(&cfg, path, err, sizeof(err));
 	if (rc == 0)
 		rc = config_validate(&cfg, err, sizeof(err));
@@ -196,7 +214,7 @@ static int cmd_check(const char *path)
 		rc = policy_load(&cfg, &p, err, sizeof(err));
 	config_free(&cfg);
 	if (rc < 0) {
-		printf("%s\n", err);
+		config_print_errors(stdout, "", err);
 		return 1;
 	}
 	printf("moatctl: configuration OK: %zu agent(s), %zu allow pattern(s)\n", p->nagents,
@@ -277,6 +295,8 @@ int main(int argc, char **argv)
 	int ch;
 	if (ctl_policy_command(argc, argv, &ch)) /* compile, verify, sign, keygen: no daemon */
 		return ch;
+	if (argc > 1 && !strcmp(argv[1], "report")) /* reads the logs: no daemon either */
+		return ctl_report_main(argc - 1, argv + 1);
 	while ((ch = getopt_long(argc, argv, "+s:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 's':
@@ -306,6 +326,9 @@ int main(int argc, char **argv)
 		return ctl_agent(argc - optind - 1, argv + optind + 1, o.sock, o.raw);
 	if (optind < argc && !strcmp(argv[optind], "batch"))
 		return ctl_batch(o.sock, o.raw);
+	if (optind < argc && (!strcmp(argv[optind], "watch") || !strcmp(argv[optind], "allow") ||
+	                      !strcmp(argv[optind], "deny")))
+		return ctl_ask_cmd(argc - optind, argv + optind, o.sock, o.raw);
 	char *words[8];
 	int nwords = collect_words(argc, argv, words, 8, &o);
 	bool check = nwords > 0 && !strcmp(words[0], "check");
@@ -325,10 +348,17 @@ int main(int argc, char **argv)
 	if (!reply)
 		return 2; /* the daemon could not be asked (moatctl(8)) */
 	bool ok = strncmp(reply, "{\"v\":1,\"ok\":true", 16) == 0;
+	if (ok && !strcmp(words[0], "explain")) { /* and whether moat-fw holds its grant */
+		char *full = ctl_explain_grant(reply, o.state);
+		if (full) {
+			free(reply);
+			reply = full;
+		}
+	}
 	if (ok)
 		ctl_print_json(reply, o.raw);
 	else
-		ctl_print_error(reply);
+		ctl_print_reply_error(reply, o.raw);
 	free(reply);
 	return ok ? 0 : 1;
 }

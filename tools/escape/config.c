@@ -239,9 +239,14 @@ void escape_cfg_init(struct escape_cfg *c)
 	strcpy(c->tunnel_domain, "example.net");
 	c->timeout_ms = ESCAPE_DEFAULT_TIMEOUT_MS;
 	c->inbound_port = ESCAPE_DEFAULT_INBOUND_PORT;
-	c->sinks[0].len = 4;  /* 0.0.0.0 */
-	c->sinks[1].len = 16; /* :: */
-	c->nsinks = 2;
+	/* moatd's default sinkhole answers, and 0.0.0.0 and :: (a configured sinkhole). */
+	c->sinks[0].len = 4;
+	memcpy(c->sinks[0].b, config_sink4_default, 4);
+	c->sinks[1].len = 16;
+	memcpy(c->sinks[1].b, config_sink6_default, 16);
+	c->sinks[2].len = 4;  /* 0.0.0.0 */
+	c->sinks[3].len = 16; /* :: */
+	c->nsinks = 4;
 	c->format = ESCAPE_FMT_TABLE;
 }
 

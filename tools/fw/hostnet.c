@@ -146,7 +146,35 @@ static int fwhost_push(struct fwnft_range **v, size_t *n, const struct fwnft_ran
 	return 0;
 }
 
+/* The prefix of i's address and netmask (host bits zeroed) into r; false when it has none worth
+ * naming (no mask, a host route, the whole space). */
+static bool fwhost_prefix(const struct ifaddrs *i, const struct fwnft_range *addr,
+                          struct fwnft_range *r)
+{
+	if (!i->ifa_netmask)
+		return false;
+	bool v4 = addr->family == 4;
+	const uint8_t *m = v4 ? (const uint8_t *)&((struct sockaddr_in *)i->ifa_netmask)->sin_addr
+	                      : ((struct sockaddr_in6 *)i->ifa_netmask)->sin6_addr.s6_addr;
+	unsigned bits = 0, max = v4 ? 32 : 128;
+	while (bits < max && (m[bits / 8] & (0x80 >> (bits % 8))))
+		bits++;
+	if (bits == 0 || bits == max)
+		return false;
+	*r = *addr;
+	r->bits = (uint8_t)bits;
+	for (unsigned b = bits; b < max; b++)
+		r->addr[b / 8] &= (uint8_t) ~(0x80 >> (b % 8));
+	return true;
+}
+
 int fwhost_addrs(struct fwnft_range **own, size_t *nown, struct fwnft_range **link6, size_t *nlink6)
+{
+	return fwhost_addrs_nets(own, nown, link6, nlink6, NULL, NULL);
+}
+
+int fwhost_addrs_nets(struct fwnft_range **own, size_t *nown, struct fwnft_range **link6,
+                      size_t *nlink6, struct fwnft_range **nets, size_t *nnets)
 {
 	struct ifaddrs *ifa, *i;
 	int rc = 0;
@@ -157,7 +185,7 @@ int fwhost_addrs(struct fwnft_range **own, size_t *nown, struct fwnft_range **li
 		if (!i->ifa_addr ||
 		    (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
 			continue;
-		struct fwnft_range r = {0};
+		struct fwnft_range r = {0}, p;
 		bool v4 = i->ifa_addr->sa_family == AF_INET;
 		r.family = v4 ? 4 : 6;
 		r.bits = v4 ? 32 : 128;
@@ -169,18 +197,12 @@ int fwhost_addrs(struct fwnft_range **own, size_t *nown, struct fwnft_range **li
 		if (own)
 			rc = fwhost_push(own, nown, &r);
 		bool ll = !v4 && r.addr[0] == 0xfe && (r.addr[1] & 0xc0) == 0x80;
-		if (rc || v4 || ll || !link6 || !i->ifa_netmask || strcmp(i->ifa_name, "lo") == 0)
+		if (rc || ll || strcmp(i->ifa_name, "lo") == 0 || !fwhost_prefix(i, &r, &p))
 			continue;
-		const uint8_t *m = ((struct sockaddr_in6 *)i->ifa_netmask)->sin6_addr.s6_addr;
-		unsigned bits = 0;
-		while (bits < 128 && (m[bits / 8] & (0x80 >> (bits % 8))))
-			bits++;
-		if (bits == 0 || bits == 128)
-			continue;
-		r.bits = (uint8_t)bits;
-		for (unsigned b = bits; b < 128; b++)
-			r.addr[b / 8] &= (uint8_t) ~(0x80 >> (b % 8));
-		rc = fwhost_push(link6, nlink6, &r);
+		if (nets)
+			rc = fwhost_push(nets, nnets, &p);
+		if (rc == 0 && !v4 && link6)
+			rc = fwhost_push(link6, nlink6, &p);
 	}
 	freeifaddrs(ifa);
 	return rc;

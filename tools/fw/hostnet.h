@@ -24,6 +24,11 @@ int fwhost_route_iface(const struct fwnft_range *r, char *ifname);
 int fwhost_addrs(struct fwnft_range **own, size_t *nown, struct fwnft_range **link6,
                  size_t *nlink6);
 
+/* The same, and the networks of the addresses (both families, lo and link-local left out, each
+ * with its interface's name) into *nets when nets is not NULL (malloc'd, the caller frees). */
+int fwhost_addrs_nets(struct fwnft_range **own, size_t *nown, struct fwnft_range **link6,
+                      size_t *nlink6, struct fwnft_range **nets, size_t *nnets);
+
 /* Enter the network namespace spec: a path (/proc/PID/ns/net, /var/run/netns/X: anything with
  * a '/') or a name under /run/netns. Says why on stderr when it fails. Returns 0 or MOAT_EIO,
  * MOAT_EINVAL. */

@@ -302,28 +302,29 @@ static int ledger_walk_open(struct ledger *l, unsigned flags, MDB_txn **txn, MDB
 	return 0;
 }
 
-int ledger_iterate(struct ledger *l, uint64_t now,
-                   int (*cb)(const struct ledger_entry *e, void *ctx), void *ctx)
+/* cb for every well-formed record from the key start (NULL: the first) while its first plen
+ * bytes match start's, in key order, in one read transaction; expired ones too when told. */
+static int ledger_walk(struct ledger *l, const uint8_t *start, size_t plen, uint64_t now,
+                       bool expired, int (*cb)(const struct ledger_entry *e, void *ctx), void *ctx)
 {
 	MDB_txn *txn;
 	MDB_cursor *cur;
-	MDB_val k, v;
+	MDB_val k = {LEDGER_KEYLEN, (void *)start}, v;
 	struct ledger_entry e;
 	int count = 0, ret = 0, rc;
 
-	if (!l || !cb)
-		return MOAT_EINVAL;
 	if (ledger_walk_open(l, MDB_RDONLY, &txn, &cur) != 0)
 		return MOAT_EIO;
-	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	for (rc = mdb_cursor_get(cur, &k, &v, start ? MDB_SET_RANGE : MDB_FIRST);
+	     rc == 0 && (!start || (k.mv_size >= plen && !memcmp(k.mv_data, start, plen)));
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		if (!ledger_key_ok(&k))
 			continue;
 		e.expiry = ledger_val_parse(&v, e.agent);
-		if (e.expiry <= now)
+		if (e.expiry <= now && !expired)
 			continue;
 		ledger_key_decode(k.mv_data, &e.key);
-		e.remaining = e.expiry - now;
+		e.remaining = e.expiry > now ? e.expiry - now : 0;
 		count++;
 		if ((ret = cb(&e, ctx)) != 0)
 			break;
@@ -337,21 +338,45 @@ int ledger_iterate(struct ledger *l, uint64_t now,
 	return count;
 }
 
-int ledger_purge(struct ledger *l, uint64_t now)
+int ledger_iterate(struct ledger *l, uint64_t now,
+                   int (*cb)(const struct ledger_entry *e, void *ctx), void *ctx)
+{
+	if (!l || !cb)
+		return MOAT_EINVAL;
+	return ledger_walk(l, NULL, 0, now, false, cb, ctx);
+}
+
+int ledger_each_dst(struct ledger *l, uint8_t family, const uint8_t *src, const uint8_t *dst,
+                    uint64_t now, int (*cb)(const struct ledger_entry *e, void *ctx), void *ctx)
+{
+	struct ledger_key want = {.family = family};
+	uint8_t start[LEDGER_KEYLEN];
+	if (!l || !cb || l->batch)
+		return MOAT_EINVAL;
+	if (src)
+		memcpy(want.src, src, 16);
+	memcpy(want.dst, dst, 16);
+	ledger_key_encode(&want, start); /* proto 0, port 0: the first key of the destination */
+	/* Keys sort by family, source, destination: the destination's records are adjacent. */
+	return ledger_walk(l, start, 33, now, true, cb, ctx);
+}
+
+/* Delete, in one write transaction, every record doomed(k, v, ctx) says is to go. The number
+ * deleted, or MOAT_EIO. */
+static int ledger_delete_where(struct ledger *l,
+                               bool (*doomed)(const MDB_val *k, const MDB_val *v, void *ctx),
+                               void *ctx)
 {
 	MDB_txn *txn;
 	MDB_cursor *cur;
 	MDB_val k, v;
 	int count = 0, rc;
 
-	if (!l || l->batch)
-		return MOAT_EINVAL;
 	if (ledger_walk_open(l, 0, &txn, &cur) != 0)
 		return MOAT_EIO;
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		if ((ledger_key_ok(&k) && ledger_val_parse(&v, NULL) > now) ||
-		    ledger_is_version_key(&k))
+		if (!doomed(&k, &v, ctx))
 			continue;
 		/* After a cursor delete, MDB_NEXT moves to the record that followed. */
 		if (mdb_cursor_del(cur, 0) != 0) {
@@ -370,4 +395,43 @@ int ledger_purge(struct ledger *l, uint64_t now)
 		return 0;
 	}
 	return mdb_txn_commit(txn) == 0 ? count : MOAT_EIO;
+}
+
+/* Expired and malformed records (never the version record). */
+static bool ledger_stale(const MDB_val *k, const MDB_val *v, void *ctx)
+{
+	uint64_t now = *(const uint64_t *)ctx;
+	return !((ledger_key_ok(k) && ledger_val_parse(v, NULL) > now) || ledger_is_version_key(k));
+}
+
+int ledger_purge(struct ledger *l, uint64_t now)
+{
+	if (!l || l->batch)
+		return MOAT_EINVAL;
+	return ledger_delete_where(l, ledger_stale, &now);
+}
+
+struct ledger_match {
+	bool (*match)(const struct ledger_key *key, void *ctx);
+	void *ctx;
+};
+
+static bool ledger_matched(const MDB_val *k, const MDB_val *v, void *ctx)
+{
+	const struct ledger_match *m = ctx;
+	struct ledger_key key;
+	(void)v;
+	if (!ledger_key_ok(k))
+		return false;
+	ledger_key_decode(k->mv_data, &key);
+	return m->match(&key, m->ctx);
+}
+
+int ledger_delete_if(struct ledger *l, bool (*match)(const struct ledger_key *key, void *ctx),
+                     void *ctx)
+{
+	if (!l || !match || l->batch)
+		return MOAT_EINVAL;
+	struct ledger_match m = {match, ctx};
+	return ledger_delete_where(l, ledger_matched, &m);
 }

@@ -27,6 +27,7 @@
 #ifndef MOAT_FW_LEDGER_H
 #define MOAT_FW_LEDGER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -86,9 +87,23 @@ void ledger_batch_abort(struct ledger *l);
 int ledger_iterate(struct ledger *l, uint64_t now,
                    int (*cb)(const struct ledger_entry *e, void *ctx), void *ctx);
 
+/* Call cb for every well-formed record of one destination (family, src: all zero or NULL in
+ * the netns placement, dst), expired ones too (remaining 0) until the purge removes them, so
+ * the drop log can tell an expired grant and a wrong port from a never-resolved address. One
+ * read transaction; cb must not write. Returns the number visited, cb's non-zero return, or
+ * MOAT_EIO / MOAT_EINVAL (a batch is open). */
+int ledger_each_dst(struct ledger *l, uint8_t family, const uint8_t *src, const uint8_t *dst,
+                    uint64_t now, int (*cb)(const struct ledger_entry *e, void *ctx), void *ctx);
+
 /* Delete every record with expiry <= now and every malformed record, in one write transaction.
  * Returns the number deleted or MOAT_EIO. Must not be called while a batch is open. */
 int ledger_purge(struct ledger *l, uint64_t now);
+
+/* Delete every well-formed record whose key match() accepts (live or expired), in one write
+ * transaction (a runtime sandbox's removal takes its grants with it). Returns the number
+ * deleted or MOAT_EIO. Must not be called while a batch is open. */
+int ledger_delete_if(struct ledger *l, bool (*match)(const struct ledger_key *key, void *ctx),
+                     void *ctx);
 
 /* Serialized forms, exposed for tests and tools. key_out: LEDGER_KEYLEN bytes. */
 void ledger_key_encode(const struct ledger_key *key, uint8_t *key_out);

@@ -6,6 +6,7 @@
 #include "moat/version.h"
 #include "nft.h"
 #include "remove.h"
+#include "droplog.h"
 #include "server.h"
 #include "startck.h"
 
@@ -29,7 +30,8 @@ static void fw_usage(FILE *f)
 	    "               [--inbound tcp/PORT|udp/PORT]... [--dhcp] [--allow-private]\n"
 	    "               [--moatd-user USER] [--socket-group GROUP] [--user USER]\n"
 	    "               [--min-lifetime S] [--max-lifetime S] [--metrics ADDR:PORT]\n"
-	    "       moat-fw --remove [--netns NAME|PATH]\n"
+	    "               [--drop-log FILE [--log-group N]]\n"
+	    "       moat-fw --remove [--force] [--netns NAME|PATH]\n"
 	    "  --socket PATH       Unix SOCK_SEQPACKET socket moatd sends grants to (mode 0660)\n"
 	    "  --netns NAME|PATH   filter inside the sandbox's network namespace: a name under\n"
 	    "                      /run/netns, or a path such as /proc/PID/ns/net\n"
@@ -46,17 +48,23 @@ static void fw_usage(FILE *f)
 	    "  --dhcp              let DHCP (v4 and v6) pass between the sandbox and its link\n"
 	    "  --allow-private     grants may name private and shared ranges (10/8, fc00::/7, "
 	    "...)\n"
-	    "  --moatd-user USER   the only user whose processes may connect (default root)\n"
-	    "  --socket-group GRP  the socket's group (moatd's, when it runs unprivileged)\n"
+	    "  --moatd-user USER   the only user whose processes may connect (default moat,\n"
+	    "                      the user moatd drops to; root when there is no such user)\n"
+	    "  --socket-group GRP  the socket's group (default: --moatd-user's own group)\n"
 	    "  --user USER         run as USER after set-up, with only CAP_NET_ADMIN (default\n"
-	    "                      moat-fw, else nobody; root keeps uid 0)\n"
+	    "                      moat-fw, else nobody; root keeps uid 0; never moatd's user)\n"
 	    "  --state DIR         LMDB grant ledger directory (default " FWSRV_DEFAULT_STATE ")\n"
 	    "  --ranges FILE       more always-deny ranges (the shipped list is always loaded)\n"
 	    "  --min-lifetime S    shortest grant in seconds (default %d)\n"
 	    "  --max-lifetime S    longest grant in seconds (default %d, at most %d)\n"
 	    "  --metrics ADDR:PORT serve Prometheus metrics on GET /metrics there, in the\n"
 	    "                      namespace moat-fw starts in (off by default)\n"
-	    "  --remove            delete table inet moat and say what it held, then exit\n"
+	    "  --drop-log FILE     every dropped packet of a sandbox and every new connection\n"
+	    "                      it makes, as JSON lines (rate-limited, counted exactly)\n"
+	    "  --log-group N       the nfnetlink_log group the rules log to (default 27)\n"
+	    "  --remove            delete tables inet moat and moat_guard and say what they\n"
+	    "                      held, then exit; refused while a moat-fw holds them\n"
+	    "  --force             with --remove: remove them anyway (after stopping moat-fw)\n"
 	    "  --version           print the version and exit\n",
 	    FWSRV_DEFAULT_MIN, FWSRV_DEFAULT_MAX, FWSRV_LIFETIME_CAP);
 }
@@ -162,10 +170,39 @@ static int fw_group(const char *s, gid_t *gid)
 	return 0;
 }
 
-/* --user's default: the moat-fw user where it exists, else nobody. */
+/* --user's default: the moat-fw user where it exists, else nobody (said at start). */
 static const char *fw_default_user(void)
 {
-	return getpwnam("moat-fw") ? "moat-fw" : "nobody";
+	if (getpwnam("moat-fw"))
+		return "moat-fw";
+	fprintf(stderr, "moat-fw: warning: no user moat-fw (the install creates it): running as "
+	                "nobody, a user other daemons share; create moat-fw or give --user\n");
+	return "nobody";
+}
+
+/* --moatd-user's default: moat, the user moatd drops to by default, and its group for the
+ * socket; root where there is no such user (moatd then refuses to start with a firewall
+ * unless told its user, and root may do anything moat-fw does anyway). Says which at start. */
+static void fw_default_moatd(struct fwsrv_opts *o, const char *given)
+{
+	char gname[64] = "";
+	const struct passwd *pw = getpwuid(o->moatd_uid);
+	if (o->socket_group == (gid_t)-1 && o->moatd_uid != 0)
+		o->socket_group = o->moatd_gid;
+	const struct group *gr = o->socket_group != (gid_t)-1 ? getgrgid(o->socket_group) : NULL;
+	if (gr)
+		snprintf(gname, sizeof(gname), " (%s)", gr->gr_name);
+	if (!given && o->moatd_uid == 0)
+		fprintf(stderr, "moat-fw: no user moat (moatd's default user; the install creates "
+		                "it): grants only from root; create moat or give --moatd-user\n");
+	fprintf(stderr, "moat-fw: grants only from user %s (uid %u)", pw ? pw->pw_name : "?",
+	        (unsigned)o->moatd_uid);
+	if (o->socket_group != (gid_t)-1)
+		fprintf(stderr, "; socket group %u%s", (unsigned)o->socket_group, gname);
+	fprintf(stderr, "\n");
+	if (pw && !strcmp(pw->pw_name, "nobody"))
+		fprintf(stderr, "moat-fw: warning: --moatd-user nobody: every process running as "
+		                "nobody may grant\n");
 }
 
 /* Everything the command line fills in; the arrays back the pointers in o. */
@@ -175,8 +212,8 @@ struct fw_cli {
 	struct fwnft_resolver resolver[FW_MAX_LIST];
 	const char *ranges[FW_MAX_LIST];
 	struct fwnft_port inbound[FW_MAX_LIST];
-	const char *user;
-	bool forward, remove;
+	const char *user, *moatd_user;
+	bool forward, remove, force;
 };
 
 /* One more item of a list option (c: 'b' --sandbox, 'r' --resolver, 'i' --inbound; n its count):
@@ -198,18 +235,20 @@ static const char *fw_item(struct fw_cli *cli, int c, const char *arg, size_t *n
 static const char *fw_option(struct fw_cli *cli, int c, const char *arg)
 {
 	struct fwsrv_opts *o = &cli->o;
-	gid_t ignored;
 	/* The options that keep their argument as given, and the flags. */
 	const char **text = c == 's'   ? &o->socket_path
 	                    : c == 'n' ? &o->netns
 	                    : c == 'd' ? &o->state_dir
 	                    : c == 'U' ? &cli->user
+	                    : c == 'u' ? &cli->moatd_user
 	                    : c == 'P' ? &o->metrics
+	                    : c == 'L' ? &o->drop_log
 	                               : NULL;
 	bool *flag = c == 'f'   ? &cli->forward
 	             : c == 'D' ? &o->dhcp
 	             : c == 'p' ? &o->allow_private
 	             : c == 'X' ? &cli->remove
+	             : c == 'F' ? &cli->force
 	                        : NULL;
 	if (text)
 		*text = arg;
@@ -242,9 +281,14 @@ static const char *fw_option(struct fw_cli *cli, int c, const char *arg)
 	case 'M':
 		return fw_seconds(arg, &o->max_lifetime) != 0 ? "--max-lifetime wants seconds"
 		                                              : NULL;
-	case 'u':
-		return fw_user(arg, &o->moatd_uid, &ignored) != 0 ? "--moatd-user: no such user"
-		                                                  : NULL;
+	case 'G': {
+		char *end;
+		unsigned long g = strtoul(arg, &end, 10);
+		if (*arg < '1' || *arg > '9' || *end || g > 65535)
+			return "--log-group wants 1..65535";
+		o->log_group = (uint16_t)g;
+		return NULL;
+	}
 	default: /* 'g' */
 		return fw_group(arg, &o->socket_group) != 0 ? "--socket-group: no such group"
 		                                            : NULL;
@@ -258,9 +302,19 @@ static const char *fw_why(struct fw_cli *cli, bool extra)
 	if (extra)
 		return "unexpected argument";
 	if (cli->remove)
-		return "--remove takes only --netns";
+		return "--remove takes only --netns and --force";
+	if (cli->force)
+		return "--force belongs to --remove";
+	if (cli->moatd_user ? fw_user(cli->moatd_user, &o->moatd_uid, &o->moatd_gid) != 0
+	                    : fw_user("moat", &o->moatd_uid, &o->moatd_gid) != 0 &&
+	                          fw_user("root", &o->moatd_uid, &o->moatd_gid) != 0)
+		return "--moatd-user: no such user";
 	if (fw_user(cli->user ? cli->user : fw_default_user(), &o->run_uid, &o->run_gid) != 0)
 		return "--user: no such user";
+	/* moatd's user could signal moat-fw and read its /proc files: never the same one. */
+	if (o->run_uid == o->moatd_uid && o->run_uid != 0)
+		return "--user is --moatd-user too: give moat-fw a user of its own (the install "
+		       "creates moat-fw)";
 	if (!o->socket_path)
 		return "--socket is required";
 	if (!o->netns == !cli->forward)
@@ -293,7 +347,10 @@ int main(int argc, char **argv)
 	    {"socket-group", required_argument, NULL, 'g'},
 	    {"user", required_argument, NULL, 'U'},
 	    {"metrics", required_argument, NULL, 'P'},
+	    {"drop-log", required_argument, NULL, 'L'},
+	    {"log-group", required_argument, NULL, 'G'},
 	    {"remove", no_argument, NULL, 'X'},
+	    {"force", no_argument, NULL, 'F'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
@@ -305,6 +362,7 @@ int main(int argc, char **argv)
 	            .min_lifetime = FWSRV_DEFAULT_MIN,
 	            .max_lifetime = FWSRV_DEFAULT_MAX,
 	            .socket_group = (gid_t)-1,
+	            .log_group = FWDROPLOG_GROUP,
 	        },
 	};
 	struct fwsrv_opts *o = &cli.o;
@@ -331,7 +389,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (cli.remove && optind == argc && !o->socket_path && !cli.forward && !o->nsandbox)
-		return fwremove_run(o->netns);
+		return fwremove_run(o->netns, cli.force);
 	const char *why = fw_why(&cli, optind != argc);
 	if (why) {
 		fprintf(stderr, "moat-fw: %s\n", why);
@@ -339,6 +397,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	o->placement = cli.forward ? FWNFT_FORWARD : FWNFT_NETNS;
+	fw_default_moatd(o, cli.moatd_user);
 	char err[512];
 	if (cli.forward && fwstart_ifaces(cli.sandbox, o->nsandbox, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moat-fw: refusing to start: %s\n", err);

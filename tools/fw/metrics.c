@@ -31,8 +31,10 @@ static struct metrics_http *http;
 static int listen_fd = -1;
 static const char *fwm_version;
 static uint64_t fwm_grants[4]; /* received, ok, denied, failed; atomics */
+static uint64_t fwm_tables[3]; /* changes by others, restores ok, restores failed; atomics */
 static pthread_mutex_t snap_lock = PTHREAD_MUTEX_INITIALIZER;
-static char *snap; /* rendered table and ledger metrics, under snap_lock */
+static char *snap;  /* rendered table and ledger metrics, under snap_lock */
+static char *extra; /* the drop log's counters (fwmetrics_extra), under snap_lock */
 
 struct fwm_drop {
 	char chain[64];
@@ -163,6 +165,16 @@ void fwmetrics_grants(size_t received, size_t ok, size_t denied, size_t failed)
 	__atomic_add_fetch(&fwm_grants[3], failed, __ATOMIC_RELAXED);
 }
 
+void fwmetrics_table_change(void)
+{
+	__atomic_add_fetch(&fwm_tables[0], 1, __ATOMIC_RELAXED);
+}
+
+void fwmetrics_table_restore(int ok)
+{
+	__atomic_add_fetch(&fwm_tables[ok ? 1 : 2], 1, __ATOMIC_RELAXED);
+}
+
 struct fwm_ledger {
 	uint64_t entries, bytes;
 };
@@ -183,8 +195,15 @@ void fwmetrics_refresh(struct fwnft *nft, struct ledger *l)
 	struct fwm_ledger ls = {0, 0};
 	int n = MOAT_ENOMEM;
 	if (list && text &&
-	    fwnft_query(nft, "list table inet moat", list, FWM_LIST_MAX, err, sizeof(err)) == 0)
+	    fwnft_query(nft, "list table inet moat", list, FWM_LIST_MAX, err, sizeof(err)) == 0) {
+		/* The guard's chains (forward placement) have names of their own: appended, they
+		 * are read as more chains of the same listing. */
+		size_t l = strlen(list);
+		if (fwnft_query(nft, "list table inet moat_guard", list + l, FWM_LIST_MAX - l, err,
+		                sizeof(err)) != 0)
+			list[l] = '\0';
 		n = fwmetrics_render_table(list, text, FWM_SNAP_MAX);
+	}
 	free(list);
 	if (n >= 0 && ledger_iterate(l, (uint64_t)time(NULL), fwm_ledger_cb, &ls) >= 0) {
 		/* Cut short when it does not fit, like the rest of the snapshot's text. */
@@ -204,6 +223,17 @@ void fwmetrics_refresh(struct fwnft *nft, struct ledger *l)
 	pthread_mutex_unlock(&snap_lock);
 }
 
+void fwmetrics_extra(const char *text)
+{
+	if (!http)
+		return;
+	char *copy = text ? strdup(text) : NULL;
+	pthread_mutex_lock(&snap_lock);
+	free(extra);
+	extra = copy;
+	pthread_mutex_unlock(&snap_lock);
+}
+
 /* The whole scrape (a metrics_http body): the grant counters, the snapshot, build info. */
 static char *fwm_scrape(void *ctx, size_t *len)
 {
@@ -217,9 +247,18 @@ static char *fwm_scrape(void *ctx, size_t *len)
 	for (int i = 0; i < 4; i++)
 		metrics_emit(&o, "moatfw_grants_total{outcome=\"%s\"} %llu\n", outcome[i],
 		             (unsigned long long)__atomic_load_n(&fwm_grants[i], __ATOMIC_RELAXED));
+	static const char *const tables[3][2] = {
+	    {"moatfw_table_changes_total", "Changes of moat's tables by another process."},
+	    {"moatfw_table_restores_total", "Tables restored after such a change."},
+	    {"moatfw_table_restore_failures_total", "Restores the kernel refused (retried)."}};
+	for (int i = 0; i < 3; i++)
+		metrics_scalar(&o, tables[i][0], "counter", tables[i][1],
+		               __atomic_load_n(&fwm_tables[i], __ATOMIC_RELAXED));
 	pthread_mutex_lock(&snap_lock);
 	if (snap)
 		metrics_emit(&o, "%s", snap);
+	if (extra)
+		metrics_emit(&o, "%s", extra);
 	pthread_mutex_unlock(&snap_lock);
 	char v[128];
 	if (metrics_label_escape(fwm_version, v, sizeof(v)) < 0)
@@ -277,4 +316,6 @@ void fwmetrics_stop(void)
 	listen_fd = -1;
 	free(snap);
 	snap = NULL;
+	free(extra);
+	extra = NULL;
 }

@@ -27,6 +27,14 @@ void fwmetrics_stop(void);
 /* Count one batch's grants by outcome (no-op when the endpoint is off). */
 void fwmetrics_grants(size_t received, size_t ok, size_t denied, size_t failed);
 
+/* Count a change of the tables by someone else, and a restore of them (ok or failed). */
+void fwmetrics_table_change(void);
+void fwmetrics_table_restore(int ok);
+
+/* More metrics text for every scrape (the drop log's counters, droplog.c), replacing the last
+ * (copied; no-op when off). Loop thread. */
+void fwmetrics_extra(const char *text);
+
 /* Re-read the table and the ledger into the snapshot a scrape serves (no-op when off). */
 void fwmetrics_refresh(struct fwnft *nft, struct ledger *l);
 

@@ -13,6 +13,7 @@
  * also refusing prefix lengths with leading zeros), and the server loads the same files into an
  * addrguard too, so a file the two readings disagree on stops moat-fw at start-up. */
 #include "nft.h"
+#include "droplog.h"
 #include "moat/bytes.h"
 #include "moat/err.h"
 #include "moat/netaddr.h"
@@ -234,6 +235,15 @@ static int fwnft_range_list(struct fwnft_buf *b, const struct fwnft_range *v, si
 	"icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert, nd-router-solicit, "               \
 	"nd-router-advert } ip6 hoplimit 255"
 
+/* The drop log's statement for a rule of chain (droplog.h): "" without --drop-log. A few
+ * rotating buffers: one printf may take several. */
+static const char *L(const struct fwnft_setup *s, const char *chain, const char *kind)
+{
+	static _Thread_local char buf[8][96];
+	static _Thread_local unsigned i;
+	return fwdroplog_stmt(s->log_group, chain, kind, buf[i++ % 8], sizeof(buf[0]));
+}
+
 /* The allow sets (layout in nft_batch.h): allow = any port, port = port-scoped, echo = the
  * addresses of port-scoped grants. In the forward placement each key starts with the sandbox
  * source. */
@@ -254,24 +264,37 @@ static int fwnft_allow_sets(const struct fwnft_setup *s, struct fwnft_buf *b)
 	return b->err;
 }
 
+/* What an accepting rule ends with: in the forward placement it also sets FWNFT_MARK, which
+ * table moat_guard wants on everything of a sandbox interface (nft.h). */
+static const char *fwnft_acc(const struct fwnft_setup *s)
+{
+	return s->placement == FWNFT_FORWARD ? "meta mark set meta mark | " FWNFT_MARK_TEXT
+	                                       " accept"
+	                                     : "accept";
+}
+
 /* The lookups in the allow sets: a grant without ports opens the address, one with ports opens
  * those (protocol, port) pairs, and ICMP echo follows any grant of the address: the echo lines
  * look at both address-only views (the first two lines already accept echo today; the echo
  * lines keep it so wherever ICMP rules end up before them). */
-static int fwnft_allow_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
+static int fwnft_allow_rules(const struct fwnft_setup *s, struct fwnft_buf *b, const char *chain)
 {
 	const char *s4 = s->placement == FWNFT_FORWARD ? "ip saddr . " : "";
 	const char *s6 = s->placement == FWNFT_FORWARD ? "ip6 saddr . " : "";
+	const char *a = fwnft_acc(s);
+	/* A flow's first packet reaches these (established ones were accepted before): with the
+	 * drop log each new connection is logged, for the ports `moatctl report` recommends. */
+	const char *c = L(s, chain, "connect");
 	return fwnft_printf(b,
-	                    "\t\t%sip daddr @allow4 accept\n"
-	                    "\t\t%sip6 daddr @allow6 accept\n"
-	                    "\t\t%sip daddr . meta l4proto . th dport @port4 accept\n"
-	                    "\t\t%sip6 daddr . meta l4proto . th dport @port6 accept\n"
-	                    "\t\ticmp type echo-request %sip daddr @allow4 accept\n"
-	                    "\t\ticmp type echo-request %sip daddr @echo4 accept\n"
-	                    "\t\ticmpv6 type echo-request %sip6 daddr @allow6 accept\n"
-	                    "\t\ticmpv6 type echo-request %sip6 daddr @echo6 accept\n",
-	                    s4, s6, s4, s6, s4, s4, s6, s6);
+	                    "\t\t%sip daddr @allow4%s %s\n"
+	                    "\t\t%sip6 daddr @allow6%s %s\n"
+	                    "\t\t%sip daddr . meta l4proto . th dport @port4%s %s\n"
+	                    "\t\t%sip6 daddr . meta l4proto . th dport @port6%s %s\n"
+	                    "\t\ticmp type echo-request %sip daddr @allow4 %s\n"
+	                    "\t\ticmp type echo-request %sip daddr @echo4 %s\n"
+	                    "\t\ticmpv6 type echo-request %sip6 daddr @allow6 %s\n"
+	                    "\t\ticmpv6 type echo-request %sip6 daddr @echo6 %s\n",
+	                    s4, c, a, s6, c, a, s4, c, a, s6, c, a, s4, a, s4, a, s6, a, s6, a);
 }
 
 /* DNS to each --resolver (UDP and TCP), from chain sandbox/output and chain host. */
@@ -283,9 +306,9 @@ static int fwnft_resolver_rules(const struct fwnft_setup *s, struct fwnft_buf *b
 		const char *fam = r->family == 4 ? "ip" : "ip6";
 		fwnft_ntop(r->family, r->addr, t, sizeof(t));
 		fwnft_printf(b,
-		             "\t\t%s daddr %s udp dport %u accept\n"
-		             "\t\t%s daddr %s tcp dport %u accept\n",
-		             fam, t, r->port, fam, t, r->port);
+		             "\t\t%s daddr %s udp dport %u %s\n"
+		             "\t\t%s daddr %s tcp dport %u %s\n",
+		             fam, t, r->port, fwnft_acc(s), fam, t, r->port, fwnft_acc(s));
 	}
 	return b->err;
 }
@@ -305,8 +328,9 @@ static int fwnft_dhcp_rules(const struct fwnft_setup *s, struct fwnft_buf *b, bo
 		       "udp dport 547 accept\n");
 	if (out)
 		return fwnft_printf(b,
-		                    "\t\tudp sport 68 udp dport 67 accept\n"
-		                    "\t\tip6 saddr fe80::/10 udp sport 546 udp dport 547 accept\n");
+		                    "\t\tudp sport 68 udp dport 67 %s\n"
+		                    "\t\tip6 saddr fe80::/10 udp sport 546 udp dport 547 %s\n",
+		                    fwnft_acc(s), fwnft_acc(s));
 	return fwnft_printf(
 	    b, "\t\tudp sport 67 udp dport 68 %s\n\t\tudp sport 547 udp dport 546 %s\n",
 	    s->placement == FWNFT_NETNS ? "accept" : "return",
@@ -318,7 +342,7 @@ static int fwnft_dhcp_rules(const struct fwnft_setup *s, struct fwnft_buf *b, bo
  * ports, nothing else. In the forward placement what passes returns to chain forward, so a
  * packet that also comes from a sandbox is judged by chain sandbox as well: one sandbox's grant
  * never opens another sandbox's ports. */
-static int fwnft_toward_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
+static int fwnft_toward_rules(const struct fwnft_setup *s, struct fwnft_buf *b, const char *chain)
 {
 	const char *v = s->placement == FWNFT_NETNS ? "accept" : "return";
 	fwnft_printf(b, "\t\tct state established,related ct direction reply %s\n", v);
@@ -326,29 +350,37 @@ static int fwnft_toward_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
 		fwnft_printf(b, "\t\tct direction original %s dport %u %s\n",
 		             s->inbound[i].proto == 6 ? "tcp" : "udp", s->inbound[i].port, v);
 	fwnft_dhcp_rules(s, b, false);
-	return fwnft_printf(b, "\t\tcounter drop\n");
+	return fwnft_printf(b, "\t\tcounter%s drop\n", L(s, chain, "inbound"));
 }
 
 /* What the sandbox sends once its source is known good, in their required order. */
-static int fwnft_filter_rules(const struct fwnft_setup *s, struct fwnft_buf *b)
+static int fwnft_filter_rules(const struct fwnft_setup *s, struct fwnft_buf *b, const char *chain)
 {
 	/* Flows the sandbox started carry on; answers on an --inbound flow (which only the
 	 * toward-the-sandbox rules can admit) too. */
-	fwnft_printf(b, "\t\tct state established,related ct direction original accept\n"
-	                "\t\tct state established ct direction reply accept\n");
+	fwnft_printf(b,
+	             "\t\tct state established,related ct direction original %s\n"
+	             "\t\tct state established ct direction reply %s\n",
+	             fwnft_acc(s), fwnft_acc(s));
 	if (s->placement == FWNFT_NETNS)
 		/* Without neighbour discovery IPv6 cannot reach even the resolver. Hop limit 255
 		 * keeps it to the link (RFC 4861) and link6 (link-local, ff02::/16 and the on-link
 		 * prefixes) to neighbours: an ND packet to a remote address would be routed. */
 		fwnft_printf(b, "\t\t" FWNFT_ND " ip6 daddr @link6 accept\n");
-	fwnft_printf(b, "\t\tip daddr @deny4 counter drop\n"
-	                "\t\tip6 daddr @deny6 counter drop\n");
+	const char *deny = L(s, chain, "always-deny"), *icmp = L(s, chain, "icmp");
+	fwnft_printf(b,
+	             "\t\tip daddr @deny4 counter%s drop\n"
+	             "\t\tip6 daddr @deny6 counter%s drop\n",
+	             deny, deny);
 	fwnft_resolver_rules(s, b);
 	/* ICMP errors pass only as related to a flow (above); echo follows the allow sets. */
-	fwnft_printf(b, "\t\ticmp type != echo-request counter drop\n"
-	                "\t\ticmpv6 type != echo-request counter drop\n");
-	fwnft_allow_rules(s, b);
-	return fwnft_printf(b, "\t\tcounter drop\n");
+	fwnft_printf(b,
+	             "\t\ticmp type != echo-request counter%s drop\n"
+	             "\t\ticmpv6 type != echo-request counter%s drop\n",
+	             icmp, icmp);
+	fwnft_allow_rules(s, b, chain);
+	/* Never granted, expired, or another port: the drop log tells them apart (ledger). */
+	return fwnft_printf(b, "\t\tcounter%s drop\n", L(s, chain, "unresolved"));
 }
 
 static bool fwnft_ifname_ok(const char *n)
@@ -388,6 +420,11 @@ static int fwnft_check_setup(const struct fwnft_setup *s)
 			    !fwnft_ifname_ok(s->sandbox[i].ifname))
 				return MOAT_EINVAL;
 	}
+	for (size_t i = 0; i < s->nhostsrc; i++)
+		if (s->placement != FWNFT_FORWARD ||
+		    (s->hostsrc[i].family != 4 && s->hostsrc[i].family != 6) ||
+		    !fwnft_ifname_ok(s->hostsrc[i].ifname))
+			return MOAT_EINVAL;
 	return 0;
 }
 
@@ -425,27 +462,93 @@ static int fwnft_sbx_set(const struct fwnft_setup *s, struct fwnft_buf *b, uint8
 	return fwnft_printf(b, "\t}\n");
 }
 
-/* Forward placement: the hooks, and the chains for routed traffic, traffic to the moat host
- * and traffic toward the sandbox. */
-static int fwnft_forward_chains(const struct fwnft_setup *s, struct fwnft_buf *b)
+/* hostsrc4 / hostsrc6 and chain prerouting (only when there are such addresses): the host's
+ * own addresses inside a sandbox range, as sources arriving on that range's interface, are
+ * forged. Before routing, so IPv4 is counted too (the kernel drops it as a martian source
+ * before the forward and input hooks, without a trace). */
+static int fwnft_hostsrc_sets(const struct fwnft_setup *s, struct fwnft_buf *b)
 {
-	static const char spoof[] = "\t\tiifname . ip saddr != @sbx4 counter drop\n"
-	                            "\t\tiifname . ip6 saddr != @sbx6 counter drop\n";
-	fwnft_sbx_set(s, b, 4);
-	fwnft_sbx_set(s, b, 6);
+	char t[INET6_ADDRSTRLEN];
+	if (s->nhostsrc == 0)
+		return 0;
+	for (uint8_t f = 4; f <= 6; f += 2) {
+		bool first = true;
+		fwnft_printf(b, "\tset hostsrc%u {\n\t\ttype ifname . ipv%u_addr\n", f, f);
+		for (size_t i = 0; i < s->nhostsrc; i++) {
+			const struct fwnft_range *r = &s->hostsrc[i];
+			if (r->family != f)
+				continue;
+			fwnft_printf(b, "%s\"%s\" . %s", first ? "\t\telements = { " : ", ",
+			             r->ifname, fwnft_ntop(f, r->addr, t, sizeof(t)));
+			first = false;
+		}
+		fwnft_printf(b, "%s\t}\n", first ? "" : " }\n");
+	}
+	return b->err;
+}
+
+static int fwnft_hostsrc_chain(const struct fwnft_setup *s, struct fwnft_buf *b)
+{
+	if (s->nhostsrc == 0)
+		return 0;
+	const char *l = L(s, "prerouting", "spoofed");
+	return fwnft_printf(b,
+	                    "\tchain prerouting {\n"
+	                    "\t\ttype filter hook prerouting priority -300; policy accept;\n"
+	                    "\t\tiifname . ip saddr @hostsrc4 counter%s drop\n"
+	                    "\t\tiifname . ip6 saddr @hostsrc6 counter%s drop\n"
+	                    "\t}\n",
+	                    l, l);
+}
+
+#define FWNFT_RUNTIME_IFS "\"" FWNFT_RUNTIME_IFPREFIX "*\""
+
+/* Forward placement: the base chains. What passes to_sandbox and is not from a sandbox leaves
+ * chain forward at its end, marked there. Runtime sandboxes' interfaces (FWNFT_RUNTIME_IFPREFIX*)
+ * always go through the chains: one whose range is unknown has no valid source, so all it sends
+ * is dropped. */
+static int fwnft_forward_hooks(const struct fwnft_setup *s, struct fwnft_buf *b)
+{
 	fwnft_printf(b, "\tchain forward {\n"
 	                "\t\ttype filter hook forward priority 0; policy accept;\n"
 	                "\t\toifname ");
 	fwnft_ifname_list(s, b);
-	fwnft_printf(b, " jump to_sandbox\n\t\tiifname ");
+	fwnft_printf(b, " jump to_sandbox\n\t\toifname " FWNFT_RUNTIME_IFS " jump to_sandbox\n"
+	                "\t\tiifname ");
 	fwnft_ifname_list(s, b);
-	fwnft_printf(b, " jump sandbox\n\t}\n"
+	fwnft_printf(b,
+	             " jump sandbox\n\t\tiifname " FWNFT_RUNTIME_IFS " jump sandbox\n\t\toifname ");
+	fwnft_ifname_list(s, b);
+	fwnft_printf(b, " meta mark set meta mark | " FWNFT_MARK_TEXT "\n"
+	                "\t\toifname " FWNFT_RUNTIME_IFS
+	                " meta mark set meta mark | " FWNFT_MARK_TEXT "\n"
+	                "\t}\n"
 	                "\tchain input {\n"
 	                "\t\ttype filter hook input priority 0; policy accept;\n"
 	                "\t\tiifname ");
 	fwnft_ifname_list(s, b);
-	fwnft_printf(b, " jump host\n\t}\n\tchain sandbox {\n%s", spoof);
-	fwnft_filter_rules(s, b);
+	return fwnft_printf(b, " jump host\n\t\tiifname " FWNFT_RUNTIME_IFS " jump host\n\t}\n");
+}
+
+/* Forward placement: the hooks, and the chains for routed traffic, traffic to the moat host
+ * and traffic toward the sandbox. */
+static int fwnft_forward_chains(const struct fwnft_setup *s, struct fwnft_buf *b)
+{
+	char spoof[2][400]; /* in chain sandbox and in chain host */
+	for (int i = 0; i < 2; i++) {
+		const char *l = L(s, i ? "host" : "sandbox", "spoofed");
+		snprintf(spoof[i], sizeof(spoof[i]),
+		         "\t\tiifname . ip saddr != @sbx4 counter%s drop\n"
+		         "\t\tiifname . ip6 saddr != @sbx6 counter%s drop\n",
+		         l, l);
+	}
+	const char *a = fwnft_acc(s);
+	fwnft_sbx_set(s, b, 4);
+	fwnft_sbx_set(s, b, 6);
+	fwnft_hostsrc_sets(s, b);
+	fwnft_forward_hooks(s, b);
+	fwnft_printf(b, "\tchain sandbox {\n%s", spoof[0]);
+	fwnft_filter_rules(s, b, "sandbox");
 	/* To the moat host itself: link-local ND (before the source check: its sources are
 	 * fe80:: and ::), then only DNS to the resolvers (and DHCP when asked). Multicast,
 	 * link-local and every other service of the host are dropped. */
@@ -453,17 +556,66 @@ static int fwnft_forward_chains(const struct fwnft_setup *s, struct fwnft_buf *b
 	fwnft_dhcp_rules(s, b, true);
 	fwnft_printf(b,
 	             "\t\t" FWNFT_ND " ip6 saddr { fe80::/10, :: } ip6 daddr { "
-	             "fe80::/10, ff02::/16 } accept\n"
-	             "\t\t" FWNFT_ND " ip6 saddr fe80::/10 fib daddr type local accept\n"
+	             "fe80::/10, ff02::/16 } %s\n"
+	             "\t\t" FWNFT_ND " ip6 saddr fe80::/10 fib daddr type local %s\n"
 	             "%s"
-	             "\t\t" FWNFT_ND " ip6 daddr ff02::/16 accept\n"
-	             "\t\t" FWNFT_ND " fib daddr type local accept\n"
-	             "\t\tct state established,related accept\n",
-	             spoof);
+	             "\t\t" FWNFT_ND " ip6 daddr ff02::/16 %s\n"
+	             "\t\t" FWNFT_ND " fib daddr type local %s\n"
+	             "\t\tct state established,related %s\n",
+	             a, a, spoof[1], a, a, a);
 	fwnft_resolver_rules(s, b);
-	fwnft_printf(b, "\t\tcounter drop\n\t}\n\tchain to_sandbox {\n");
-	fwnft_toward_rules(s, b);
-	return fwnft_printf(b, "\t}\n");
+	fwnft_printf(b, "\t\tcounter%s drop\n\t}\n\tchain to_sandbox {\n", L(s, "host", "host"));
+	fwnft_toward_rules(s, b, "to_sandbox");
+	fwnft_printf(b, "\t}\n");
+	return fwnft_hostsrc_chain(s, b);
+}
+
+/* Table moat_guard (nft.h): for each hook, a chain before moat's that drops sandbox-interface
+ * packets already carrying the mark, and one after it that passes (and unmarks) what moat's
+ * table accepted and drops the rest of the sandbox interfaces' traffic; runtime sandboxes'
+ * interfaces (FWNFT_RUNTIME_IFPREFIX*) count as sandbox interfaces whatever ranges are known. */
+static int fwnft_guard(const struct fwnft_setup *s, struct fwnft_buf *b)
+{
+	static const char *const hooks[] = {"forward", "input"};
+	static const char marked[] = "meta mark & " FWNFT_MARK_TEXT " != 0";
+	fwnft_printf(b, "add table inet " FWNFT_GUARD "\n"
+	                "delete table inet " FWNFT_GUARD "\n"
+	                "table inet " FWNFT_GUARD " {\n"
+	                "\tcomment \"moat-fw: a sandbox interface passes only what table inet "
+	                "moat accepted; moat-fw --remove deletes this\"\n");
+	for (int h = 0; h < 2; h++) {
+		const char *dirs[2] = {"iifname", "oifname"};
+		int ndirs = h == 0 ? 2 : 1; /* input: only what arrives */
+		fwnft_printf(b,
+		             "\tchain guard_pre_%s {\n"
+		             "\t\ttype filter hook %s priority -1; policy accept;\n",
+		             hooks[h], hooks[h]);
+		char pre[40], post[40];
+		snprintf(pre, sizeof(pre), "guard_pre_%s", hooks[h]);
+		snprintf(post, sizeof(post), "guard_%s", hooks[h]);
+		const char *lp = L(s, pre, "spoofed"), *lg = L(s, post, "guard");
+		for (int d = 0; d < ndirs; d++) {
+			fwnft_printf(b, "\t\t%s %s ", marked, dirs[d]);
+			fwnft_ifname_list(s, b);
+			fwnft_printf(
+			    b, " counter%s drop\n\t\t%s %s " FWNFT_RUNTIME_IFS " counter%s drop\n",
+			    lp, marked, dirs[d], lp);
+		}
+		fwnft_printf(b,
+		             "\t}\n\tchain guard_%s {\n"
+		             "\t\ttype filter hook %s priority 1; policy accept;\n"
+		             "\t\t%s meta mark set meta mark & " FWNFT_UNMARK_TEXT " accept\n",
+		             hooks[h], hooks[h], marked);
+		for (int d = 0; d < ndirs; d++) {
+			fwnft_printf(b, "\t\t%s ", dirs[d]);
+			fwnft_ifname_list(s, b);
+			fwnft_printf(
+			    b, " counter%s drop\n\t\t%s " FWNFT_RUNTIME_IFS " counter%s drop\n", lg,
+			    dirs[d], lg);
+		}
+		fwnft_printf(b, "\t}\n");
+	}
+	return fwnft_printf(b, "}\n");
 }
 
 /* Netns placement: output (what the sandbox sends) and input (what reaches it). */
@@ -478,23 +630,28 @@ static int fwnft_netns_chains(const struct fwnft_setup *s, struct fwnft_buf *b)
 	fwnft_range_list(b, s->link6, s->nlink6, 6, ", ", "");
 	/* 0.0.0.0 and :: first: the kernel turns a connect to them into loopback, and nothing
 	 * addressed to them may pass the loopback rule. */
-	fwnft_printf(b, " }\n\t}\n"
-	                "\tchain output {\n"
-	                "\t\ttype filter hook output priority 0; policy drop;\n"
-	                "\t\tip daddr 0.0.0.0/8 counter drop\n"
-	                "\t\tip6 daddr :: counter drop\n"
-	                "\t\toif \"lo\" accept\n");
+	const char *deny = L(s, "output", "always-deny"), *spoof = L(s, "output", "spoofed");
+	fwnft_printf(b,
+	             " }\n\t}\n"
+	             "\tchain output {\n"
+	             "\t\ttype filter hook output priority 0; policy drop;\n"
+	             "\t\tip daddr 0.0.0.0/8 counter%s drop\n"
+	             "\t\tip6 daddr :: counter%s drop\n"
+	             "\t\toif \"lo\" accept\n",
+	             deny, deny);
 	fwnft_dhcp_rules(s, b, true);
 	/* Only the namespace's own addresses as source, and never loopback off lo. */
-	fwnft_printf(b, "\t\tfib saddr type != local counter drop\n"
-	                "\t\tip saddr 127.0.0.0/8 counter drop\n"
-	                "\t\tip6 saddr ::1 counter drop\n");
-	fwnft_filter_rules(s, b);
+	fwnft_printf(b,
+	             "\t\tfib saddr type != local counter%s drop\n"
+	             "\t\tip saddr 127.0.0.0/8 counter%s drop\n"
+	             "\t\tip6 saddr ::1 counter%s drop\n",
+	             spoof, spoof, spoof);
+	fwnft_filter_rules(s, b, "output");
 	fwnft_printf(b, "\t}\n\tchain input {\n"
 	                "\t\ttype filter hook input priority 0; policy drop;\n"
 	                "\t\tiif \"lo\" accept\n"
 	                "\t\t" FWNFT_ND " accept\n");
-	fwnft_toward_rules(s, b);
+	fwnft_toward_rules(s, b, "input");
 	return fwnft_printf(b, "\t}\n");
 }
 
@@ -503,11 +660,16 @@ int fwnft_build_ruleset(const struct fwnft_setup *s, struct fwnft_buf *b)
 	if (fwnft_check_setup(s) < 0 || !b)
 		return MOAT_EINVAL;
 
+	/* The guard first: in the one transaction, so the interfaces are never without both. */
+	if (s->placement == FWNFT_FORWARD)
+		fwnft_guard(s, b);
 	/* add + delete: the table is gone whatever an earlier run left, and nothing else is named.
 	 * (flush would keep stale sets and chains of an older layout.) */
 	fwnft_printf(b, "add table inet " FWNFT_TABLE "\n"
 	                "delete table inet " FWNFT_TABLE "\n"
 	                "table inet " FWNFT_TABLE " {\n");
+	if (s->pid)
+		fwnft_printf(b, "\tcomment \"" FWNFT_COMMENT_FMT "\"\n", s->pid);
 	for (uint8_t f = 4; f <= 6; f += 2) {
 		fwnft_printf(b, "\tset deny%u {\n\t\ttype ipv%u_addr\n\t\tflags interval\n", f, f);
 		fwnft_range_list(b, s->deny, s->ndeny, f, "\t\telements = { ", " }\n");
@@ -519,6 +681,19 @@ int fwnft_build_ruleset(const struct fwnft_setup *s, struct fwnft_buf *b)
 	else
 		fwnft_netns_chains(s, b);
 	return fwnft_printf(b, "}\n");
+}
+
+unsigned long fwnft_comment_pid(const char *comment)
+{
+	static const char head[] = "moat-fw pid ";
+	char *end;
+	if (!comment || strncmp(comment, head, sizeof(head) - 1) != 0)
+		return 0;
+	const char *num = comment + sizeof(head) - 1;
+	if (*num < '1' || *num > '9')
+		return 0;
+	unsigned long v = strtoul(num, &end, 10);
+	return *end == ' ' ? v : 0;
 }
 
 /* --- libnftables --------------------------------------------------------------------------- */
@@ -581,4 +756,30 @@ int fwnft_run(struct fwnft *n, const char *cmds, char *err, size_t errlen)
 int fwnft_query(struct fwnft *n, const char *cmd, char *out, size_t cap, char *err, size_t errlen)
 {
 	return fwnft_exec(n, cmd, out, cap, err, errlen, false);
+}
+
+int fwnft_table_comment(struct fwnft *n, const char *name, char *out, size_t cap)
+{
+	char cmd[96], err[256];
+	size_t big = 1 << 16;
+	char *list = malloc(big);
+	if (!list)
+		return MOAT_ENOMEM;
+	out[0] = '\0';
+	/* Terse: without the set elements, so a table of a million grants lists in no time. */
+	unsigned int flags = nft_ctx_output_get_flags(n->ctx);
+	nft_ctx_output_set_flags(n->ctx, flags | NFT_CTX_OUTPUT_TERSE);
+	snprintf(cmd, sizeof(cmd), "list table inet %s\n", name);
+	int rc = fwnft_query(n, cmd, list, big, err, sizeof(err));
+	nft_ctx_output_set_flags(n->ctx, flags);
+	if (rc == 0) {
+		const char *c = strstr(list, "\n\tcomment \"");
+		if (c) {
+			c += strlen("\n\tcomment \"");
+			size_t len = strcspn(c, "\"\n");
+			snprintf(out, cap, "%.*s", (int)len, c);
+		}
+	}
+	free(list);
+	return rc == 0 ? 0 : MOAT_ENOENT;
 }

@@ -14,7 +14,22 @@
  *                       input (policy accept) send everything that arrives on a sandbox
  *                       interface to chain sandbox (routed) or chain host (to the moat host),
  *                       and everything leaving on one to chain to_sandbox first; each ends in
- *                       a counted drop, so nothing from a sandbox interface falls through
+ *                       a counted drop, so nothing from a sandbox interface falls through;
+ *                       every accept there also sets FWNFT_MARK (see the guard below);
+ *                       sets hostsrc4 / hostsrc6 (`interface . address`: the host's own
+ *                       addresses inside a sandbox range on that range's interface, a
+ *                       bridge's gateway) and chain prerouting (only when there are such
+ *                       addresses): a packet arriving there with one as source is forged
+ *                       (counted drop, before routing, so IPv4 counts it before the kernel's
+ *                       martian check drops it silently)
+ *   table inet moat_guard (forward placement only; in the same transaction as moat's table,
+ *                       and left in place when moat's table is deleted or moat-fw stops):
+ *                       at priority 1 of the forward and input hooks it drops whatever
+ *                       arrives on or leaves by a sandbox interface without FWNFT_MARK, so a
+ *                       sandbox interface stays closed without moat's table; it clears the
+ *                       mark on what passes; at priority -1 it drops sandbox-interface
+ *                       packets that carry the mark already (set by someone else), so only
+ *                       moat's table can set it
  * Rule order for traffic the sandbox sends (chain sandbox / output): source check (counted
  * drop), the sandbox's own flows, IPv6 neighbour discovery (netns), the deny sets (counted
  * drop), DNS to each resolver, ICMP other than echo (counted drop), the allow sets, counted
@@ -28,6 +43,12 @@
 #include <stdint.h>
 
 #define FWNFT_TABLE "moat"
+#define FWNFT_GUARD "moat_guard"
+/* The packet-mark bit moat's forward chains set on what they accept and the guard checks and
+ * clears (one bit, held only between priority 0 and 1 of the forward and input hooks). */
+#define FWNFT_MARK 0x00000080u
+#define FWNFT_MARK_TEXT "0x00000080"
+#define FWNFT_UNMARK_TEXT "0xffffff7f" /* ~FWNFT_MARK */
 
 enum fwnft_placement {
 	FWNFT_NETNS = 0, /* inside the sandbox's namespace: output hook, no source in elements */
@@ -36,6 +57,9 @@ enum fwnft_placement {
 };
 
 #define FWNFT_IFNAMSIZ 16 /* IFNAMSIZ, without pulling in <net/if.h> */
+/* Interfaces of runtime sandboxes (SANDBOX_ADD, moat run's veths) are named so: the forward
+ * placement sends every one of them through the sandbox chains, known or not. */
+#define FWNFT_RUNTIME_IFPREFIX "moat-"
 
 /* An address range; bits counts within the family (<= 32 for IPv4). IPv4 in addr[0..3]. A
  * sandbox range also names the interface its traffic arrives on (forward placement) and
@@ -75,6 +99,13 @@ struct fwnft_setup {
 	const struct fwnft_range *link6; /* netns: on-link IPv6 prefixes (ND targets) */
 	size_t nlink6;
 	bool dhcp; /* DHCP (v4 67/68, v6 546/547) between the sandbox and its link */
+	/* forward: the host's own addresses (host routes) inside a sandbox range on that range's
+	 * interface (ifname set): never a source from there */
+	const struct fwnft_range *hostsrc;
+	size_t nhostsrc;
+	unsigned long pid;  /* moat-fw's pid, named in the table's comment (0: no comment) */
+	uint16_t log_group; /* --drop-log: drop and allow rules log to this nflog group (droplog.h);
+	                     * 0: no log statements */
 };
 
 /* A growable text buffer. Zero-initialise; fwnft_buf_free releases it. The first failure to
@@ -113,7 +144,8 @@ int fwnft_ranges_load(const char *path, struct fwnft_range **v, size_t *n, char 
 size_t fwnft_ranges_reduce(struct fwnft_range *v, size_t n);
 
 /* Append the start-up batch: `add table` + `delete table` (so the table is new whatever was left
- * behind) and the whole table with its sets and chains. Returns 0 or MOAT_ENOMEM/MOAT_EINVAL. */
+ * behind) and the whole table with its sets and chains; in the forward placement table
+ * moat_guard the same way, first. Returns 0 or MOAT_ENOMEM/MOAT_EINVAL. */
 int fwnft_build_ruleset(const struct fwnft_setup *s, struct fwnft_buf *b);
 
 /* The libnftables context. Create it after entering the target network namespace: libnftables
@@ -128,5 +160,16 @@ int fwnft_run(struct fwnft *n, const char *cmds, char *err, size_t errlen);
 
 /* Run one command and copy what nft printed into out (cut to cap). Returns as fwnft_run. */
 int fwnft_query(struct fwnft *n, const char *cmd, char *out, size_t cap, char *err, size_t errlen);
+
+/* The comment of table inet NAME into out ("" when it has none), read without the set
+ * elements. 0, or MOAT_ENOENT when there is no such table. */
+int fwnft_table_comment(struct fwnft *n, const char *name, char *out, size_t cap);
+
+/* The text of the table comment for pid, and the pid read back from one (0 when the text is
+ * not such a comment). */
+#define FWNFT_COMMENT_FMT                                                                          \
+	"moat-fw pid %lu keeps this table and undoes changes to it; stop it, then moat-fw "        \
+	"--remove"
+unsigned long fwnft_comment_pid(const char *comment);
 
 #endif

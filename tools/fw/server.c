@@ -1,14 +1,17 @@
 /* server.c owns moat-fw's run: start-up in its required order (ranges, start checks, the grant
  * socket and the metrics socket in moatd's namespace, then the sandbox's namespace, nftables,
- * the ledger and the rebuild of table inet moat, then the privilege drop and the system-call
- * filter), the loop's handles (the socket, the end-of-turn batch, the timers, the signals) and
- * the stop. What each handle does lives with its part: server_conn.c (connections),
- * server_batch.c (the batch), server_restore.c (rebuild and purge), server_vet.c (the checks).
+ * the watch on its tables, the ledger and the rebuild of table inet moat, then the privilege
+ * drop and the system-call filter), the loop's handles (the socket, the table watch, the
+ * end-of-turn batch, the timers, the signals) and the stop. What each handle does lives with its
+ * part: server_conn.c (connections), server_batch.c (the batch), server_restore.c (rebuild and
+ * purge), server_watch.c (changes by others), server_vet.c (the checks).
  *
  * The loop is libuv. Grants read during a turn wait in srv->pending; a uv_check_t (run right
  * after the poll phase) hands them to the batch all at once. */
 #include "server.h"
 
+#include "holder.h"
+#include "droplog.h"
 #include "hostnet.h"
 #include "metrics.h"
 #include "nft_batch.h"
@@ -16,7 +19,9 @@
 #include "server_batch.h"
 #include "server_conn.h"
 #include "server_restore.h"
+#include "server_sandbox.h"
 #include "server_state.h"
+#include "server_watch.h"
 #include "startck.h"
 #include "moat/addrguard.h"
 #include "moat/err.h"
@@ -78,7 +83,10 @@ static void fwsrv_purge_cb(uv_timer_t *h)
 static void fwsrv_signal_cb(uv_signal_t *h, int signum)
 {
 	struct fwsrv *srv = h->data;
-	fprintf(stderr, "moat-fw: signal %d: stopping; table inet moat stays in place\n", signum);
+	fprintf(
+	    stderr,
+	    "moat-fw: signal %d: stopping; table inet moat stays in place (no longer watched)\n",
+	    signum);
 	sdnotify_send("STOPPING=1");
 	uv_stop(&srv->loop);
 }
@@ -116,12 +124,17 @@ static int fwsrv_start_checks(struct fwsrv *srv)
 {
 	const struct fwsrv_opts *o = srv->o;
 	char err[512];
-	if (fwhost_addrs(&srv->own, &srv->nown, NULL, NULL) < 0) {
+	struct fwnft_range *nets = NULL;
+	size_t nnets = 0;
+	if (fwhost_addrs_nets(&srv->own, &srv->nown, NULL, NULL, &nets, &nnets) < 0) {
 		fprintf(stderr, "moat-fw: cannot read this host's addresses\n");
+		free(nets);
 		return MOAT_EIO;
 	}
-	int rc = fwstart_check(srv->guard, srv->deny, srv->ndeny, o->resolver, o->nresolver,
-	                       o->sandbox, o->nsandbox, srv->own, srv->nown, err, sizeof(err));
+	int rc =
+	    fwstart_check(srv->guard, srv->deny, srv->ndeny, o->resolver, o->nresolver, o->sandbox,
+	                  o->nsandbox, srv->own, srv->nown, nets, nnets, err, sizeof(err));
+	free(nets);
 	if (rc < 0) {
 		fprintf(stderr, "moat-fw: refusing to start: %s\n", err);
 		return rc;
@@ -150,7 +163,8 @@ static int fwsrv_enter_sandbox(struct fwsrv *srv)
 }
 
 /* The libnftables context (start-up ruleset) and the netlink socket (grants), both talking to
- * the namespace current now. */
+ * the namespace current now; a start refused when another moat-fw holds the table; then the
+ * watch on the tables (it must know those two sockets as moat-fw's own). */
 static int fwsrv_open_nft(struct fwsrv *srv)
 {
 	if (!(srv->nft = fwnft_open())) {
@@ -161,7 +175,18 @@ static int fwsrv_open_nft(struct fwsrv *srv)
 		fprintf(stderr, "moat-fw: cannot open a netlink socket to nf_tables\n");
 		return MOAT_EIO;
 	}
-	return 0;
+	/* Another moat-fw on the same table: each would undo the other's changes. */
+	unsigned long pid;
+	char comm[64];
+	if (fwhold_check(srv->nft, &pid, comm, sizeof(comm)) == FWHOLD_HELD &&
+	    pid != (unsigned long)getpid()) {
+		fprintf(stderr,
+		        "moat-fw: refusing to start: moat-fw pid %lu already holds table inet moat "
+		        "in this network namespace; stop it first\n",
+		        pid);
+		return MOAT_EINVAL;
+	}
+	return fwsrv_watch_open(srv);
 }
 
 static void fwsrv_close_walk(uv_handle_t *h, void *arg)
@@ -175,6 +200,7 @@ static void fwsrv_close_walk(uv_handle_t *h, void *arg)
 static void fwsrv_handles_start(struct fwsrv *srv)
 {
 	fwsrv_accept_start(srv);
+	fwsrv_watch_start(srv);
 	uv_check_init(&srv->loop, &srv->check);
 	srv->check.data = srv;
 	uv_check_start(&srv->check, fwsrv_check_cb);
@@ -215,6 +241,8 @@ static int fwsrv_start(struct fwsrv *srv)
 	    .inbound = o->inbound,
 	    .ninbound = o->ninbound,
 	    .dhcp = o->dhcp,
+	    .pid = (unsigned long)getpid(),
+	    .log_group = o->drop_log ? o->log_group : 0,
 	};
 	/* The socket first, in the namespace moatd lives in; then the sandbox's namespace, where
 	 * every netlink socket libnftables opens from now on will talk. */
@@ -230,8 +258,15 @@ static int fwsrv_start(struct fwsrv *srv)
 		fprintf(stderr, "moat-fw: ledger: %s\n", err);
 		return rc;
 	}
-	if ((rc = fwsrv_rebuild(srv)) < 0)
+	if ((rc = fwsrv_rebuild(srv, false)) < 0)
 		return rc;
+	/* The rules log to the group in this namespace; bound as root, before the drop. */
+	if (o->drop_log &&
+	    (rc = fwdroplog_start(&srv->loop, o->log_group, o->drop_log, &srv->ledger, &srv->setup,
+	                          o->netns, &srv->droplog, err, sizeof(err))) < 0) {
+		fprintf(stderr, "moat-fw: %s\n", err);
+		return rc;
+	}
 	fwsrv_handles_start(srv);
 	/* Set up: from here on only CAP_NET_ADMIN, and no network sockets. */
 	if ((rc = fwprivs_drop_caps(o->run_uid, o->run_gid, err, sizeof(err))) < 0 ||
@@ -259,17 +294,21 @@ static void fwsrv_free(struct fwsrv *srv, bool loop)
 		unlink(srv->o->socket_path);
 	}
 	fwmetrics_stop();
+	fwdroplog_close(srv->droplog);
 	sdnotify_close();
 	ledger_close(srv->ledger);
 	fwnft_close(srv->nft);
 	fwnft_nl_close(srv->nl);
+	fwwatch_close(srv->watch);
 	addrguard_free(srv->guard);
 	free(srv->deny);
 	free(srv->own);
 	free(srv->link6);
+	free(srv->hostsrc);
 	free(srv->pending);
 	free(srv->elems);
 	free(srv->nelems);
+	fwsrv_sandbox_free(srv);
 	free(srv);
 }
 
@@ -280,6 +319,10 @@ int fwsrv_run(const struct fwsrv_opts *o)
 		return 1;
 	srv->o = o;
 	srv->listen_fd = -1;
+	if (fwsrv_sandbox_init(srv, o) < 0) {
+		free(srv);
+		return 1;
+	}
 	dlist_init(&srv->conns);
 	signal(SIGPIPE, SIG_IGN);
 	srv->pending = calloc(FWSRV_BATCH_MAX, sizeof(*srv->pending));

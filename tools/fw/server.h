@@ -8,7 +8,7 @@
  * or for the client's sandbox), a private or shared range; lifetimes are clamped to [min, max];
  * in the forward placement the client must lie in a --sandbox range of the same family as every
  * address. Only peers of the --moatd-user uid (SO_PEERCRED) may connect, at most
- * FWSRV_MAX_PER_UID of them per uid. */
+ * FWSRV_MAX_PER_UID of them per uid; each admitted peer gets a HELLO first. */
 #ifndef MOAT_FW_SERVER_H
 #define MOAT_FW_SERVER_H
 
@@ -52,11 +52,14 @@ struct fwsrv_opts {
 	const struct fwnft_port *inbound; /* --inbound */
 	size_t ninbound;
 	bool dhcp;
-	bool allow_private; /* --allow-private: private and shared ranges for every sandbox */
-	uid_t moatd_uid;    /* the only uid that may connect */
-	gid_t socket_group; /* (gid_t)-1: the socket keeps moat-fw's group */
-	uid_t run_uid;      /* after set-up moat-fw runs as this user ... */
-	gid_t run_gid;      /* ... and group (0/0: stays root, with only CAP_NET_ADMIN) */
+	bool allow_private;   /* --allow-private: private and shared ranges for every sandbox */
+	uid_t moatd_uid;      /* the only uid that may connect */
+	gid_t moatd_gid;      /* its primary group: the socket's unless --socket-group */
+	gid_t socket_group;   /* (gid_t)-1: the socket keeps moat-fw's group */
+	const char *drop_log; /* --drop-log FILE: drops and new connections as JSON (droplog.h) */
+	uint16_t log_group;   /* --log-group: the rules' nfnetlink_log group */
+	uid_t run_uid;        /* after set-up moat-fw runs as this user ... */
+	gid_t run_gid;        /* ... and group (0/0: stays root, with only CAP_NET_ADMIN) */
 };
 
 /* Run until SIGTERM/SIGINT. Returns the process exit status: 0 after a signal, 1 when start-up

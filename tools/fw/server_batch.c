@@ -10,6 +10,7 @@
 #include "nft_batch.h"
 #include "server_conn.h"
 #include "server_vet.h"
+#include "server_watch.h"
 #include "moat/err.h"
 
 #include <stdbool.h>
@@ -129,6 +130,10 @@ void fwsrv_flush(struct fwsrv *srv)
 		srv->elems[u++] = srv->elems[i];
 	}
 	int rc = u ? fwsrv_commit(srv, u, now, &nft_ms, &ledger_ms) : 0;
+	/* Refused because someone just changed the tables (deleted table inet moat, say): once
+	 * they are back, the batch goes again. */
+	if (rc < 0 && fwsrv_watch_check(srv))
+		rc = fwsrv_commit(srv, u, now, &nft_ms, &ledger_ms);
 
 	for (size_t i = 0; i < n; i++) {
 		struct fwsrv_pending *p = &srv->pending[i];

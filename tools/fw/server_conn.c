@@ -1,5 +1,9 @@
 /* server_conn.c owns moat-fw's grant socket: creating and binding the SOCK_SEQPACKET socket,
- * accepting only the --moatd-user uid (SO_PEERCRED) within its share of the slots, reading
+ * accepting only the --moatd-user uid (SO_PEERCRED) and root (whose only requests are runtime
+ * sandboxes, handed to server_sandbox.c) within their share of the slots (a refused peer is
+ * closed before any message, and the lines saying so are rate-limited: whoever can open the
+ * socket must not drive moat-fw's log), greeting each admitted peer with a HELLO (the
+ * placement and the --sandbox ranges, so moatd can tell which clients are covered), reading
  * each connection's grant messages into the turn's pending list (srv->pending, decoded, not yet
  * checked) and sending the ACKs, queued per connection when the socket cannot take them yet.
  *
@@ -8,6 +12,7 @@
 #include "server_conn.h"
 
 #include "server_batch.h"
+#include "server_sandbox.h"
 #include "moat/bytes.h"
 #include "moat/err.h"
 
@@ -21,8 +26,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#define FWSRV_READS_PER_EVENT 256 /* messages read per readiness event, for fairness */
-#define FWSRV_OUTQ_MAX 4096       /* queued ACKs per connection before it is dropped */
+#define FWSRV_READS_PER_EVENT 256  /* messages read per readiness event, for fairness */
+#define FWSRV_OUTQ_MAX 4096        /* queued ACKs per connection before it is dropped */
+#define FWSRV_REFUSED_LOG_MS 10000 /* at most one "refused" line this often */
 
 static void fwsrv_conn_closed(uv_handle_t *h)
 {
@@ -123,7 +129,21 @@ static void fwsrv_conn_read(struct fwsrv_conn *c)
 			fwsrv_conn_close(c);
 			return;
 		}
+		/* Runtime sandboxes (root peers only) are answered at once. */
+		if ((size_t)n <= FWPROTO_MAXMSG && fwsrv_sandbox_msg(c, buf, (size_t)n))
+			continue;
 		struct fwsrv_pending *p = &srv->pending[srv->npending];
+		/* A root peer that is not --moatd-user may only add and remove sandboxes: its
+		 * grant closes the connection, as a refusal at accept did (a moatd that connected
+		 * as root before dropping to its user reconnects as that user). */
+		if (c->uid != srv->o->moatd_uid) {
+			fprintf(stderr,
+			        "moat-fw: grant from uid %u refused: only uid %u "
+			        "(--moatd-user) may grant; connection closed\n",
+			        (unsigned)c->uid, (unsigned)srv->o->moatd_uid);
+			fwsrv_conn_close(c);
+			return;
+		}
 		if ((size_t)n > FWPROTO_MAXMSG ||
 		    fwproto_grant_decode(buf, (size_t)n, &p->g) != 0) {
 			uint32_t seq = n >= 8 ? be32_get(buf + 4) : 0;
@@ -155,35 +175,82 @@ static void fwsrv_conn_cb(uv_poll_t *h, int status, int events)
 		fwsrv_conn_read(c);
 }
 
+/* A refusal worth a line: the first one, then at most one every FWSRV_REFUSED_LOG_MS with the
+ * number left unsaid since the last line. Anyone in the socket's group can connect at will (and
+ * a misconfigured moatd reconnects for every query): without this they would drive the log. */
+static bool fwsrv_refusal_logged(unsigned long *quiet)
+{
+	static double last = -1e18;
+	static unsigned long unsaid;
+	double now = fwsrv_ms();
+	if (now - last < FWSRV_REFUSED_LOG_MS) {
+		unsaid++;
+		return false;
+	}
+	last = now;
+	*quiet = unsaid;
+	unsaid = 0;
+	return true;
+}
+
 /* Only the --moatd-user uid may connect, and no uid may hold more than its share of the slots:
  * idle connections of anyone else cannot lock moatd out. */
 static bool fwsrv_peer_ok(struct fwsrv *srv, int fd, uid_t *uid)
 {
 	struct ucred cr;
 	socklen_t len = sizeof(cr);
+	unsigned long quiet = 0;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || len != sizeof(cr)) {
-		fprintf(stderr, "moat-fw: SO_PEERCRED failed: %s; connection refused\n",
-		        strerror(errno));
+		if (fwsrv_refusal_logged(&quiet))
+			fprintf(stderr, "moat-fw: SO_PEERCRED failed: %s; connection refused\n",
+			        strerror(errno));
 		return false;
 	}
 	*uid = cr.uid;
-	if (cr.uid != srv->o->moatd_uid) {
-		fprintf(stderr,
-		        "moat-fw: connection from uid %u (pid %d) refused: only uid %u "
-		        "(--moatd-user) may grant\n",
-		        (unsigned)cr.uid, (int)cr.pid, (unsigned)srv->o->moatd_uid);
+	/* root too, for runtime sandboxes (server_sandbox.c); its grants are refused */
+	if (cr.uid != srv->o->moatd_uid && cr.uid != 0) {
+		if (fwsrv_refusal_logged(&quiet))
+			fprintf(
+			    stderr,
+			    "moat-fw: connection from uid %u (pid %d) refused: only uid %u "
+			    "(--moatd-user) may grant (%lu more refusals unlogged since the last "
+			    "line; at most one line every %d s)\n",
+			    (unsigned)cr.uid, (int)cr.pid, (unsigned)srv->o->moatd_uid, quiet,
+			    FWSRV_REFUSED_LOG_MS / 1000);
 		return false;
 	}
 	size_t same = 0;
 	for (struct dlist *l = srv->conns.next; l != &srv->conns; l = l->next)
 		same += container_of(l, struct fwsrv_conn, link)->uid == cr.uid;
 	if (srv->nconns >= FWSRV_MAX_CONNS || same >= FWSRV_MAX_PER_UID) {
-		fprintf(stderr,
-		        "moat-fw: uid %u already has %zu of %d connections; refusing another\n",
-		        (unsigned)cr.uid, same, FWSRV_MAX_PER_UID);
+		if (fwsrv_refusal_logged(&quiet))
+			fprintf(
+			    stderr,
+			    "moat-fw: uid %u already has %zu of %d connections; refusing another "
+			    "(%lu more refusals unlogged)\n",
+			    (unsigned)cr.uid, same, FWSRV_MAX_PER_UID, quiet);
 		return false;
 	}
 	return true;
+}
+
+/* The HELLO every admitted peer gets first: the placement and, on the host, the --sandbox
+ * ranges. 0, or -1 when it could not be sent (the peer is then closed). */
+static int fwsrv_hello(const struct fwsrv *srv, int fd)
+{
+	const struct fwsrv_opts *o = srv->o;
+	struct fwproto_hello h = {.placement = o->placement == FWNFT_FORWARD ? FWPROTO_FORWARD
+	                                                                     : FWPROTO_NETNS};
+	uint8_t buf[FWPROTO_HELLO_MAXLEN];
+	for (size_t i = 0;
+	     h.placement == FWPROTO_FORWARD && i < o->nsandbox && i < FWPROTO_MAXRANGE; i++) {
+		struct fwproto_range *r = &h.range[h.nrange++];
+		r->family = o->sandbox[i].family;
+		r->bits = o->sandbox[i].bits;
+		memcpy(r->addr, o->sandbox[i].addr, r->family == 4 ? 4 : 16);
+	}
+	int n = fwproto_hello_encode(&h, buf, sizeof(buf));
+	return n > 0 && send(fd, buf, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n ? 0 : -1;
 }
 
 static void fwsrv_accept_cb(uv_poll_t *h, int status, int events)
@@ -197,7 +264,7 @@ static void fwsrv_accept_cb(uv_poll_t *h, int status, int events)
 		if (fd < 0)
 			return; /* EAGAIN, or a transient error: the next readiness event retries */
 		uid_t uid;
-		if (!fwsrv_peer_ok(srv, fd, &uid)) {
+		if (!fwsrv_peer_ok(srv, fd, &uid) || fwsrv_hello(srv, fd) < 0) {
 			close(fd);
 			continue;
 		}

@@ -1,10 +1,13 @@
-/* server_restore.c owns what moat-fw does with the ledger outside a batch: the start-up rebuild
- * (table inet moat replaced in one nft transaction, then every live ledger grant that this run's
- * options still allow put back) and the periodic purge of expired records. */
+/* server_restore.c owns what moat-fw does with the ledger outside a batch: the rebuild at start-up
+ * and after someone else changed the tables (table inet moat, and moat_guard in the forward
+ * placement, replaced in one nft transaction from the current state: srv->setup's sandboxes and
+ * the host's gateways in them; then every live ledger grant that this run still allows put
+ * back) and the periodic purge of expired records. */
 #include "server_restore.h"
 
 #include "nft_batch.h"
 #include "server_vet.h"
+#include "startck.h"
 #include "moat/addrguard.h"
 #include "moat/bytes.h"
 #include "moat/err.h"
@@ -32,21 +35,21 @@ static int fwsrv_restore_cb(const struct ledger_entry *e, void *ctx)
 	struct fwproto_addr src = {.family = e->key.family}, dst = {.family = e->key.family};
 	memcpy(src.addr, e->key.src, 16);
 	memcpy(dst.addr, e->key.dst, 16);
-	enum addr_class cls =
-	    addrguard_check(r->srv->guard, e->key.dst, e->key.family == 4 ? 4 : 16);
 	/* A grant the options of this run would refuse stays out too (a private address after
-	 * --allow-private was dropped, an address the host has taken since). */
-	bool ok = cls != ADDR_ALWAYS && (cls != ADDR_PRIVATE || fwsrv_private_ok(o, &src)) &&
-	          !fwsrv_is_own(r->srv, &dst);
+	 * --allow-private was dropped, an address the host has taken since, a resolver's). */
+	bool ok = fwsrv_addr_why(r->srv, &src, &dst) == NULL;
 
-	/* Records written under another placement or before a ranges file grew stay out. */
+	/* Records written under another placement or before a ranges file grew stay out, and so
+	 * do those of a sandbox no longer there (the current sandboxes, not the command line's:
+	 * they may change at run time) and those whose source is the host's own (a gateway). */
+	const struct fwnft_setup *s = &r->srv->setup;
 	if (o->placement == FWNFT_NETNS) {
 		ok = ok && memcmp(e->key.src, zero, 16) == 0;
 	} else {
 		bool inside = false;
-		for (size_t i = 0; i < o->nsandbox && !inside; i++)
-			inside = fwnft_range_contains(&o->sandbox[i], e->key.family, e->key.src);
-		ok = ok && inside;
+		for (size_t i = 0; i < s->nsandbox && !inside; i++)
+			inside = fwnft_range_contains(&s->sandbox[i], e->key.family, e->key.src);
+		ok = ok && inside && !fwsrv_is_own(r->srv, &src);
 	}
 	if (!ok) {
 		r->skipped++;
@@ -81,9 +84,29 @@ static int fwsrv_restore_elems(struct fwsrv *srv, const struct fwnft_elem *v, si
 	return rc;
 }
 
-/* Replace table inet moat (one nft transaction), then put back every live ledger grant. Until
- * the grants are back the sets are empty: closed, never open. */
-int fwsrv_rebuild(struct fwsrv *srv)
+/* Forward placement: the host's addresses inside the current sandbox ranges (their gateways),
+ * from the host's addresses as last read, into the setup. */
+static int fwsrv_gateways(struct fwsrv *srv)
+{
+	struct fwnft_range *v = NULL;
+	size_t n = 0;
+	if (srv->o->placement != FWNFT_FORWARD)
+		return 0;
+	int rc =
+	    fwstart_gateways(srv->setup.sandbox, srv->setup.nsandbox, srv->own, srv->nown, &v, &n);
+	if (rc < 0)
+		return rc;
+	free(srv->hostsrc);
+	srv->hostsrc = v;
+	srv->nhostsrc = n;
+	srv->setup.hostsrc = v;
+	srv->setup.nhostsrc = n;
+	return 0;
+}
+
+/* Replace both tables (one nft transaction), then put back every live ledger grant. Until the
+ * grants are back the sets are empty: closed, never open. */
+int fwsrv_rebuild(struct fwsrv *srv, bool restore)
 {
 	char err[1024];
 	struct fwsrv_restore r = {.srv = srv};
@@ -91,6 +114,12 @@ int fwsrv_rebuild(struct fwsrv *srv)
 	double t0 = fwsrv_ms();
 	int purged = ledger_purge(srv->ledger, (uint64_t)time(NULL));
 	int rc = ledger_iterate(srv->ledger, (uint64_t)time(NULL), fwsrv_restore_cb, &r);
+	/* The sandboxes as they are now: those of --sandbox and those added at runtime
+	 * (server_sandbox.c), which extend the same array. */
+	srv->setup.sandbox = srv->o->sandbox;
+	srv->setup.nsandbox = srv->o->nsandbox;
+	if (rc >= 0)
+		rc = fwsrv_gateways(srv);
 
 	if (rc >= 0)
 		rc = fwnft_build_ruleset(&srv->setup, &b);
@@ -105,9 +134,11 @@ int fwsrv_rebuild(struct fwsrv *srv)
 	}
 	if (rc >= 0)
 		fprintf(stderr,
-		        "moat-fw: table inet moat created (%s placement, %zu deny ranges); "
+		        "moat-fw: table inet moat %s (%s placement, %zu deny ranges%s); "
 		        "%zu grants restored, %zu skipped, %d expired purged; %.3f ms\n",
-		        srv->o->placement == FWNFT_NETNS ? "netns" : "forward", srv->ndeny, r.n,
+		        restore ? "restored" : "created",
+		        srv->o->placement == FWNFT_NETNS ? "netns" : "forward", srv->ndeny,
+		        srv->o->placement == FWNFT_NETNS ? "" : ", with table inet moat_guard", r.n,
 		        r.skipped, purged > 0 ? purged : 0, fwsrv_ms() - t0);
 	free(r.v);
 	fwnft_buf_free(&b);

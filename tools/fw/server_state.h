@@ -1,7 +1,9 @@
 /* server_state.h: moat-fw's running state, shared by the parts of the daemon: server.c (start-up,
  * the loop's handles, stop), server_conn.c (the socket, its connections and their ACKs),
- * server_vet.c (the checks a grant must pass), server_batch.c (the end-of-turn batch) and
- * server_restore.c (the ledger's rebuild at start-up and its purge). Internal to moat-fw: only
+ * server_vet.c (the checks a grant must pass), server_batch.c (the end-of-turn batch),
+ * server_restore.c (the ledger's rebuild at start-up and its purge), server_watch.c (changes
+ * to the tables by others: ALERT and restore) and server_sandbox.c (runtime sandboxes).
+ * Internal to moat-fw: only
  * those files include it; everyone else knows server.h. */
 #ifndef MOAT_FW_SERVER_STATE_H
 #define MOAT_FW_SERVER_STATE_H
@@ -16,8 +18,10 @@
 #include "moat/fwproto.h"
 #include "nft.h"
 #include "server.h"
+#include "watch.h"
 
 struct fwsrv;
+struct fwdroplog;
 
 struct fwsrv_conn {
 	uv_poll_t poll;
@@ -71,6 +75,21 @@ struct fwsrv {
 	size_t nown;
 	struct fwnft_range *link6; /* netns: on-link IPv6 prefixes of the sandbox */
 	size_t nlink6;
+	struct fwnft_range *hostsrc; /* forward: the host's addresses inside sandbox ranges */
+	size_t nhostsrc;
+	struct fwwatch *watch; /* changes to our tables by others (server_watch.c) */
+	uv_poll_t watch_poll;
+	uv_timer_t watch_retry; /* a restore that failed is tried again */
+	double alert_window;    /* when the current second of ALERT lines began (ms) */
+	unsigned alerts;        /* ALERT lines in it */
+	unsigned suppressed;    /* changes not given a line since the last one */
+	/* Runtime sandboxes (server_sandbox.c): o points at opts, a copy of the options whose
+	 * sandbox array is sbx, the --sandbox ranges (nsbx_start) followed by those added at
+	 * runtime; allocated once for FWSRV_RUNTIME_MAX more, so it never moves. */
+	struct fwsrv_opts opts;
+	struct fwnft_range *sbx;
+	size_t nsbx_start;
+	struct fwdroplog *droplog; /* --drop-log (droplog.h); NULL: none */
 };
 
 /* Milliseconds on the monotonic clock, for the timings moat-fw logs. */

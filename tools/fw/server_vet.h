@@ -20,6 +20,12 @@ bool fwsrv_source(const struct fwsrv_opts *o, const struct fwproto_addr *client,
  * the client's sandbox). */
 bool fwsrv_private_ok(const struct fwsrv_opts *o, const struct fwproto_addr *client);
 
+/* Why a grant for client may not name a (always-denied, private without --allow-private, this
+ * host's own, the resolver's, IPv4-mapped), or NULL when it may. The ledger's restore asks
+ * the same. */
+const char *fwsrv_addr_why(const struct fwsrv *srv, const struct fwproto_addr *client,
+                           const struct fwproto_addr *a);
+
 /* Whether a is one of this host's own addresses (srv->own). */
 bool fwsrv_is_own(const struct fwsrv *srv, const struct fwproto_addr *a);
 

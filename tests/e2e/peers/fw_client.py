@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""A stand-in for moatd's side of the firewall channel (include/moat/fwproto.h, format version 2).
+"""A stand-in for moatd's side of the firewall channel (include/moat/fwproto.h, format version 3).
 
-Sends GRANT messages to moat-fw's SOCK_SEQPACKET socket and prints each ACK as
+Reads moat-fw's HELLO (the first message of an admitted connection; a peer moat-fw refuses is
+closed before it: then "not admitted" and exit 1), sends GRANT messages to moat-fw's
+SOCK_SEQPACKET socket and prints each ACK as
     seq=N status=OK lifetime=S
 Usage:
     fw_client.py --socket PATH [--agent NAME] [--lifetime S] [--seq N] [--client ADDR]
                  [--count N] [--quiet] [--ports tcp/80,443 udp/53 ...] ADDR...
     fw_client.py --socket PATH --raw HEX        send raw bytes (malformed-message tests)
+    fw_client.py --socket PATH --hello          print the HELLO and exit:
+        hello placement=forward ranges=10.77.0.0/24,2001:db8:1::/64
 --count N sends N grants at once (seq, seq+1, ...); grant i carries every ADDR plus i, so the
 grants name different addresses. All are written before any ACK is read, so moat-fw sees them in
 one loop turn as far as the socket buffer allows. --quiet prints only the summary line
@@ -20,9 +24,11 @@ import struct
 import sys
 import time
 
-VERSION = 2
+VERSION = 3
 GRANT = 1
 ACK = 2
+HELLO = 3
+PLACEMENT = {1: "netns", 2: "forward"}
 STATUS = {0: "OK", 1: "DENIED", 2: "FAILED", 3: "BADMSG"}
 
 
@@ -64,6 +70,17 @@ def decode_ack(data):
     return seq, STATUS.get(status, "UNKNOWN(%d)" % status), lifetime
 
 
+def decode_hello(data):
+    if len(data) < 4 or data[0] != VERSION or data[1] != HELLO or len(data) != 4 + 18 * data[3]:
+        raise ValueError("bad HELLO %r" % data)
+    ranges = []
+    for i in range(data[3]):
+        r = data[4 + 18 * i: 22 + 18 * i]
+        addr = ipaddress.ip_address(r[2:6] if r[0] == 4 else r[2:18])
+        ranges.append("%s/%d" % (addr, r[1]))
+    return PLACEMENT.get(data[2], "?%d" % data[2]), ranges
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--socket", required=True)
@@ -74,6 +91,7 @@ def main():
     p.add_argument("--count", type=int, default=1)
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--raw")
+    p.add_argument("--hello", action="store_true")
     p.add_argument("--ports", nargs="+", help="tcp/80,443 udp/53 ... (default: every port)")
     p.add_argument("--timeout", type=float, default=5.0)
     p.add_argument("addrs", nargs="*")
@@ -82,7 +100,7 @@ def main():
     msgs = []
     if a.raw is not None:
         msgs.append(bytes.fromhex(a.raw))
-    else:
+    elif not a.hello:
         if not a.addrs:
             p.error("give at least one ADDR")
         for i in range(a.count):
@@ -99,6 +117,14 @@ def main():
         pass
     s.settimeout(a.timeout)
     s.connect(a.socket)
+    first = s.recv(4096)
+    if not first:
+        print("not admitted: closed before HELLO")
+        return 1
+    placement, ranges = decode_hello(first)
+    if a.hello:
+        print("hello placement=%s ranges=%s" % (placement, ",".join(ranges) or "-"))
+        return 0
     t0 = time.monotonic()
     for m in msgs:
         s.send(m)
