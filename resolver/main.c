@@ -39,6 +39,7 @@
 #include "serve/fetch.h"
 #include "serve/fwchan.h"
 #include "serve/limits.h"
+#include "serve/log_sink.h"
 #include "ops/logreopen.h"
 #include "ops/metrics_endpoint.h"
 #include "serve/metrics_workers.h"
@@ -53,7 +54,7 @@ static struct inflight *inflight; /* caps on questions in flight, shared by the 
 static struct config cfg;
 static struct config_flags opts;
 static uv_signal_t sig_term, sig_int, sig_hup;
-static FILE *qlog; /* the query log (SIGUSR1 reopens it) */
+static struct log_sink *qlog; /* the query log (SIGUSR1 reopens it); NULL: none */
 static uv_timer_t stats_timer;
 static struct rpz_feed *feed; /* RPZ transfers; NULL until started */
 static const char *run_user;  /* privdrop_pick_user's answer (NULL: stay as started) */
@@ -325,9 +326,12 @@ static int start_shared(const struct policy *policy)
 {
 	char err[512];
 
-	qlog = log_open(cfg.log_file);
-	if (!qlog) {
-		fprintf(stderr, "moatd: cannot open log %s: %m\n", cfg.log_file);
+	int rc = log_sink_open(cfg.log_file, cfg.workers, &qlog);
+	if (rc < 0) {
+		if (rc == MOAT_EIO)
+			fprintf(stderr, "moatd: cannot open log %s: %m\n", cfg.log_file);
+		else
+			fprintf(stderr, "moatd: out of memory for the query log\n");
 		return 1;
 	}
 	/* The user moatd becomes, picked once (the pick may warn): the log's reopening helper
@@ -336,8 +340,14 @@ static int start_shared(const struct policy *policy)
 		fprintf(stderr, "moatd: %s\n", err);
 		return 1;
 	}
-	if (logreopen_init(cfg.log_file, run_user) < 0)
+	/* The helper forks, so before any thread; the log's writer thread starts after it, and
+	 * before the filter (which has no clone). */
+	if (qlog && logreopen_init(cfg.log_file, run_user) < 0)
 		fprintf(stderr, "moatd: warning: the query log cannot be reopened on SIGUSR1\n");
+	if (log_sink_start(qlog) < 0) {
+		fprintf(stderr, "moatd: cannot start the query log's writer: %m\n");
+		return 1;
+	}
 	keep_policy_dirs(&cfg, opts.config_path);
 	if (cfg.rl_qps && !(limiter = ratelimit_new(cfg.rl_qps, cfg.rl_burst, 65536))) {
 		fprintf(stderr, "moatd: out of memory for the rate limiter\n");
@@ -559,7 +569,7 @@ int main(int argc, char **argv)
 	ratelimit_free(limiter);
 	inflight_free(inflight);
 	agentstore_close(store);
-	log_close(qlog);
+	log_sink_close(qlog); /* after worker_deinit wrote the workers' last counts */
 	logreopen_release();
 	pathfd_release();
 	config_free(&cfg);

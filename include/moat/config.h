@@ -16,7 +16,9 @@
  *   inflight_max: 2048                        # questions waiting for an upstream, in all
  *   inflight_per_client: 256                  # of them per client (IPv4, IPv6 /64); over
  *                                             # either: SERVFAIL with EDE 14 (Not Ready)
- *   log: {file: /var/log/moat/queries.jsonl}  # "-" or absent: stdout
+ *   log: {file: /var/log/moat/queries.jsonl}  # "-" or absent: stdout; /dev/null: none
+ *   log_bytes_per_s: 1048576                  # query log budget (moat/log.h's "suppressed"
+ *                                             # line counts what is over it); 0: unbounded
  *   highrisk: [extra-highrisk.txt]            # more names always denied (the shipped list stays)
  *   blocked_ranges: [extra-ranges.txt]        # more answer ranges refused (shipped list stays)
  *   zones_dir: /usr/share/moat                # where the shipped lists are (see moat/zonesdir.h)
@@ -26,7 +28,7 @@
  *                                             # no start; root: stay)
  *   workers: 1                                # threads, each with its own loop and cache share
  *   seccomp: true                             # system-call filter after start-up
- *   ratelimit_qps: 0                          # per client (IPv4, IPv6 /64); 0: no limit
+ *   ratelimit_qps: 10000                      # per client (IPv4, IPv6 /64); 0: no limit
  *   ratelimit_burst: 0                        # bucket size; 0: same as ratelimit_qps
  *   ratelimit_action: refuse                  # refuse (REFUSED) or drop
  *   cache_size_mb: 32                         # answer cache; 0 turns it off
@@ -252,6 +254,7 @@ struct config {
 	char *user;                /* owned; NULL: keep the starting user */
 	bool seccomp;              /* install the system-call filter (default true) */
 	uint32_t rl_qps, rl_burst; /* rl_qps 0: no rate limit */
+	uint32_t log_budget;       /* query log bytes a second; 0: unbounded */
 	bool rl_drop;              /* over the limit: drop (true) or answer REFUSED */
 	size_t cache_bytes;        /* 0: no cache */
 	uint32_t cache_min_ttl, cache_max_ttl;

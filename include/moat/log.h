@@ -25,9 +25,11 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
+#include <stddef.h>
 #include <sys/socket.h>
 
+/* transport, decision and grant point at string constants (the formatter keeps their JSON
+ * text by pointer); every other string may be any buffer. */
 struct log_query {
 	const struct sockaddr *client;
 	const char *transport; /* "udp" or "tcp" */
@@ -54,28 +56,43 @@ struct log_query {
 
 #define LOG_FORMAT_VERSION 2
 
-/* Open the log: path NULL or "-" means stdout. The stream is fully buffered; call log_flush
- * at the end of each batch of work (moatd: each event-loop turn). Ownership: caller closes with
- * log_close. Returns NULL with errno set on failure. */
-FILE *log_open(const char *path);
-void log_flush(FILE *f);
+/* Two kinds of summary line keep a flood from becoming a log flood (moatd's log_bound.c);
+ * every query is still counted exactly once, in a line of its own or in one count:
+ *   repeated    a line with every key above and "repeated":N before its closing brace stands
+ *               for N more queries identical to it (every key but "ts"), refused or denied
+ *               since a line with the same keys and no "repeated" was written; its "ts" is
+ *               when the count was closed (at most a second after that first line)
+ *   suppressed  {"ts":"...","v":2,"suppressed":N,"why":"log budget"} says that N queries were
+ *               not logged: over the log's byte budget ("log budget") or while the writer was
+ *               behind and the worker's buffer full ("log buffer full") */
 
-/* logrotate: point f at path again (the renamed file keeps what was written). The FILE and its
- * buffering stay; the new file descriptor replaces the old one under the stream's lock, so
- * other threads writing to f are safe. stdout is left alone. Returns 0 or MOAT_EIO. */
-int log_reopen(FILE *f, const char *path);
-/* The same with a descriptor already open for the new file (moatd under its filter opens it
- * relative to the log's directory: logreopen.c). fd is consumed. */
-int log_reopen_fd(FILE *f, int fd);
+#define LOG_LINE_MAX 4096 /* a longer line is cut, still one line with its newline */
+#define LOG_TS_LEN 24     /* "2026-11-30T07:55:01.123Z" */
+#define LOG_TS_END 31     /* the offset just past a line's ts: {"ts":"...Z */
+#define LOG_IP_MAX 46     /* INET6_ADDRSTRLEN: the longest address text and its NUL */
+
+/* The "ts" text of a time in milliseconds since the epoch (UTC), not NUL-terminated. */
+void log_format_ts(int64_t unix_ms, char ts[LOG_TS_LEN]);
+
+/* One query line, its newline included, into out; returns its length. No allocation, no
+ * stdio: the worker's hot path. */
+size_t log_format_query(char out[LOG_LINE_MAX], const struct log_query *e,
+                        const char ts[LOG_TS_LEN]);
+
+/* The summary lines above: line (len bytes, as log_format_query wrote it) with "ts" now and
+ * "repeated":count; or a "suppressed" line. Return their length. */
+size_t log_format_repeated(char out[LOG_LINE_MAX], const char *line, size_t len,
+                           const char ts[LOG_TS_LEN], uint64_t count);
+size_t log_format_suppressed(char out[LOG_LINE_MAX], const char ts[LOG_TS_LEN], uint64_t count,
+                             const char *why);
 
 /* s as a JSON string with quotes ("null" for NULL) into out. Returns the length, or
  * MOAT_ESPACE (out is then cut but terminated). */
 int log_json_quote(const char *s, char *out, size_t cap);
-void log_close(FILE *f);
 
-/* Write one query line. Never fails the query: a write error is counted by the caller's
- * metrics, the answer still goes out. */
-void log_write_query(FILE *f, const struct log_query *e);
+/* An address (4 or 16 bytes) as text, exactly as inet_ntop writes it, NUL-terminated ("?" for
+ * another length). Returns its length. */
+size_t log_format_ip(char out[LOG_IP_MAX], const uint8_t *addr, size_t len);
 
 /* Format a socket address as text ("127.0.0.1", "[::1]:53" when with_port). Returns buf. */
 const char *log_format_addr(const struct sockaddr *sa, bool with_port, char *buf, size_t cap);

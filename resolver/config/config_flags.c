@@ -35,7 +35,8 @@ static void usage(FILE *f)
 	    "  --cache-size MB        answer cache size (default 32; 0: no cache)\n"
 	    "  --serve-stale SECONDS  answer from expired cache entries up to this long past\n"
 	    "                         expiry when no upstream answers (RFC 8767; default 0: off)\n"
-	    "  --ratelimit QPS        queries per second per client (0: off, the default)\n"
+	    "  --ratelimit QPS        queries per second per client, bursts as large\n"
+	    "                         (default 10000; 0: off)\n"
 	    "  --workers N            threads sharing the port (SO_REUSEPORT); default 1\n"
 	    "  --tcp-max-queued BYTES answers queued per TCP connection before moatd stops\n"
 	    "                         reading it (default 65536)\n"
@@ -53,7 +54,9 @@ static void usage(FILE *f)
 	    "  --allow-private        private and shared answers are not refused\n"
 	    "  --audit                audit mode: names no allowlist allows are answered and\n"
 	    "                         logged as would-deny (every agent)\n"
-	    "  --log FILE             query log (JSON lines); default stdout\n"
+	    "  --log FILE             query log (JSON lines); default stdout; /dev/null: none\n"
+	    "  --log-budget BYTES     query log bytes a second, beyond: counted, not written\n"
+	    "                         (default 1048576; 0: unbounded)\n"
 	    "  --firewall PATH        grant answers' addresses through moat-fw at PATH first\n"
 	    "  -c CONFIG              YAML config with agents (see zones/moatd.example.yaml)\n"
 	    "  --check                validate config and policy, print the result, exit\n"
@@ -158,6 +161,7 @@ static const struct option flags_long[] = {
     {"allow-private", no_argument, 0, O_PRIVATE},
     {"audit", no_argument, 0, O_AUDIT},
     {"log", required_argument, 0, O_LOG},
+    {"log-budget", required_argument, 0, O_NUMBER},
     {"firewall", required_argument, 0, O_FIREWALL},
     {"cache-size", required_argument, 0, O_NUMBER},
     {"ratelimit", required_argument, 0, O_NUMBER},

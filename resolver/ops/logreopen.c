@@ -29,9 +29,9 @@
 #include <unistd.h>
 
 #include "moat/err.h"
-#include "moat/log.h"
 #include "moat/pathfd.h"
 #include "ops/logreopen.h"
+#include "serve/log_sink.h"
 
 #define HELPER_SOCK 3 /* the helper's descriptors, after it closed all others */
 #define HELPER_DIR 4
@@ -222,7 +222,7 @@ static int ask_helper(void)
 	return fd;
 }
 
-int logreopen_now(FILE *f, char *err, size_t errlen)
+int logreopen_now(struct log_sink *f, char *err, size_t errlen)
 {
 	if (sock_ < 0 || !f)
 		return 0;
@@ -234,7 +234,7 @@ int logreopen_now(FILE *f, char *err, size_t errlen)
 		             : strerror(errno));
 		return MOAT_EIO;
 	}
-	if (log_reopen_fd(f, fd) < 0) {
+	if (log_sink_reopen_fd(f, fd) < 0) {
 		snprintf(err, errlen, "cannot reopen the log %s: %s", base_, strerror(errno));
 		return MOAT_EIO;
 	}

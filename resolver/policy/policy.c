@@ -43,6 +43,7 @@ struct policy_set *policy_set_new(void)
 		return NULL;
 	randombytes_buf(s->key, sizeof(s->key));
 	s->refs = 1;
+	s->depths_known = true; /* empty: no depth listed yet */
 	s->cap = 64;
 	s->slots = slots_alloc(s->cap);
 	if (!s->slots) {
@@ -260,10 +261,25 @@ static int arena_room(struct policy_set *s, size_t bytes, bool exact)
 	return 0;
 }
 
+/* Bit of a name of d labels in a set's depth masks. */
+static inline uint64_t depth_bit(unsigned d)
+{
+	return 1ull << (d < 63 ? d : 63);
+}
+
+static unsigned name_depth(const uint8_t *n)
+{
+	unsigned d = 0;
+	for (; *n; n += *n + 1)
+		d++;
+	return d;
+}
+
 static int set_insert(struct policy_set *s, const uint8_t *wire, size_t wl, uint32_t tag, bool wild,
                       uint16_t fidx, uint32_t line, const struct policy_ports *pp)
 {
 	int rc;
+	*(wild ? &s->wild_depths : &s->exact_depths) |= depth_bit(name_depth(wire));
 	if ((s->used + 1) * 4 > s->cap * 3 && (rc = set_grow(s)))
 		return rc;
 	struct pslot *sl = set_find(s, wire, wl, tag);
@@ -702,6 +718,32 @@ void policy_set_each(const struct policy_set *s, policy_set_each_cb cb, void *ct
 	}
 }
 
+/* The tag policy_set_prefetch computed last on this thread, with what it is a function of
+ * (the set's key and the name, compared: never the set's address, which a freed set's successor
+ * may reuse). */
+static _Thread_local struct {
+	size_t len; /* 0: none */
+	uint32_t tag;
+	uint8_t key[crypto_shorthash_KEYBYTES];
+	uint8_t name[NAME_MAXWIRE];
+} tag_memo;
+
+void policy_set_prefetch(const struct policy_set *s, const uint8_t *lname)
+{
+	if (!s || !s->used || s->file || !s->depths_known ||
+	    !(s->exact_depths & depth_bit(name_depth(lname))))
+		return; /* compiled, or no exact name this long: nothing to look up there */
+	int len = name_wire_len(lname, NAME_MAXWIRE);
+	if (len <= 0)
+		return;
+	uint32_t tag = set_tag(s, lname, (size_t)len);
+	__builtin_prefetch(&s->slots[tag & (s->cap - 1)]);
+	tag_memo.len = (size_t)len;
+	tag_memo.tag = tag;
+	memcpy(tag_memo.key, s->key, sizeof(tag_memo.key));
+	memcpy(tag_memo.name, lname, (size_t)len);
+}
+
 /* The slot of name in s, or NULL. buf: where a compiled set's slot is read into. */
 static const struct pslot *set_lookup(const struct policy_set *s, const uint8_t *name,
                                       struct pslot *buf)
@@ -709,7 +751,10 @@ static const struct pslot *set_lookup(const struct policy_set *s, const uint8_t 
 	if (!s->used)
 		return NULL; /* an empty set (an agent whose lists are all compiled): no hashing */
 	size_t len = (size_t)name_wire_len(name, NAME_MAXWIRE);
-	uint32_t tag = set_tag(s, name, len);
+	uint32_t tag = tag_memo.len == len && !memcmp(tag_memo.name, name, len) &&
+	                       !memcmp(tag_memo.key, s->key, sizeof(s->key))
+	                   ? tag_memo.tag
+	                   : set_tag(s, name, len);
 	if (s->filter && !pfilter_maybe(s->filter, s->filter_blocks, tag))
 		return NULL;
 	const struct pslot *sl =
@@ -717,13 +762,16 @@ static const struct pslot *set_lookup(const struct policy_set *s, const uint8_t 
 	return !sl || sl->name_off == SLOT_EMPTY ? NULL : sl;
 }
 
-static bool match_below_one(const struct policy_set *s, const uint8_t *lname,
+/* depth: lname's label count. */
+static bool match_below_one(const struct policy_set *s, const uint8_t *lname, unsigned depth,
                             struct policy_rule *rule)
 {
 	const struct pslot *sl;
 	struct pslot buf;
 	for (const uint8_t *p = lname; *p;) {
 		p = name_parent(p);
+		if (s->depths_known && !(s->wild_depths & depth_bit(--depth)))
+			continue; /* no "*." pattern of this length: nothing to hash */
 		sl = set_lookup(s, p, &buf);
 		if (sl && sl->wild) {
 			if (rule)
@@ -738,15 +786,18 @@ static bool match_below_one(const struct policy_set *s, const uint8_t *lname,
 
 bool policy_set_match(const struct policy_set *s, const uint8_t *lname, struct policy_rule *rule)
 {
+	unsigned depth = name_depth(lname);
 	for (; s; s = s->next) {
 		struct pslot buf;
-		const struct pslot *sl = set_lookup(s, lname, &buf);
+		const struct pslot *sl = !s->depths_known || (s->exact_depths & depth_bit(depth))
+		                             ? set_lookup(s, lname, &buf)
+		                             : NULL;
 		if (sl && sl->exact) {
 			if (rule)
 				*rule = rule_of(s, sl->exact, false, lname);
 			return true;
 		}
-		if (match_below_one(s, lname, rule))
+		if (match_below_one(s, lname, depth, rule))
 			return true;
 	}
 	return false;
@@ -755,8 +806,9 @@ bool policy_set_match(const struct policy_set *s, const uint8_t *lname, struct p
 bool policy_set_match_below(const struct policy_set *s, const uint8_t *lname,
                             struct policy_rule *rule)
 {
+	unsigned depth = name_depth(lname);
 	for (; s; s = s->next)
-		if (match_below_one(s, lname, rule))
+		if (match_below_one(s, lname, depth, rule))
 			return true;
 	return false;
 }

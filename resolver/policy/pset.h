@@ -67,6 +67,12 @@ struct policy_set {
 	                               * files allocation, freed with it); NULL in memory */
 	const struct pset_file *file; /* compiled form: its reads (policy_file.c); NULL in memory */
 	struct policy_set *next; /* owned: more sets matched after this one (high-risk chain) */
+	/* Built in memory only: the label counts (bit d: d labels, bit 63: 63 or more) of the
+	 * names listed exactly and with "*." (kept when a rule goes: only ever too many). A match
+	 * looks up only the suffixes of those lengths: a deny of a.b.c is one hash, not four.
+	 * depths_known false (a compiled set): every suffix is looked up. */
+	bool depths_known;
+	uint64_t exact_depths, wild_depths;
 };
 
 /* Large tables (slots, names, the compiled tables) sit on transparent huge pages: they are

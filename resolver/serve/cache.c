@@ -49,6 +49,11 @@ struct cache {
 	struct cache_entry *newest, *oldest;
 	struct cache_stats st; /* st.bytes includes the bucket array */
 	uint8_t hkey[crypto_shorthash_KEYBYTES];
+	/* The key cache_prefetch hashed last and its hash: the get (and the put after a miss)
+	 * that follow reuse it. */
+	size_t memo_len; /* 0: none */
+	uint64_t memo_hash;
+	uint8_t memo_key[CACHE_MAXKEY];
 };
 
 /* Fixed-width big-endian fields after the self-delimiting name make the encoding injective,
@@ -67,11 +72,28 @@ int cache_key(uint8_t *buf, const uint8_t *lname, uint16_t qtype, uint16_t qclas
 
 static uint64_t cache_hash(const struct cache *c, const uint8_t *key, size_t keylen)
 {
+	if (keylen == c->memo_len && !memcmp(key, c->memo_key, keylen))
+		return c->memo_hash;
 	unsigned char out[crypto_shorthash_BYTES];
 	uint64_t h;
 	crypto_shorthash(out, key, keylen, c->hkey);
 	memcpy(&h, out, sizeof(h));
 	return h;
+}
+
+void cache_prefetch(struct cache *c, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
+                    uint32_t variant)
+{
+	uint8_t key[CACHE_MAXKEY];
+	int kl = cache_key(key, lname, qtype, qclass, variant);
+	if (kl < 0)
+		return;
+	c->memo_len = 0;
+	uint64_t h = cache_hash(c, key, (size_t)kl);
+	__builtin_prefetch(&c->buckets[h & c->mask]);
+	memcpy(c->memo_key, key, (size_t)kl);
+	c->memo_len = (size_t)kl;
+	c->memo_hash = h;
 }
 
 static struct cache_entry *cache_find(const struct cache *c, uint64_t hash, const uint8_t *key,

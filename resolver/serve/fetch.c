@@ -16,7 +16,8 @@
 #include "serve/worker.h"
 
 #define FETCH_BUCKETS 1024
-#define ANSWER_SPARE 64 /* freed answers kept for reuse, per worker */
+#define ANSWER_SPARE 64      /* freed answers kept for reuse, per worker */
+#define ANSWER_KEEP_PKT 4096 /* with their packet buffer up to this size */
 
 struct fetch {
 	struct dlist link; /* in its bucket */
@@ -51,20 +52,46 @@ void answer_unref(struct answer *a)
 {
 	if (!a || --a->refs > 0)
 		return;
-	free(a->pkt);
 	struct fetch_table *t = a->srv->fetches;
-	if (t && t->nspare < ANSWER_SPARE)
+	if (t && t->nspare < ANSWER_SPARE) {
+		if (a->pkt_cap == 0 || a->pkt_cap > ANSWER_KEEP_PKT) {
+			free(a->pkt); /* not answer_room's, or too large to keep */
+			a->pkt = NULL;
+			a->pkt_cap = 0;
+		}
 		t->spare[t->nspare++] = a;
-	else
+	} else {
+		free(a->pkt);
 		free(a);
+	}
+}
+
+uint8_t *answer_room(struct answer *a, size_t len)
+{
+	if (!a->pkt || a->pkt_cap < len) {
+		size_t cap = len < 512 ? 512 : len;
+		uint8_t *p = malloc(cap);
+		if (!p)
+			return NULL;
+		free(a->pkt);
+		a->pkt = p;
+		a->pkt_cap = cap;
+	}
+	return a->pkt;
 }
 
 static struct answer *answer_new(struct worker *srv)
 {
 	struct fetch_table *t = srv->fetches;
-	struct answer *a = t->nspare ? t->spare[--t->nspare] : malloc(sizeof(*a));
-	if (!a)
+	struct answer *a;
+	if (t->nspare) {
+		a = t->spare[--t->nspare]; /* with its packet buffer */
+	} else if ((a = malloc(sizeof(*a)))) {
+		a->pkt = NULL;
+		a->pkt_cap = 0;
+	} else {
 		return NULL;
+	}
 	a->srv = srv;
 	a->refs = 1;
 	a->cached = false;
@@ -73,7 +100,6 @@ static struct answer *answer_new(struct worker *srv)
 	memset(&a->upstream, 0, sizeof(a->upstream));
 	a->up_us = -1;
 	a->len = 0;
-	a->pkt = NULL;
 	return a;
 }
 
@@ -114,8 +140,11 @@ void fetch_deinit(struct worker *srv)
 	cache_free(srv->cache);
 	srv->cache = NULL;
 	if (srv->fetches)
-		while (srv->fetches->nspare)
-			free(srv->fetches->spare[--srv->fetches->nspare]);
+		while (srv->fetches->nspare) {
+			struct answer *a = srv->fetches->spare[--srv->fetches->nspare];
+			free(a->pkt);
+			free(a);
+		}
 	free(srv->fetches);
 	srv->fetches = NULL;
 }
@@ -157,7 +186,7 @@ static struct answer *answer_from_value(struct worker *srv, const uint8_t *v, si
 	if (vlen < 2 + len || len < WIRE_HDR)
 		return NULL;
 	struct answer *a = answer_new(srv);
-	if (a && (a->pkt = malloc(len))) {
+	if (a && answer_room(a, len)) {
 		memcpy(a->pkt, v + 2, len);
 		a->len = len;
 		if (wire_resp_unpack(v + 2 + len, vlen - 2 - len, &a->resp) == 0) {
@@ -192,7 +221,7 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
 		memcpy(&a->upstream, from,
 		       from->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
 		                                   : sizeof(struct sockaddr_in));
-		if (!(a->pkt = malloc(len))) {
+		if (!answer_room(a, len)) {
 			status = MOAT_ENOMEM;
 		} else {
 			memcpy(a->pkt, pkt, len);
@@ -232,6 +261,20 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
 	fetch_free(f);
 }
 
+/* The cache key's variant: the DO bit and the upstream set's id (0: the global upstreams). */
+static uint32_t variant_of(const struct upstream_set *set, bool dnssec_ok)
+{
+	return (uint32_t)dnssec_ok | (set ? set->id << 1 : 0);
+}
+
+void fetch_prefetch(struct worker *srv, const struct upstream_set *set, const uint8_t *lname,
+                    uint16_t qtype, uint16_t qclass)
+{
+	if (srv->cache)
+		cache_prefetch(srv->cache, lname, qtype, qclass,
+		               variant_of(set, srv->cfg->upstream_dnssec_ok));
+}
+
 int fetch_answer(struct worker *srv, const struct upstream_set *set, const uint8_t *lname,
                  uint16_t qtype, uint16_t qclass, bool may_wait, fetch_cb cb, void *ctx,
                  struct answer **hit, struct fetch_wait **wait)
@@ -240,7 +283,7 @@ int fetch_answer(struct worker *srv, const struct upstream_set *set, const uint8
 	if (nl < 0)
 		return nl;
 	bool dnssec_ok = srv->cfg->upstream_dnssec_ok; /* moatd's policy, not the client's bit */
-	uint32_t variant = (uint32_t)dnssec_ok | (set ? set->id << 1 : 0);
+	uint32_t variant = variant_of(set, dnssec_ok);
 
 	/* The cache: a hit comes with its parse (checked by wire_resp_unpack). */
 	if (srv->cache) {

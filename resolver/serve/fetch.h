@@ -25,10 +25,15 @@ struct answer {
 	int64_t up_us;                    /* upstream latency; -1 for a cache hit */
 	size_t len;
 	uint8_t *pkt;          /* owned: the upstream's bytes */
+	size_t pkt_cap;        /* pkt's size when from answer_room (0: unknown) */
 	struct wire_resp resp; /* parsed pkt; resp.age = seconds in the cache */
 };
 
 void answer_unref(struct answer *a);
+
+/* a->pkt with room for len bytes: the buffer of an earlier answer when large enough (a hit then
+ * allocates nothing). NULL: no memory (a->pkt unchanged). */
+uint8_t *answer_room(struct answer *a, size_t len);
 
 /* Serve-stale (RFC 8767): a stale answer's TTLs, and the firewall grant for its addresses, are
  * capped at FETCH_STALE_TTL seconds, so clients ask again soon. */
@@ -62,6 +67,10 @@ struct fetch_wait;
 int fetch_answer(struct worker *srv, const struct upstream_set *set, const uint8_t *lname,
                  uint16_t qtype, uint16_t qclass, bool may_wait, fetch_cb cb, void *ctx,
                  struct answer **hit, struct fetch_wait **wait);
+
+/* fetch_answer for these will come soon: start loading the cache's bucket (cache_prefetch). */
+void fetch_prefetch(struct worker *srv, const struct upstream_set *set, const uint8_t *lname,
+                    uint16_t qtype, uint16_t qclass);
 
 /* Stop waiting: cb will not run. The upstream question goes on for the other waiters (or is
  * cancelled when none are left). */

@@ -1,293 +1,655 @@
-/* log.c writes the query log: one JSON line per query (format in moat/log.h), escaped so that
- * any byte a hostile client puts in a name stays inside its string. */
+/* log.c formats the query log's lines (format in moat/log.h): one JSON object per query, escaped
+ * so that any byte a hostile client puts in a name stays inside its string. It writes with a
+ * writer of its own into the caller's buffer: no stdio, no printf, no strlen of a field before
+ * it is copied (each string is scanned once, as it is escaped), names go from wire form to
+ * escaped text in one pass, addresses are formatted by hand (glibc's inet_ntop prints with
+ * sprintf). Where the lines go is log_sink.c's; which lines go is log_bound.c's. */
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <stdio.h>
 #include <string.h>
-#include <sys/time.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "moat/err.h"
 #include "moat/log.h"
 #include "moat/name.h"
 #include "moat/wire.h"
 
-FILE *log_open(const char *path)
-{
-	FILE *f = (!path || strcmp(path, "-") == 0) ? stdout : fopen(path, "a");
-	/* Fully buffered: the daemon calls log_flush once per event-loop turn, so a burst of
-	 * queries costs one write, and a line is never split between writes of two turns. */
-	if (f)
-		setvbuf(f, NULL, _IOFBF, 1 << 16);
-	return f;
-}
-
-int log_reopen_fd(FILE *f, int fd)
-{
-	flockfile(f);
-	fflush(f);
-	int rc = dup3(fd, fileno(f), O_CLOEXEC) < 0 ? MOAT_EIO : 0;
-	funlockfile(f);
-	close(fd);
-	return rc;
-}
-
-int log_reopen(FILE *f, const char *path)
-{
-	if (!f || f == stdout || !path || strcmp(path, "-") == 0)
-		return 0;
-	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
-	if (fd < 0)
-		return MOAT_EIO;
-	return log_reopen_fd(f, fd);
-}
-
-void log_flush(FILE *f)
-{
-	if (f)
-		fflush(f);
-}
-
-void log_close(FILE *f)
-{
-	if (f && f != stdout)
-		fclose(f);
-	else if (f)
-		fflush(f);
-}
-
-const char *log_format_addr(const struct sockaddr *sa, bool with_port, char *buf, size_t cap)
-{
-	char ip[INET6_ADDRSTRLEN];
-	const void *a;
-	unsigned port;
-	bool v6 = sa && sa->sa_family == AF_INET6;
-	if (sa && sa->sa_family == AF_INET) {
-		a = &((const struct sockaddr_in *)(const void *)sa)->sin_addr;
-		port = ntohs(((const struct sockaddr_in *)(const void *)sa)->sin_port);
-	} else if (v6) {
-		a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
-		port = ntohs(((const struct sockaddr_in6 *)(const void *)sa)->sin6_port);
-	} else {
-		snprintf(buf, cap, "?");
-		return buf;
-	}
-	/* Written by hand: snprintf here was ~1% of every query (one or two calls a line). */
-	if (!inet_ntop(sa->sa_family, a, ip, sizeof(ip)) || cap == 0) {
-		if (cap)
-			buf[0] = 0;
-		return buf;
-	}
-	char tmp[INET6_ADDRSTRLEN + 10];
-	size_t n = 0;
-	if (with_port && v6)
-		tmp[n++] = '[';
-	for (const char *s = ip; *s; s++)
-		tmp[n++] = *s;
-	if (with_port) {
-		if (v6)
-			tmp[n++] = ']';
-		tmp[n++] = ':';
-		char d[6];
-		int k = 0;
-		do
-			d[k++] = (char)('0' + port % 10);
-		while ((port /= 10) && k < 5);
-		while (k > 0)
-			tmp[n++] = d[--k];
-	}
-	if (n >= cap)
-		n = cap - 1;
-	memcpy(buf, tmp, n);
-	buf[n] = 0;
-	return buf;
-}
-
-/* One line is built in a buffer and written with one fwrite: no printf on the hot path, and a
- * line is never interleaved with another thread's. */
-struct line {
-	char buf[4096];
-	size_t n;
+/* A bounded writer into one line: what does not fit is cut, never overrun. */
+struct lw {
+	char *p, *end;
 };
 
-static void put(struct line *l, const char *s, size_t n)
+static inline void put(struct lw *w, const char *s, size_t n)
 {
-	if (n > sizeof(l->buf) - l->n)
-		n = sizeof(l->buf) - l->n;
-	memcpy(l->buf + l->n, s, n);
-	l->n += n;
+	if (n > (size_t)(w->end - w->p))
+		n = (size_t)(w->end - w->p);
+	memcpy(w->p, s, n);
+	w->p += n;
 }
 
-static void puts_(struct line *l, const char *s)
+#define PUT_LIT(w, s) put(w, s, sizeof(s) - 1)
+
+static inline void put_c(struct lw *w, char c)
 {
-	put(l, s, strlen(s));
+	if (w->p < w->end)
+		*w->p++ = c;
 }
 
-static void put_uint(struct line *l, uint64_t v)
+static void put_uint(struct lw *w, uint64_t v)
 {
-	char d[24];
+	char d[20];
 	int i = sizeof(d);
 	do
 		d[--i] = (char)('0' + v % 10);
 	while ((v /= 10) && i > 0);
-	put(l, d + i, sizeof(d) - (size_t)i);
+	put(w, d + i, sizeof(d) - (size_t)i);
 }
 
-/* Append s as a JSON string (quotes included), or null. */
-static void json_str(struct line *l, const char *s)
+/* 1 for the bytes a JSON string holds as they are: printable ASCII but '"' and '\\' (the NUL
+ * that ends a C string is 0, as every control byte and byte >= 0x7f). */
+#define J4(c) ((c) >= 0x20 && (c) < 0x7f && (c) != '"' && (c) != '\\')
+#define J16(b)                                                                                     \
+	J4(b), J4(b + 1), J4(b + 2), J4(b + 3), J4(b + 4), J4(b + 5), J4(b + 6), J4(b + 7),        \
+	    J4(b + 8), J4(b + 9), J4(b + 10), J4(b + 11), J4(b + 12), J4(b + 13), J4(b + 14),      \
+	    J4(b + 15)
+static const uint8_t json_plain[256] = {J16(0),  J16(16), J16(32), J16(48),
+                                        J16(64), J16(80), J16(96), J16(112)};
+
+/* s as a JSON string (quotes included), or null. Runs of plain characters (nearly all of a
+ * name or a reason) go in one copy. Returns strlen(s) (0 for NULL), found on the way. */
+static size_t json_str(struct lw *w, const char *s)
 {
 	static const char hex[] = "0123456789abcdef";
 	if (!s) {
-		puts_(l, "null");
-		return;
+		PUT_LIT(w, "null");
+		return 0;
 	}
-	put(l, "\"", 1);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		/* Runs of plain characters go in one copy (names and reasons are nearly all plain).
-		 */
+	put_c(w, '"');
+	const unsigned char *p = (const unsigned char *)s;
+	for (;;) {
 		const unsigned char *q = p;
-		while (*q >= 0x20 && *q < 0x7f && *q != '"' && *q != '\\')
+		while (json_plain[q[0]] && json_plain[q[1]] && json_plain[q[2]] && json_plain[q[3]])
+			q += 4; /* never past the NUL: it stops the test it is in */
+		while (json_plain[*q])
 			q++;
-		if (q != p) {
-			put(l, (const char *)p, (size_t)(q - p));
-			if (!*q)
-				break;
+		put(w, (const char *)p, (size_t)(q - p));
+		if (!*q) {
 			p = q;
+			break;
 		}
-		if (*p == '"' || *p == '\\') {
-			char e[2] = {'\\', (char)*p};
-			put(l, e, 2);
+		if (*q == '"' || *q == '\\') {
+			char e[2] = {'\\', (char)*q};
+			put(w, e, 2);
 		} else { /* a control character or a byte >= 0x7f */
-			char e[6] = {'\\', 'u', '0', '0', hex[*p >> 4], hex[*p & 15]};
-			put(l, e, 6);
+			char e[6] = {'\\', 'u', '0', '0', hex[*q >> 4], hex[*q & 15]};
+			put(w, e, 6);
 		}
+		p = q + 1;
 	}
-	put(l, "\"", 1);
+	put_c(w, '"');
+	return (size_t)((const char *)p - s);
 }
 
 int log_json_quote(const char *s, char *out, size_t cap)
 {
-	static _Thread_local struct line l;
-	l.n = 0;
-	json_str(&l, s);
+	char buf[LOG_LINE_MAX];
+	struct lw w = {buf, buf + sizeof(buf)};
+	json_str(&w, s);
+	size_t n = (size_t)(w.p - buf);
 	if (cap == 0)
 		return MOAT_ESPACE;
-	size_t n = l.n < cap ? l.n : cap - 1;
-	memcpy(out, l.buf, n);
-	out[n] = 0;
-	return l.n < cap && l.n < sizeof(l.buf) ? (int)n : MOAT_ESPACE;
+	size_t k = n < cap ? n : cap - 1;
+	memcpy(out, buf, k);
+	out[k] = 0;
+	return n < cap && n < sizeof(buf) ? (int)k : MOAT_ESPACE;
 }
 
-/* "2026-11-30T07:55:01": formatted once a second, not once a query. */
-static const char *when_seconds(time_t sec)
+/* ---------------------------------------------------------------- addresses -- */
+
+static char *ip4_text(char *o, const uint8_t *a)
 {
+	for (int i = 0; i < 4; i++) {
+		unsigned v = a[i];
+		if (i)
+			*o++ = '.';
+		if (v >= 100)
+			*o++ = (char)('0' + v / 100);
+		if (v >= 10)
+			*o++ = (char)('0' + v / 10 % 10);
+		*o++ = (char)('0' + v % 10);
+	}
+	return o;
+}
+
+/* RFC 5952 text as glibc's inet_ntop writes it: the first longest run of two or more zero
+ * groups is "::", hex in lower case without leading zeros, and the last 32 bits in dotted
+ * decimal for IPv4-mapped (::ffff:a.b.c.d) and IPv4-compatible (::a.b.c.d) addresses. */
+static char *ip6_text(char *o, const uint8_t *a)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned wd[8];
+	int best = -1, blen = 0, cur = -1, clen = 0;
+	for (int i = 0; i < 8; i++) {
+		wd[i] = (unsigned)a[2 * i] << 8 | a[2 * i + 1];
+		if (wd[i] == 0) {
+			if (cur < 0)
+				cur = i, clen = 0;
+			clen++;
+			if (clen > blen)
+				best = cur, blen = clen;
+		} else {
+			cur = -1;
+		}
+	}
+	if (blen < 2)
+		best = -1;
+	for (int i = 0; i < 8; i++) {
+		if (best >= 0 && i >= best && i < best + blen) {
+			if (i == best)
+				*o++ = ':';
+			continue;
+		}
+		if (i)
+			*o++ = ':';
+		if (i == 6 && best == 0 && (blen == 6 || (blen == 5 && wd[5] == 0xffff)))
+			return ip4_text(o, a + 12);
+		bool lead = true;
+		for (int s = 12; s >= 0; s -= 4) {
+			unsigned d = (wd[i] >> s) & 15;
+			if (lead && d == 0 && s)
+				continue;
+			lead = false;
+			*o++ = hex[d];
+		}
+	}
+	if (best >= 0 && best + blen == 8)
+		*o++ = ':';
+	return o;
+}
+
+size_t log_format_ip(char out[LOG_IP_MAX], const uint8_t *addr, size_t len)
+{
+	char *e = len == 4 ? ip4_text(out, addr) : len == 16 ? ip6_text(out, addr) : NULL;
+	if (!e) {
+		out[0] = '?';
+		e = out + 1;
+	}
+	*e = 0;
+	return (size_t)(e - out);
+}
+
+/* The address of sa (4 or 16 bytes) and its port, or NULL for another family. */
+static const uint8_t *sa_addr(const struct sockaddr *sa, size_t *len, unsigned *port)
+{
+	if (sa && sa->sa_family == AF_INET) {
+		const struct sockaddr_in *s = (const struct sockaddr_in *)(const void *)sa;
+		*len = 4;
+		*port = ntohs(s->sin_port);
+		return (const uint8_t *)&s->sin_addr;
+	}
+	if (sa && sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)(const void *)sa;
+		*len = 16;
+		*port = ntohs(s->sin6_port);
+		return s->sin6_addr.s6_addr;
+	}
+	return NULL;
+}
+
+/* "192.0.2.1", or "[2001:db8::1]:53" / "192.0.2.1:53" with the port; "?" for no address. */
+static size_t addr_text(const struct sockaddr *sa, bool with_port, char *t)
+{
+	size_t len, n = 0;
+	unsigned port;
+	const uint8_t *a = sa_addr(sa, &len, &port);
+	if (!a) {
+		t[0] = '?';
+		return 1;
+	}
+	bool br = with_port && len == 16;
+	if (br)
+		t[n++] = '[';
+	n += log_format_ip(t + n, a, len);
+	if (br)
+		t[n++] = ']';
+	if (with_port) {
+		char d[5];
+		int k = 0;
+		t[n++] = ':';
+		do
+			d[k++] = (char)('0' + port % 10);
+		while ((port /= 10) && k < 5);
+		while (k > 0)
+			t[n++] = d[--k];
+	}
+	return n;
+}
+
+const char *log_format_addr(const struct sockaddr *sa, bool with_port, char *buf, size_t cap)
+{
+	char t[LOG_IP_MAX + 8];
+	size_t n = addr_text(sa, with_port, t);
+	if (cap == 0)
+		return buf;
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(buf, t, n);
+	buf[n] = 0;
+	return buf;
+}
+
+/* ---------------------------------------------------------------- memos -- */
+
+/* Most of a line repeats from one query to the next (one sandbox asks, with the same agent,
+ * decision and reason), so each thread keeps the JSON text of the last values it wrote: a field
+ * that did not change is one copy. Strings that log.h says are constants are kept by pointer;
+ * the others (the agent's name, the reason) are compared first; addresses by their bytes. */
+#define MEMO_TEXT 200 /* a longer string is escaped every time */
+
+struct cmemo { /* a string constant: its pointer says it all */
+	const char *ptr;
+	uint16_t len;
+	char text[64];
+};
+
+struct vmemo { /* any string: compared before its text is reused */
+	uint16_t len;
+	char raw[MEMO_TEXT];
+	char text[MEMO_TEXT * 6 + 2];
+};
+
+struct amemo { /* an address (and port): family, bytes, port */
+	uint8_t key[20];
+	uint16_t len;
+	char text[LOG_IP_MAX + 10];
+};
+
+static _Thread_local struct {
+	struct cmemo c[16];
+	struct vmemo agent, reason, rule;
+	struct amemo client, upstream;
+} memo;
+
+/* A string constant (transport, decision, rcode, grant). */
+static void put_const(struct lw *w, const char *s)
+{
+	if (!s) {
+		PUT_LIT(w, "null");
+		return;
+	}
+	struct cmemo *m = &memo.c[((uintptr_t)s >> 3 ^ (uintptr_t)s >> 7) & 15];
+	if (m->ptr != s) {
+		struct lw t = {m->text, m->text + sizeof(m->text)};
+		json_str(&t, s);
+		if (t.p == t.end) { /* too long to keep */
+			m->ptr = NULL;
+			json_str(w, s);
+			return;
+		}
+		m->len = (uint16_t)(t.p - m->text);
+		m->ptr = s;
+	}
+	put(w, m->text, m->len);
+}
+
+/* Any string, NULL as null. */
+static void put_str(struct lw *w, const char *s, struct vmemo *m)
+{
+	if (!s) {
+		PUT_LIT(w, "null");
+		return;
+	}
+	if (m->len && strcmp(s, m->raw) == 0) {
+		put(w, m->text, m->len);
+		return;
+	}
+	char *start = w->p;
+	size_t n = json_str(w, s);
+	if (n < MEMO_TEXT && w->p < w->end) { /* kept for next time */
+		memcpy(m->raw, s, n + 1);
+		m->len = (uint16_t)(w->p - start);
+		memcpy(m->text, start, m->len);
+	} else {
+		m->len = 0;
+	}
+}
+
+/* An address as a JSON string (its text never needs escaping). */
+static void put_addr(struct lw *w, const struct sockaddr *sa, bool with_port, struct amemo *m)
+{
+	uint8_t key[20] = {0};
+	if (sa && sa->sa_family == AF_INET) {
+		const struct sockaddr_in *s = (const struct sockaddr_in *)(const void *)sa;
+		key[0] = 4;
+		memcpy(key + 2, &s->sin_port, 2);
+		memcpy(key + 4, &s->sin_addr, 4);
+	} else if (sa && sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)(const void *)sa;
+		key[0] = 6;
+		memcpy(key + 2, &s->sin6_port, 2);
+		memcpy(key + 4, &s->sin6_addr, 16);
+	}
+	key[1] = with_port;
+	if (!m->len || memcmp(key, m->key, sizeof(key)) != 0) {
+		m->text[0] = '"';
+		size_t n = 1 + addr_text(sa, with_port, m->text + 1);
+		m->text[n++] = '"';
+		m->len = (uint16_t)n;
+		memcpy(m->key, key, sizeof(key));
+	}
+	put(w, m->text, m->len);
+}
+
+/* ---------------------------------------------------------------- fields -- */
+
+/* The characters name_to_text escapes as \c ('.', '\\', '"', ';', '(', ')', '@', '$'), as bits
+ * of c (below 64) and of c - 64. */
+#define NAME_SPECIAL_LO                                                                            \
+	((1ull << '"') | (1ull << '$') | (1ull << '(') | (1ull << ')') | (1ull << '.') |           \
+	 (1ull << ';'))
+#define NAME_SPECIAL_HI ((1ull << ('@' - 64)) | (1ull << ('\\' - 64)))
+
+/* A wire name as the JSON string of its presentation form: exactly what json_str of
+ * name_to_text's text gives (\DDD for bytes outside 33..126, \c for the special ones, each
+ * backslash then escaped for JSON), in one pass. out has room for the longest (5 bytes a
+ * byte). */
+static char *qname_json(char *o, const uint8_t *p)
+{
+	*o++ = '"';
+	if (!*p)
+		*o++ = '.';
+	while (*p) {
+		unsigned n = *p++;
+		for (unsigned k = 0; k < n; k++) {
+			unsigned c = *p++;
+			if (c <= 32 || c >= 127) {
+				o[0] = '\\', o[1] = '\\';
+				o[2] = (char)('0' + c / 100);
+				o[3] = (char)('0' + c / 10 % 10);
+				o[4] = (char)('0' + c % 10);
+				o += 5;
+			} else if ((c < 64 ? NAME_SPECIAL_LO >> c : NAME_SPECIAL_HI >> (c - 64)) &
+			           1) {
+				*o++ = '\\', *o++ = '\\';
+				if (c == '"' || c == '\\')
+					*o++ = '\\'; /* the character itself, escaped for JSON */
+				*o++ = (char)c;
+			} else {
+				*o++ = (char)c;
+			}
+		}
+		*o++ = '.';
+	}
+	*o++ = '"';
+	return o;
+}
+
+static void put_qname(struct lw *w, const uint8_t *wire)
+{
+	char t[2 + NAME_MAXWIRE * 5];
+	if ((size_t)(w->end - w->p) >= sizeof(t)) {
+		w->p = qname_json(w->p, wire);
+		return;
+	}
+	put(w, t, (size_t)(qname_json(t, wire) - t));
+}
+
+/* The type's mnemonic (wire_type_str), kept per thread for the few types a log sees. */
+static void put_qtype(struct lw *w, uint16_t type)
+{
+	static _Thread_local struct {
+		uint16_t type;
+		uint8_t len; /* 0: empty */
+		char text[14];
+	} memo[8];
+	unsigned i = type & 7;
+	if (memo[i].len == 0 || memo[i].type != type) {
+		char buf[16];
+		const char *s = wire_type_str(type, buf, sizeof(buf));
+		size_t n = strlen(s);
+		memo[i].text[0] = '"';
+		memcpy(memo[i].text + 1, s, n);
+		memo[i].text[n + 1] = '"';
+		memo[i].len = (uint8_t)(n + 2);
+		memo[i].type = type;
+	}
+	put(w, memo[i].text, memo[i].len);
+}
+
+void log_format_ts(int64_t unix_ms, char ts[LOG_TS_LEN])
+{
+	/* "2026-11-30T07:55:01": formatted once a second, not once a line. */
 	static _Thread_local time_t last = -1;
 	static _Thread_local char text[32];
+	time_t sec = (time_t)(unix_ms / 1000);
+	unsigned ms = (unsigned)(unix_ms % 1000);
 	if (sec != last) {
 		struct tm tm;
 		gmtime_r(&sec, &tm);
 		strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%S", &tm);
 		last = sec;
 	}
-	return text;
+	memcpy(ts, text, 19);
+	ts[19] = '.';
+	ts[20] = (char)('0' + ms / 100);
+	ts[21] = (char)('0' + ms / 10 % 10);
+	ts[22] = (char)('0' + ms % 10);
+	ts[23] = 'Z';
 }
 
-/* The version 2 keys (see log.h), and the closing brace. */
-static void put_v2(struct line *l, const struct log_query *e)
+/* The version 2 keys (see log.h) and the closing brace. */
+static void put_v2(struct lw *w, const struct log_query *e)
 {
-	puts_(l, ",\"v\":2,\"rule\":");
+	PUT_LIT(w, ",\"v\":2,\"rule\":");
 	if (e->rule_file) {
-		json_str(l, e->rule_file);
-		l->n--; /* reopen the string for ":line" */
-		put(l, ":", 1);
-		put_uint(l, e->rule_line);
-		put(l, "\"", 1);
+		put_str(w, e->rule_file, &memo.rule);
+		w->p--; /* reopen the string for ":line" */
+		put_c(w, ':');
+		put_uint(w, e->rule_line);
+		put_c(w, '"');
 	} else {
-		puts_(l, "null");
+		PUT_LIT(w, "null");
 	}
-	puts_(l, ",\"answer\":");
+	PUT_LIT(w, ",\"answer\":");
 	if (e->has_answer) {
-		put(l, "[", 1);
+		put_c(w, '[');
 		const uint8_t *a = e->answer;
 		for (unsigned i = 0; i < e->nanswer; i++) {
-			char txt[INET6_ADDRSTRLEN];
-			int fam = e->alen[i] == 4 ? AF_INET : AF_INET6;
+			char t[LOG_IP_MAX + 3];
+			t[0] = i ? ',' : '"';
+			size_t n = 1;
 			if (i)
-				put(l, ",", 1);
-			put(l, "\"", 1);
-			puts_(l, inet_ntop(fam, a, txt, sizeof(txt)) ? txt : "?");
-			put(l, "\"", 1);
+				t[n++] = '"';
+			n += log_format_ip(t + n, a, e->alen[i]);
+			t[n++] = '"';
+			put(w, t, n);
 			a += e->alen[i];
 		}
-		put(l, "]", 1);
+		put_c(w, ']');
 	} else {
-		puts_(l, "null");
+		PUT_LIT(w, "null");
 	}
-	puts_(l, ",\"grant\":");
-	json_str(l, e->grant);
-	puts_(l, ",\"grant_lifetime\":");
+	PUT_LIT(w, ",\"grant\":");
+	put_const(w, e->grant);
+	PUT_LIT(w, ",\"grant_lifetime\":");
 	if (e->has_grant_life)
-		put_uint(l, e->grant_life);
+		put_uint(w, e->grant_life);
 	else
-		puts_(l, "null");
-	put(l, "}", 1);
+		PUT_LIT(w, "null");
+	put_c(w, '}');
 }
 
-void log_write_query(FILE *f, const struct log_query *e)
+/* Close the line: an overlong one is cut, never left without its brace and newline. */
+static size_t line_end(struct lw *w, char *out)
 {
-	struct timespec ts;
-	char client[64], up[64], qname[NAME_MAXTEXT], qtype[16];
-	static _Thread_local struct line l;
+	if (w->p == w->end)
+		w->p--;
+	*w->p++ = '\n';
+	return (size_t)(w->p - out);
+}
 
-	if (!f)
-		return;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	if (!e->qname || name_to_text(e->qname, qname, sizeof(qname)) < 0)
-		qname[0] = 0;
-
-	l.n = 0;
-	puts_(&l, "{\"ts\":\"");
-	puts_(&l, when_seconds(ts.tv_sec));
-	char ms[5] = {'.', (char)('0' + ts.tv_nsec / 100000000),
-	              (char)('0' + ts.tv_nsec / 10000000 % 10),
-	              (char)('0' + ts.tv_nsec / 1000000 % 10), 'Z'};
-	put(&l, ms, 5);
-	puts_(&l, "\",\"client\":");
-	json_str(&l, log_format_addr(e->client, false, client, sizeof(client)));
-	puts_(&l, ",\"transport\":");
-	json_str(&l, e->transport);
-	puts_(&l, ",\"agent\":");
-	json_str(&l, e->agent);
-	puts_(&l, ",\"qname\":");
-	json_str(&l, e->qname ? qname : NULL);
-	puts_(&l, ",\"qtype\":");
-	json_str(&l, e->qname ? wire_type_str(e->qtype, qtype, sizeof(qtype)) : NULL);
-	puts_(&l, ",\"qclass\":");
-	put_uint(&l, e->qclass);
-	puts_(&l, ",\"decision\":");
-	json_str(&l, e->decision);
-	puts_(&l, ",\"reason\":");
-	json_str(&l, e->reason);
-	puts_(&l, ",\"rcode\":");
-	json_str(&l, e->rcode < 0 ? NULL : wire_rcode_str((uint8_t)e->rcode));
-	puts_(&l, ",\"upstream\":");
-	json_str(&l, e->upstream ? log_format_addr(e->upstream, true, up, sizeof(up)) : NULL);
-	puts_(&l, ",\"upstream_ms\":");
+/* Everything after the name: the same for every deny of an agent, so it is kept (below). */
+static void put_tail(struct lw *w, const struct log_query *e)
+{
+	PUT_LIT(w, ",\"qtype\":");
+	if (e->qname)
+		put_qtype(w, e->qtype);
+	else
+		PUT_LIT(w, "null");
+	PUT_LIT(w, ",\"qclass\":");
+	put_uint(w, e->qclass);
+	PUT_LIT(w, ",\"decision\":");
+	put_const(w, e->decision);
+	PUT_LIT(w, ",\"reason\":");
+	put_str(w, e->reason, &memo.reason);
+	PUT_LIT(w, ",\"rcode\":");
+	put_const(w, e->rcode < 0 ? NULL : wire_rcode_str((uint8_t)e->rcode));
+	PUT_LIT(w, ",\"upstream\":");
+	if (e->upstream)
+		put_addr(w, e->upstream, true, &memo.upstream);
+	else
+		PUT_LIT(w, "null");
+	PUT_LIT(w, ",\"upstream_ms\":");
 	if (e->upstream_us >= 0) {
-		put_uint(&l, (uint64_t)e->upstream_us / 1000);
+		put_uint(w, (uint64_t)e->upstream_us / 1000);
 		char frac[4] = {'.', (char)('0' + e->upstream_us % 1000 / 100),
 		                (char)('0' + e->upstream_us % 100 / 10),
 		                (char)('0' + e->upstream_us % 10)};
-		put(&l, frac, 4);
+		put(w, frac, 4);
 	} else {
-		puts_(&l, "null");
+		PUT_LIT(w, "null");
 	}
-	puts_(&l, e->alert ? ",\"alert\":true" : ",\"alert\":false");
-	put_v2(&l, e);
-	if (l.n == sizeof(l.buf))
-		l.n--; /* an overlong line is cut, never left without its newline */
-	l.buf[l.n++] = '\n';
-	fwrite(l.buf, 1, l.n, f);
+	if (e->alert)
+		PUT_LIT(w, ",\"alert\":true");
+	else
+		PUT_LIT(w, ",\"alert\":false");
+	put_v2(w, e);
+}
+
+/* The tail of the last line without an upstream or an address (a deny, a refusal): what it
+ * was made of, and its text. */
+struct tail_key {
+	const char *decision, *grant; /* constants: by pointer */
+	int rcode;
+	uint32_t rule_line, grant_life;
+	uint16_t qtype, qclass;
+	bool has_qname, alert, has_answer, has_grant_life, has_reason, has_rule;
+};
+
+static _Thread_local struct {
+	bool valid;
+	struct tail_key k;
+	char reason[MEMO_TEXT], rule[MEMO_TEXT];
+	uint16_t len;
+	char text[MEMO_TEXT * 14];
+} tail;
+
+static struct tail_key tail_key_of(const struct log_query *e)
+{
+	struct tail_key k;
+	memset(&k, 0, sizeof(k)); /* the padding too: keys are compared as bytes */
+	k.decision = e->decision;
+	k.grant = e->grant;
+	k.rcode = e->rcode;
+	k.rule_line = e->rule_line;
+	k.grant_life = e->grant_life;
+	k.qtype = e->qtype;
+	k.qclass = e->qclass;
+	k.has_qname = e->qname != NULL;
+	k.alert = e->alert;
+	k.has_answer = e->has_answer;
+	k.has_grant_life = e->has_grant_life;
+	k.has_reason = e->reason != NULL;
+	k.has_rule = e->rule_file != NULL;
+	return k;
+}
+
+/* Both NULL or both the same text (a kept string is never longer than MEMO_TEXT - 1). */
+static bool same_text(const char *s, bool has, const char *kept)
+{
+	return s ? has && strcmp(s, kept) == 0 : !has;
+}
+
+static bool keep_text(char *kept, const char *s)
+{
+	size_t n = s ? strnlen(s, MEMO_TEXT) : 0;
+	if (n >= MEMO_TEXT)
+		return false;
+	memcpy(kept, s ? s : "", n + 1);
+	return true;
+}
+
+static void put_tail_kept(struct lw *w, const struct log_query *e)
+{
+	bool plain = !e->upstream && e->upstream_us < 0 && e->nanswer == 0;
+	if (!plain) {
+		put_tail(w, e);
+		return;
+	}
+	struct tail_key k = tail_key_of(e);
+	if (tail.valid && !memcmp(&k, &tail.k, sizeof(k)) &&
+	    same_text(e->reason, k.has_reason, tail.reason) &&
+	    same_text(e->rule_file, k.has_rule, tail.rule)) {
+		put(w, tail.text, tail.len);
+		return;
+	}
+	char *start = w->p;
+	put_tail(w, e);
+	size_t n = (size_t)(w->p - start);
+	tail.valid = w->p < w->end && n <= sizeof(tail.text) && keep_text(tail.reason, e->reason) &&
+	             keep_text(tail.rule, e->rule_file);
+	if (tail.valid) {
+		tail.k = k;
+		tail.len = (uint16_t)n;
+		memcpy(tail.text, start, n);
+	}
+}
+
+size_t log_format_query(char out[LOG_LINE_MAX], const struct log_query *e,
+                        const char ts[LOG_TS_LEN])
+{
+	struct lw w = {out, out + LOG_LINE_MAX - 1}; /* the last byte: the newline */
+	PUT_LIT(&w, "{\"ts\":\"");
+	put(&w, ts, LOG_TS_LEN);
+	PUT_LIT(&w, "\",\"client\":");
+	put_addr(&w, e->client, false, &memo.client);
+	PUT_LIT(&w, ",\"transport\":");
+	put_const(&w, e->transport);
+	PUT_LIT(&w, ",\"agent\":");
+	put_str(&w, e->agent, &memo.agent);
+	PUT_LIT(&w, ",\"qname\":");
+	if (e->qname)
+		put_qname(&w, e->qname);
+	else
+		PUT_LIT(&w, "null");
+	put_tail_kept(&w, e);
+	return line_end(&w, out);
+}
+
+size_t log_format_repeated(char out[LOG_LINE_MAX], const char *line, size_t len,
+                           const char ts[LOG_TS_LEN], uint64_t count)
+{
+	struct lw w = {out, out + LOG_LINE_MAX - 1};
+	/* The line as it was, its ts now, "repeated" before the closing brace. */
+	PUT_LIT(&w, "{\"ts\":\"");
+	put(&w, ts, LOG_TS_LEN);
+	put(&w, line + LOG_TS_END, len - LOG_TS_END - 2);
+	PUT_LIT(&w, ",\"repeated\":");
+	put_uint(&w, count);
+	put_c(&w, '}');
+	return line_end(&w, out);
+}
+
+size_t log_format_suppressed(char out[LOG_LINE_MAX], const char ts[LOG_TS_LEN], uint64_t count,
+                             const char *why)
+{
+	struct lw w = {out, out + LOG_LINE_MAX - 1};
+	PUT_LIT(&w, "{\"ts\":\"");
+	put(&w, ts, LOG_TS_LEN);
+	PUT_LIT(&w, "\",\"v\":2,\"suppressed\":");
+	put_uint(&w, count);
+	PUT_LIT(&w, ",\"why\":");
+	json_str(&w, why);
+	put_c(&w, '}');
+	return line_end(&w, out);
 }

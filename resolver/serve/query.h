@@ -27,5 +27,7 @@ void query_decided(struct worker *srv, struct reply_to *to, const struct wire_qu
 
 /* At shutdown: drop every query still waiting (counted as dropped). */
 void query_cancel_all(struct worker *srv);
+/* At the end: free the queries kept for reuse. */
+void query_free_spares(struct worker *srv);
 
 #endif

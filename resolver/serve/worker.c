@@ -9,6 +9,8 @@
 #include "moat/err.h"
 #include "moat/log.h"
 #include "moat/metrics.h"
+#include "serve/log_bound.h"
+#include "serve/log_sink.h"
 #include "serve/dnstap_out.h"
 #include "serve/fetch.h"
 #include "serve/fwchan.h"
@@ -24,16 +26,17 @@
 static pthread_mutex_t post_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_barrier_t started, go;
 
-/* Send the queued UDP answers and upstream queries, then write the log lines: after each loop
+/* Send the queued UDP answers and upstream queries, then hand the log lines on: after each loop
  * turn's I/O (check) and again after its timers, just before the loop waits (prepare), so what
- * a timer callback queued (a retry, a SERVFAIL) does not wait for the next event. */
+ * a timer callback queued (a retry, a SERVFAIL) does not wait for the next event. The log's
+ * writer is woken only after the answers left (log_sink.h). */
 static void flush_all(struct worker *w)
 {
 	tcp_resume_all(w);  /* first: what it answers is sent below */
 	metrics_publish(w); /* before the answers leave: a client that saw one sees it counted */
 	listen_flush_all(w);
 	upstream_flush(w);
-	log_flush(w->log);
+	log_out_flush(w->log, uv_now(w->loop));
 }
 
 static void on_check(uv_check_t *c)
@@ -44,6 +47,13 @@ static void on_check(uv_check_t *c)
 static void on_prepare(uv_prepare_t *p)
 {
 	flush_all(p->data);
+}
+
+/* A quiet loop has no turn ends: the log's counts still close each second. */
+static void on_log_timer(uv_timer_t *t)
+{
+	struct worker *w = t->data;
+	log_out_flush(w->log, uv_now(w->loop));
 }
 
 static void on_wake(uv_async_t *a)
@@ -70,14 +80,14 @@ static void on_wake(uv_async_t *a)
 }
 
 int worker_init(struct worker *w, unsigned index, unsigned nworkers, const struct config *cfg,
-                struct policy *policy, FILE *log, struct ratelimit *rl, char *err, size_t errlen)
+                struct policy *policy, struct log_sink *log, struct ratelimit *rl, char *err,
+                size_t errlen)
 {
 	memset(w, 0, sizeof(*w));
 	w->index = index;
 	ask_worker_init(w);
 	w->loop = &w->loop_storage;
 	w->cfg = cfg;
-	w->log = log;
 	w->rl = rl;
 	w->reuseport = nworkers > 1;
 	w->tcp_max = (cfg->tcp_max_clients + nworkers - 1) / nworkers;
@@ -95,6 +105,12 @@ int worker_init(struct worker *w, unsigned index, unsigned nworkers, const struc
 	w->policy = policy_ref(policy);
 	if (!(w->metrics = calloc(1, sizeof(*w->metrics)))) {
 		snprintf(err, errlen, "out of memory for the counters");
+		return MOAT_ENOMEM;
+	}
+	/* The budget is split like the cache: the whole stays within log_bytes_per_s. */
+	uint64_t budget = cfg->log_budget ? (cfg->log_budget + nworkers - 1) / nworkers : 0;
+	if (log && !(w->log = log_out_new(log_sink_ring(log, index), budget))) {
+		snprintf(err, errlen, "out of memory for the query log");
 		return MOAT_ENOMEM;
 	}
 	dnstap_out_attach(w);
@@ -131,6 +147,11 @@ int worker_init(struct worker *w, unsigned index, unsigned nworkers, const struc
 	w->flush_timers.data = w;
 	uv_prepare_start(&w->flush_timers, on_prepare);
 	uv_unref((uv_handle_t *)&w->flush_timers);
+	uv_timer_init(w->loop, &w->log_timer);
+	w->log_timer.data = w;
+	if (w->log)
+		uv_timer_start(&w->log_timer, on_log_timer, 1000, 1000);
+	uv_unref((uv_handle_t *)&w->log_timer);
 	uv_async_init(w->loop, &w->wake, on_wake);
 	w->wake.data = w;
 	return 0;
@@ -150,6 +171,7 @@ void worker_stop(struct worker *w)
 	w->fw = NULL;
 	uv_close((uv_handle_t *)&w->flush, NULL);
 	uv_close((uv_handle_t *)&w->flush_timers, NULL);
+	uv_close((uv_handle_t *)&w->log_timer, NULL);
 	pthread_mutex_lock(&post_lock);
 	w->wake_closed = true;
 	policy_unref(w->next_policy);
@@ -234,6 +256,10 @@ void worker_join(struct worker *ws, unsigned n)
 
 void worker_deinit(struct worker *w)
 {
+	log_out_close(w->log, uv_now(w->loop)); /* its counts, before the sink closes */
+	log_out_free(w->log);
+	w->log = NULL;
+	query_free_spares(w);
 	uv_loop_close(w->loop);
 	upstream_deinit(w);
 	fetch_deinit(w);

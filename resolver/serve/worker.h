@@ -2,9 +2,9 @@
  * event loop, sockets (sharing the listening ports with SO_REUSEPORT, so the kernel spreads
  * clients over them), answer cache, upstream sockets and firewall channel; worker 0 runs on the
  * main thread. Everything in struct worker belongs to its worker's thread. What workers share
- * is read-only (the config, the policy snapshot with its atomic reference count) or locked (the
- * log stream, the rate limiter). Only moatd's own files include this (and uv.h); the pure
- * modules in include/moat/ never see the event loop.
+ * is read-only (the config, the policy snapshot with its atomic reference count), locked (the
+ * rate limiter) or split (the query log: a ring per worker, serve/log_sink.h). Only moatd's own
+ * files include this (and uv.h); the pure modules in include/moat/ never see the event loop.
  * Start-up order: worker_init for each (as root: binds the ports) -> worker_spawn (threads wait
  * at a barrier) -> drop privileges and load the system-call filter for every thread ->
  * worker_release -> run worker 0's loop. */
@@ -25,6 +25,9 @@
 #include "moat/policy.h"
 
 struct ratelimit;
+struct log_sink;
+struct log_out;
+struct query;
 
 /* Where a NOTIFY from from goes: checked there; if accepted the response is written to out and
  * its length returned, else a negative code with why set. Any thread. */
@@ -42,9 +45,9 @@ struct worker_stats {
 struct worker {
 	unsigned index; /* worker number, 0 = the main thread */
 	uv_loop_t *loop;
-	const struct config *cfg; /* borrowed from main */
-	struct policy *policy;    /* one reference owned; queries hold their own */
-	FILE *log;
+	const struct config *cfg;    /* borrowed from main */
+	struct policy *policy;       /* one reference owned; queries hold their own */
+	struct log_out *log;         /* owned; NULL: no query log (none, or /dev/null) */
 	struct fwchan *fw;           /* NULL: no firewall companion */
 	struct cache *cache;         /* NULL: no answer cache */
 	struct ratelimit *rl;        /* NULL: no per-client rate limit */
@@ -60,6 +63,8 @@ struct worker {
 	struct upstream_pool *upool; /* upstream.c's UDP sockets (owned; created on first use) */
 	void *udp_rx, *up_rx;        /* receive areas of listen_udp.c and upstream.c (owned) */
 	struct dlist live_queries;   /* struct query (query.c) */
+	struct query *query_spare;   /* freed ones kept for reuse (query.c; owned) */
+	unsigned nquery_spare;
 	uint32_t ntcp;
 	uint32_t tcp_max;       /* this worker's share of tcp_max_clients */
 	bool reuseport;         /* listeners share their port with other workers */
@@ -68,6 +73,7 @@ struct worker {
 	struct worker_stats stats;
 	uv_check_t flush;          /* sends queued datagrams, writes the log: after I/O */
 	uv_prepare_t flush_timers; /* the same after timers, before the loop waits */
+	uv_timer_t log_timer;      /* closes the log's counts each second (log_bound.h) */
 	/* worker.c: other threads post a new policy or a stop through wake */
 	uv_loop_t loop_storage;
 	uv_async_t wake;
@@ -80,12 +86,14 @@ struct worker {
 	pthread_t thread;
 };
 
-/* Set up worker index of nworkers: loop, cache (its share of cache_bytes), firewall channel,
- * listeners. Takes its own reference to policy; borrows cfg, log and rl (shared by all
- * workers: log writes are whole lines under stdio's lock, rl locks itself).
+/* Set up worker index of nworkers: loop, cache (its share of cache_bytes), query log (ring
+ * index of log, its share of log_budget; log NULL: none), firewall channel, listeners. Takes its
+ * own reference to policy; borrows cfg, log and rl (shared by all workers: each worker has its
+ * own ring in log, rl locks itself).
  * Returns 0 or a negative MOAT_* code with a message in err. */
 int worker_init(struct worker *w, unsigned index, unsigned nworkers, const struct config *cfg,
-                struct policy *policy, FILE *log, struct ratelimit *rl, char *err, size_t errlen);
+                struct policy *policy, struct log_sink *log, struct ratelimit *rl, char *err,
+                size_t errlen);
 
 /* Start threads for workers 1..n-1; they wait until worker_release. Returns 0 or MOAT_ENOMEM. */
 int worker_spawn(struct worker *ws, unsigned n);

@@ -72,6 +72,7 @@ conf() { # conf N FORM: the config of moatd with the N-name list in that form
 	listen: ["127.0.0.1:$PORT"]
 	upstreams: ["192.0.2.53:53"]
 	log: {file: /dev/null}
+	ratelimit_qps: 0
 	policy_verify: $verify
 	$([[ $form != signed ]] || echo "policy_pubkey: $WORK/key.pub")
 	local_data: ["$(printf 'n%08d' $((n - 1))).bench.test A 192.0.2.1"]

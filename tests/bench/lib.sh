@@ -14,7 +14,12 @@ bench_need() { # bench_need PROGRAM...: each built under $BUILD
 
 bench_cleanup() {
 	[[ -n $MPID ]] && kill "$MPID" 2>/dev/null && wait "$MPID" 2>/dev/null
-	rm -rf "$WORK"
+	[[ -n ${NSD_PID:-} ]] && kill "$NSD_PID" 2>/dev/null && wait "$NSD_PID" 2>/dev/null
+	if [[ -n ${NS:-} ]]; then
+		ip netns del "$NS" 2>/dev/null || true
+		rm -rf "/etc/netns/$NS"
+	fi
+	if [[ ${BENCH_KEEP:-0} == 1 ]]; then log "kept $WORK"; else rm -rf "$WORK"; fi
 }
 
 bench_work() { # bench_work NAME: sets WORK (0755), RAW (empty), MPID (none) and the exit trap
@@ -27,3 +32,32 @@ bench_work() { # bench_work NAME: sets WORK (0755), RAW (empty), MPID (none) and
 }
 
 log() { printf '[%s] %s\n' "$(date -u +%T)" "$*" >&2; }
+
+# bench_ns_nsd NAME ZONE ZONEFILE: a namespace moat-NAME-PID with only lo (NS), and NSD in it on
+# 127.0.0.1:5300 serving ZONE from ZONEFILE (NSD_PID); bench_cleanup removes both. After
+# bench_work.
+bench_ns_nsd() {
+	NS=moat-$1-$$
+	cat >"$WORK/nsd.conf" <<EOF
+server:
+    ip-address: 127.0.0.1@5300
+    server-count: 1
+    username: ""
+    chroot: ""
+    zonesdir: "$WORK"
+    database: ""
+    zonelistfile: "$WORK/zone.list"
+    xfrdfile: "$WORK/xfrd.state"
+    pidfile: "$WORK/nsd.pid"
+    rrl-ratelimit: 0
+remote-control:
+    control-enable: no
+zone:
+    name: "$2"
+    zonefile: "$3"
+EOF
+	ip netns add "$NS"
+	ip -n "$NS" link set lo up
+	ip netns exec "$NS" nsd -d -c "$WORK/nsd.conf" >"$WORK/nsd.log" 2>&1 &
+	NSD_PID=$!
+}

@@ -20,7 +20,8 @@
 # that pipelines queries for a cached name and never reads (reconnecting each time moatd closes
 # it); from 127.0.0.3 a spray of distinct allowed names the upstream never answers (sink*, 1000
 # q/s, the in-flight caps' case); from 127.1.x.y 2000 clients asking in turn now and then (the
-# rate-limit table's case; no limit is set here, so they are only more clients). Their own
+# rate-limit table's case; --ratelimit 0 here, so they are only more clients). The query log
+# goes to a file with the default byte budget (its summary lines are counted in the report). Their own
 # figures are in the report; moatd's RSS must stay bounded and the load's answers must not
 # suffer beyond what the rates explain.
 #
@@ -88,7 +89,8 @@ printf 'soak.test\n*.soak.test\n' >"$E2E_WORK/allow.txt"
 e2e_bg upstream "$PY" "$PEERS/bad_upstream.py" flaky 127.0.0.1 5300 $((DUR + 120))
 e2e_wait_port udp 127.0.0.1 5300
 e2e_bg moatd "$BUILD/moatd" --listen 127.0.0.1:53 --upstream 127.0.0.1:5300 \
-	--allow "$E2E_WORK/allow.txt" --log /dev/null --upstream-timeout 500 --budget 0
+	--allow "$E2E_WORK/allow.txt" --log "$E2E_WORK/queries.jsonl" --upstream-timeout 500 \
+	--ratelimit 0 --budget 0
 e2e_wait_port udp 127.0.0.1 53
 MPID=$(e2e_pid moatd)
 rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$MPID/status"; }
@@ -202,6 +204,12 @@ else
 	lat="n/a"
 fi
 upline=$(grep '^flaky:' "$E2E_WORK/upstream.log" || echo "flaky: (no totals)")
+# the query log: lines, what its summary lines counted, bytes a second
+qlog=$(awk -v d="$DUR" '{ n++; b += length($0) + 1 }
+	match($0, /"repeated":[0-9]+/) { r += substr($0, RSTART + 11, RLENGTH - 11) }
+	match($0, /"suppressed":[0-9]+/) { s += substr($0, RSTART + 13, RLENGTH - 13) }
+	END { printf "%d lines, %.0f kB/s; %d queries counted in repeated lines, %d suppressed", n, d ? b / d / 1024 : 0, r, s }' \
+	"$E2E_WORK/queries.jsonl" 2>/dev/null || echo "?")
 cpu_s=$(awk -v t=$((cpu1 - cpu0)) -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", t / hz }')
 
 # accounting: every query moatd read was answered or counted as dropped
@@ -236,6 +244,7 @@ report=$(
 | every query answered or dropped | $([[ $accounted == 1 ]] && echo "yes (queries = answered + dropped)" || echo "NO") |
 | kernel UDP drops in the namespace | InErrors $((inerr1 - inerr0)), RcvbufErrors $((rcvbuf1 - rcvbuf0)); on moatd's listening socket ${sockdrops:-?} |
 | flaky upstream | ${upline#flaky: } |
+| query log (file, default budget) | ${qlog} |
 | moatd CPU | $cpu_s s |
 | moatd RSS at start / end | $rss_start kB / $rss_end kB (peak $hwm_end kB) |
 | RSS over the second half | ${rss_half:-?} kB at $((DUR / 2)) s -> $rss_end kB at the end |

@@ -213,7 +213,9 @@ PID=$(e2e_pid moatd)
 e2e_wait_port udp 127.0.0.1 53
 e2e_wait_port tcp 127.0.0.1 53
 e2e_assert_contains "$(cat "$E2E_WORK/moatd.log")" "2 worker(s)" "start-up line names the workers"
-e2e_assert_eq 2 "$(threads_of "$PID")" "threads of moatd --workers 2"
+# Two workers and the query log's writer (serve/log_sink.h; the root starts below log to
+# /dev/null, which is no log and no writer); every one of them under the filter (below).
+e2e_assert_eq 3 "$(threads_of "$PID")" "threads of moatd --workers 2 with a query log"
 # Two UDP and two TCP listening sockets on port 53 (one each per worker).
 n=$(e2e_run ss -Hlnu 'sport = :53' | wc -l)
 e2e_assert_eq 2 "$n" "UDP sockets listening on port 53"
@@ -361,7 +363,7 @@ e2e_assert_contains "$out" "configuration OK: 1 agent(s)" "--check on a config w
 start_moatd conf -c "$E2E_WORK/moatd.yaml"
 e2e_wait_port udp 127.0.0.1 53
 e2e_assert_contains "$(cat "$E2E_WORK/conf.log")" "2 worker(s)" "config: start-up line"
-e2e_assert_eq 2 "$(threads_of "$(e2e_pid conf)")" "threads with workers: 2 in the config"
+e2e_assert_eq 3 "$(threads_of "$(e2e_pid conf)")" "threads with workers: 2 in the config (and the log's writer)"
 e2e_assert_eq 192.0.2.10 "$(e2e_dig @127.0.0.1 +short www.example.test A)" "config mode answers"
 e2e_stop conf
 e2e_assert_eq 0 "$E2E_LAST_STATUS" "config mode: exit status"
@@ -369,7 +371,7 @@ n=$(grep -c '^moatd: worker [01]: [0-9]* queries$' "$E2E_WORK/conf.log" || true)
 e2e_assert_eq 2 "$n" "config mode: one stop line per worker"
 # The flag beside a config wins over it.
 start_moatd conf3 -c "$E2E_WORK/moatd.yaml" --workers 3
-e2e_assert_eq 3 "$(threads_of "$(e2e_pid conf3)")" "--workers 3 beside workers: 2"
+e2e_assert_eq 4 "$(threads_of "$(e2e_pid conf3)")" "--workers 3 beside workers: 2 (and the log's writer)"
 e2e_stop conf3
 e2e_assert_eq 0 "$E2E_LAST_STATUS" "--workers 3: exit status"
 # One worker: one thread, no per-worker lines.

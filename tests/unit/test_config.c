@@ -1003,6 +1003,18 @@ Test(config, daemon_keys)
 	config_free(&cfg);
 	cr_expect_neq(load(&cfg, "firewall_timeout_ms: 5\n", err, sizeof(err)), 0);
 	config_free(&cfg);
+	/* the query log's budget: any size up to 1 GiB a second, 0 for none */
+	cr_assert_eq(load(&cfg, "log_bytes_per_s: 0\nratelimit_qps: 0\n", err, sizeof(err)), 0,
+	             "%s", err);
+	cr_expect_eq(cfg.log_budget, 0);
+	cr_expect_eq(cfg.rl_qps, 0, "the rate limit can be turned off");
+	config_free(&cfg);
+	cr_assert_eq(load(&cfg, "log_bytes_per_s: 65536\n", err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(cfg.log_budget, 65536);
+	config_free(&cfg);
+	cr_expect_neq(load(&cfg, "log_bytes_per_s: 2000000000\n", err, sizeof(err)), 0);
+	cr_expect(strstr(err, "log_bytes_per_s") != NULL, "%s", err);
+	config_free(&cfg);
 }
 
 Test(config, daemon_key_defaults)
@@ -1010,7 +1022,10 @@ Test(config, daemon_key_defaults)
 	struct config cfg;
 	config_init(&cfg);
 	cr_expect_eq(cfg.cache_bytes, (size_t)32 << 20);
-	cr_expect_eq(cfg.rl_qps, 0, "no rate limit unless asked");
+	/* bounded by default (issue 22): a rate limit above any benign client, a log budget */
+	cr_expect_eq(cfg.rl_qps, 10000);
+	cr_expect_eq(cfg.rl_burst, 0, "bursts as large as the rate");
+	cr_expect_eq(cfg.log_budget, 1u << 20);
 	cr_expect(cfg.seccomp, "the filter is on by default");
 	cr_expect_null(cfg.fw_socket);
 	cr_expect_eq(cfg.fw_timeout_ms, 1000);

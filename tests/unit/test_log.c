@@ -217,20 +217,14 @@ static const struct jfield *jget(const struct jobj *o, const char *key)
 
 static char line[8192];
 
-/* Write e to a temp file and read the whole output; there must be exactly one line. */
+/* Format e and check the result: exactly one line, valid JSON. */
 static void write_and_read(const struct log_query *e, struct jobj *obj)
 {
-	FILE *f = tmpfile();
-	cr_assert_not_null(f);
-	log_write_query(f, e);
-	fflush(f);
-	long size = ftell(f);
-	cr_assert_gt(size, 0);
-	cr_assert_lt(size, (long)sizeof(line));
-	rewind(f);
-	size_t n = fread(line, 1, sizeof(line) - 1, f);
-	fclose(f);
-	cr_assert_eq((long)n, size);
+	char ts[LOG_TS_LEN];
+	log_format_ts(1796025301123, ts); /* 2026-11-30T07:55:01.123Z */
+	size_t n = log_format_query(line, e, ts);
+	cr_assert_gt(n, 0);
+	cr_assert_leq(n, LOG_LINE_MAX);
 	line[n] = 0;
 	cr_assert_eq(strlen(line), n, "no NUL byte inside the line");
 	cr_assert_eq(line[n - 1], '\n');
@@ -406,40 +400,6 @@ Test(log, json_quote)
 	cr_expect_str_eq(small, "\"ab");
 }
 
-Test(log, reopen_after_rename)
-{
-	char path[] = "/tmp/moat-test-log-XXXXXX", moved[64];
-	int fd = mkstemp(path);
-	cr_assert_geq(fd, 0);
-	close(fd);
-	snprintf(moved, sizeof(moved), "%s.1", path);
-	FILE *f = log_open(path);
-	cr_assert_not_null(f);
-	struct sockaddr_in c = v4("10.0.0.1", 1);
-	struct log_query e = plain_allow(&c);
-	log_write_query(f, &e);
-	cr_assert_eq(rename(path, moved), 0);
-	cr_assert_eq(log_reopen(f, path), 0); /* flushes the buffered line into the old file */
-	e.decision = "formerr";
-	log_write_query(f, &e);
-	log_close(f);
-	char buf[2048];
-	FILE *r = fopen(moved, "r");
-	cr_assert_not_null(r);
-	cr_assert_not_null(fgets(buf, sizeof(buf), r));
-	cr_expect(strstr(buf, "\"decision\":\"allow\"") != NULL, "%s", buf);
-	cr_expect_null(fgets(buf, sizeof(buf), r), "one line in the rotated file");
-	fclose(r);
-	r = fopen(path, "r");
-	cr_assert_not_null(r, "reopen created the file again");
-	cr_assert_not_null(fgets(buf, sizeof(buf), r));
-	cr_expect(strstr(buf, "\"decision\":\"formerr\"") != NULL, "%s", buf);
-	fclose(r);
-	unlink(path);
-	unlink(moved);
-	cr_expect_eq(log_reopen(stdout, "-"), 0, "stdout is left alone");
-}
-
 Test(log, hostile_name_escaped)
 {
 	/* one label: a " b 0x01 c \ d, then "com"; and a label with 0x7f, 0xff, '\n', tab */
@@ -552,39 +512,207 @@ Test(log, format_addr)
 	cr_expect_eq(log_format_addr((struct sockaddr *)&a, true, buf, sizeof(buf)), buf);
 }
 
-Test(log, open_append_close)
+Test(log, ts_text)
 {
-	char path[] = "/tmp/moat-test-log-XXXXXX";
-	int fd = mkstemp(path);
-	cr_assert_geq(fd, 0);
-	cr_assert_eq(write(fd, "old\n", 4), 4);
-	close(fd);
-	FILE *f = log_open(path);
-	cr_assert_not_null(f);
-	struct sockaddr_in c = v4("10.0.0.1", 1);
-	struct log_query e = plain_allow(&c);
-	log_write_query(f, &e);
-	log_write_query(f, &e);
-	log_close(f);
-	FILE *r = fopen(path, "r");
-	cr_assert_not_null(r);
-	char buf[1024];
-	int lines = 0;
-	cr_assert_not_null(fgets(buf, sizeof(buf), r));
-	cr_expect_str_eq(buf, "old\n", "appended, not truncated");
-	while (fgets(buf, sizeof(buf), r)) {
-		struct jobj o;
-		cr_expect_eq(jparse(buf, &o), 0, "%s", buf);
-		lines++;
+	char ts[LOG_TS_LEN + 1] = {0};
+	log_format_ts(1796025301123, ts);
+	cr_expect_str_eq(ts, "2026-11-30T07:55:01.123Z");
+	log_format_ts(1796025302005, ts); /* the next second, leading zeros of the milliseconds */
+	cr_expect_str_eq(ts, "2026-11-30T07:55:02.005Z");
+	log_format_ts(0, ts);
+	cr_expect_str_eq(ts, "1970-01-01T00:00:00.000Z");
+}
+
+/* The hand-written address text is inet_ntop's, byte for byte: every pattern of zero and
+ * non-zero groups (where "::" goes, ties, a run at either end), the IPv4-mapped and -compatible
+ * forms and their near misses, and IPv4. */
+Test(log, ip_text_is_inet_ntop)
+{
+	static const uint16_t vals[] = {1, 0xabc, 0xffff, 0x10};
+	char mine[LOG_IP_MAX], theirs[INET6_ADDRSTRLEN];
+	int checked = 0;
+	for (unsigned mask = 0; mask < 256; mask++)
+		for (unsigned v = 0; v < 4; v++) {
+			uint8_t a[16] = {0};
+			for (int i = 0; i < 8; i++)
+				if (mask >> i & 1) {
+					uint16_t w = (uint16_t)(vals[(v + (unsigned)i) % 4] + i);
+					a[2 * i] = (uint8_t)(w >> 8);
+					a[2 * i + 1] = (uint8_t)w;
+				}
+			cr_assert_not_null(inet_ntop(AF_INET6, a, theirs, sizeof(theirs)));
+			size_t n = log_format_ip(mine, a, 16);
+			cr_expect_str_eq(mine, theirs, "mask %02x v %u", mask, v);
+			cr_expect_eq(n, strlen(theirs));
+			checked++;
+		}
+	static const char *const special[] = {"::",
+	                                      "::1",
+	                                      "::ffff:10.0.0.1",
+	                                      "::10.0.0.1",
+	                                      "::ffff:0:10.0.0.1",
+	                                      "::1:10.0.0.1",
+	                                      "1::",
+	                                      "::0.0.1.0",
+	                                      "::ffff:0.0.0.0",
+	                                      "64:ff9b::192.0.2.1",
+	                                      "fe80::1:2:3:4",
+	                                      "2001:db8::",
+	                                      "1:0:0:1:0:0:0:1",
+	                                      "1:0:0:2:0:0:3:4"};
+	for (size_t i = 0; i < sizeof(special) / sizeof(special[0]); i++) {
+		uint8_t a[16];
+		cr_assert_eq(inet_pton(AF_INET6, special[i], a), 1, "%s", special[i]);
+		inet_ntop(AF_INET6, a, theirs, sizeof(theirs));
+		log_format_ip(mine, a, 16);
+		cr_expect_str_eq(mine, theirs, "%s", special[i]);
 	}
-	fclose(r);
-	cr_expect_eq(lines, 2);
-	unlink(path);
-	cr_expect_eq(log_open("-"), stdout);
-	cr_expect_eq(log_open(NULL), stdout);
-	log_close(stdout); /* flushes, does not close */
-	cr_expect_neq(fflush(stdout), EOF);
-	cr_expect_null(log_open("/nonexistent/dir/moat.log"));
-	log_write_query(NULL, &e); /* no log: nothing happens */
-	log_close(NULL);
+	for (unsigned x = 0; x < 256; x++) {
+		uint8_t a[4] = {(uint8_t)x, (uint8_t)(255 - x), (uint8_t)(x * 7), (uint8_t)(x / 3)};
+		inet_ntop(AF_INET, a, theirs, sizeof(theirs));
+		log_format_ip(mine, a, 4);
+		cr_expect_str_eq(mine, theirs);
+	}
+	cr_expect_eq(checked, 1024);
+	log_format_ip(mine, (const uint8_t *)"x", 1);
+	cr_expect_str_eq(mine, "?");
+}
+
+/* Every byte value in a label: the qname field is name_to_text's text, JSON-escaped. */
+Test(log, qname_every_byte)
+{
+	struct sockaddr_in c = v4("10.0.0.1", 1);
+	for (unsigned b = 0; b < 256; b++) {
+		uint8_t qn[] = {3, 'a', (uint8_t)b, 'Z', 3, 'c', 'o', 'm', 0};
+		struct log_query e = plain_allow(&c);
+		e.qname = qn;
+		e.qtype = 1;
+		struct jobj o;
+		write_and_read(&e, &o);
+		char text[NAME_MAXTEXT];
+		cr_assert_gt(name_to_text(qn, text, sizeof(text)), 0);
+		EXPECT_STR(&o, "qname", text);
+	}
+}
+
+Test(log, summary_lines)
+{
+	struct sockaddr_in c = v4("10.1.2.3", 40000);
+	uint8_t qn[NAME_MAXWIRE];
+	cr_assert_gt(name_from_text("evil.test", 9, qn), 0);
+	struct log_query e = plain_allow(&c);
+	e.qname = qn;
+	e.qtype = 1;
+	e.decision = "deny-not-allowed";
+	struct jobj o;
+	write_and_read(&e, &o);
+	char first[LOG_LINE_MAX];
+	size_t n = strlen(line);
+	memcpy(first, line, n);
+	char ts[LOG_TS_LEN];
+	log_format_ts(1796025302500, ts);
+	size_t m = log_format_repeated(line, first, n, ts, 41);
+	line[m] = 0;
+	cr_assert_eq(jparse(line, &o), 0, "%s", line);
+	cr_expect_eq(o.n, 19);
+	EXPECT_STR(&o, "ts", "2026-11-30T07:55:02.500Z");
+	EXPECT_STR(&o, "qname", "evil.test.");
+	EXPECT_STR(&o, "decision", "deny-not-allowed");
+	EXPECT_KIND(&o, "repeated", 'n', "41");
+	/* the same line, but for ts and the count */
+	cr_expect_eq(memcmp(line + LOG_TS_END, first + LOG_TS_END, n - LOG_TS_END - 2), 0);
+	m = log_format_suppressed(line, ts, 123456, "log budget");
+	line[m] = 0;
+	cr_assert_eq(jparse(line, &o), 0, "%s", line);
+	cr_expect_eq(o.n, 4);
+	EXPECT_KIND(&o, "v", 'n', "2");
+	EXPECT_KIND(&o, "suppressed", 'n', "123456");
+	EXPECT_STR(&o, "why", "log budget");
+}
+
+/* The formatter keeps the text of the last values it wrote: a buffer whose content changed
+ * under the same pointer, another client or upstream, must never show the old text. */
+Test(log, kept_text_follows_the_values)
+{
+	struct sockaddr_in c1 = v4("10.0.0.1", 1), c2 = v4("10.0.0.2", 1);
+	struct sockaddr_in u1 = v4("192.0.2.53", 53), u2 = v4("192.0.2.53", 5353);
+	char agent[16], reason[64], rule[32];
+	struct jobj o;
+	for (int i = 0; i < 6; i++) {
+		snprintf(agent, sizeof(agent), "agent-%d", i % 2);
+		snprintf(reason, sizeof(reason), "reason %d \"q\"", i % 3);
+		snprintf(rule, sizeof(rule), "allow/%d.txt", i % 2);
+		struct log_query e = plain_allow(i % 2 ? &c2 : &c1);
+		e.agent = agent;
+		e.reason = reason;
+		e.rule_file = rule;
+		e.rule_line = (uint32_t)i;
+		e.upstream = (const struct sockaddr *)(i % 3 ? &u2 : &u1);
+		e.upstream_us = 1000;
+		write_and_read(&e, &o);
+		EXPECT_STR(&o, "client", i % 2 ? "10.0.0.2" : "10.0.0.1");
+		EXPECT_STR(&o, "agent", agent);
+		EXPECT_STR(&o, "reason", reason);
+		char want[48];
+		snprintf(want, sizeof(want), "%s:%d", rule, i);
+		EXPECT_STR(&o, "rule", want);
+		EXPECT_STR(&o, "upstream", i % 3 ? "192.0.2.53:5353" : "192.0.2.53:53");
+	}
+	/* a reason too long to keep is written whole every time */
+	char longr[400];
+	memset(longr, 'r', sizeof(longr) - 1);
+	longr[sizeof(longr) - 1] = 0;
+	struct log_query e = plain_allow(&c1);
+	e.reason = longr;
+	write_and_read(&e, &o);
+	EXPECT_STR(&o, "reason", longr);
+	longr[5] = 'x';
+	write_and_read(&e, &o);
+	EXPECT_STR(&o, "reason", longr);
+}
+
+/* The part after the name of a line without upstream or address (every deny) is kept whole:
+ * each value it is made of, changed alone (a reason or rule buffer rewritten in place), shows. */
+Test(log, kept_tail_follows_the_values)
+{
+	struct sockaddr_in c = v4("10.0.0.1", 1);
+	uint8_t qn[NAME_MAXWIRE];
+	cr_assert_gt(name_from_text("evil.test", 9, qn), 0);
+	char reason[64], rule[32];
+	struct jobj o;
+	for (int i = 0; i < 48; i++) {
+		struct log_query e = plain_allow(&c);
+		e.qname = qn;
+		e.qtype = i % 2 ? 28 : 1;
+		e.qclass = i % 3 == 2 ? 3 : 1;
+		e.decision = i % 4 < 2 ? "deny-not-allowed" : "deny-high-risk";
+		snprintf(reason, sizeof(reason), "why %d", i / 8);
+		e.reason = i % 5 == 4 ? NULL : reason;
+		snprintf(rule, sizeof(rule), "hr/%d.txt", i / 16);
+		e.rule_file = i % 6 == 5 ? NULL : rule;
+		e.rule_line = (uint32_t)(i / 12);
+		e.rcode = i % 7 == 6 ? 5 : 3;
+		e.alert = i % 8 >= 4;
+		write_and_read(&e, &o);
+		EXPECT_STR(&o, "qtype", i % 2 ? "AAAA" : "A");
+		EXPECT_KIND(&o, "qclass", 'n', i % 3 == 2 ? "3" : "1");
+		EXPECT_STR(&o, "decision", e.decision);
+		if (e.reason)
+			EXPECT_STR(&o, "reason", reason);
+		else
+			EXPECT_KIND(&o, "reason", 'z', NULL);
+		char want[48];
+		snprintf(want, sizeof(want), "%s:%u", rule, e.rule_line);
+		if (e.rule_file)
+			EXPECT_STR(&o, "rule", want);
+		else
+			EXPECT_KIND(&o, "rule", 'z', NULL);
+		EXPECT_STR(&o, "rcode", i % 7 == 6 ? "REFUSED" : "NXDOMAIN");
+		EXPECT_KIND(&o, "alert", 'b', i % 8 >= 4 ? "true" : "false");
+		/* and the same line twice in a row (the kept text itself) */
+		char first[LOG_LINE_MAX];
+		memcpy(first, line, strlen(line) + 1);
+		write_and_read(&e, &o);
+		cr_expect_str_eq(line, first);
+	}
 }

@@ -211,6 +211,63 @@ Test(match, nearest_wildcard)
 	cr_expect(r.wildcard);
 }
 
+/* A set looks up only the suffixes whose label count it lists (pset.h): against a plain walk
+ * over every suffix (policy_set_has_wire), every name of 1 to 70 labels gets the same answer,
+ * with patterns at depths 1 to 66 (63 and more share one bit), after a rule is removed, and in
+ * a clone. */
+static bool walk_match(const struct policy_set *s, const uint8_t *lname)
+{
+	if (policy_set_has_wire(s, lname, false))
+		return true;
+	for (const uint8_t *p = lname; *p;) {
+		p += *p + 1;
+		if (policy_set_has_wire(s, p, true))
+			return true;
+	}
+	return false;
+}
+
+static void name_of_depth(char *out, size_t cap, unsigned depth, unsigned variant)
+{
+	size_t n = 0;
+	out[0] = 0;
+	for (unsigned i = depth; i > 0; i--)
+		n += (size_t)snprintf(out + n, cap - n, "%s%c", n ? "." : "",
+		                      'a' + (char)((i + variant) % 3));
+	if (!depth)
+		snprintf(out, cap, ".");
+}
+
+Test(match, depth_masks_agree_with_every_suffix)
+{
+	char t[400];
+	for (unsigned d = 1; d <= 66; d += 5) {
+		name_of_depth(t, sizeof(t), d, 0);
+		cr_assert_eq(add(t, d), 0, "%s", t);
+		char w[402];
+		name_of_depth(t, sizeof(t), d, 1);
+		snprintf(w, sizeof(w), "*.%s", t);
+		cr_assert_eq(add(w, d + 1000), 0, "%s", w);
+	}
+	cr_assert_eq(policy_set_remove_wire(set, W("b"), true), MOAT_ENOENT); /* never listed */
+	name_of_depth(t, sizeof(t), 11, 0);
+	cr_assert_eq(policy_set_remove_wire(set, W(t), false), 0);
+	struct policy_set *copy = policy_set_clone(set);
+	cr_assert_not_null(copy);
+	int listed = 0;
+	for (unsigned d = 0; d <= 70; d++)
+		for (unsigned v = 0; v < 3; v++) {
+			name_of_depth(t, sizeof(t), d, v);
+			const uint8_t *n = W(t);
+			bool want = walk_match(set, n);
+			cr_expect_eq(policy_set_match(set, n, NULL), want, "%u labels, %s", d, t);
+			cr_expect_eq(policy_set_match(copy, n, NULL), want, "clone: %u labels", d);
+			listed += want;
+		}
+	cr_expect_gt(listed, 20, "the patterns were reached (%d)", listed);
+	policy_set_free(copy);
+}
+
 Test(match, case_insensitive)
 {
 	add("WWW.Example.COM", 1);

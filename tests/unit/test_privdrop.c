@@ -24,6 +24,7 @@
 
 #include "moat/err.h"
 #include "ops/logreopen.h"
+#include "serve/log_sink.h"
 #include "sys/privdrop.h"
 
 /* What one call did under the filter: 0 allowed, 1 refused with EPERM, 2 something else. */
@@ -53,7 +54,7 @@ static int opened(const char *path, int flags)
 }
 
 /* Runs in the child: each line is "name result", result as refused() gives it. */
-static void probe(FILE *out, int logdir, FILE *log)
+static void probe(FILE *out, int logdir, struct log_sink *log)
 {
 	fprintf(out, "open-rdwr %d\n", opened("/etc/passwd", O_RDWR));
 	fprintf(out, "open-wronly %d\n", opened("/etc/passwd", O_WRONLY | O_APPEND));
@@ -128,8 +129,13 @@ static void run_under_filter(void)
 		struct privdrop_opts o = {.user = "root", .filter = true};
 		if (geteuid() != 0)
 			o.user = NULL;
-		FILE *log = fopen("/dev/null", "w"); /* what the reopen lands on */
-		if (!out || !log || logreopen_init(logpath, NULL) < 0 ||
+		/* what the reopen lands on: a log opened on another name (logpath must not exist
+		 * until the helper creates it) */
+		char first[160];
+		snprintf(first, sizeof(first), "%s/first.jsonl", dir);
+		struct log_sink *log = NULL;
+		if (!out || log_sink_open(first, 1, &log) < 0 || !log || unlink(first) < 0 ||
+		    logreopen_init(logpath, NULL) < 0 ||
 		    privdrop_apply(&o, err, sizeof(err)) < 0)
 			_exit(3);
 		probe(out, logdir, log);
@@ -216,8 +222,11 @@ Test(privdrop, log_helper_refuses_a_link_out)
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
 		struct privdrop_opts o = {.user = NULL, .filter = true};
-		FILE *log = fopen("/dev/null", "w"); /* before the filter */
-		if (!log || logreopen_init(logpath, NULL) < 0 ||
+		char first[160];
+		snprintf(first, sizeof(first), "%s/first.jsonl", dir);
+		struct log_sink *log = NULL; /* before the filter */
+		if (log_sink_open(first, 1, &log) < 0 || !log || unlink(first) < 0 ||
+		    logreopen_init(logpath, NULL) < 0 ||
 		    privdrop_apply(&o, why, sizeof(why)) < 0)
 			_exit(3);
 		_exit(logreopen_now(log, why, sizeof(why)) < 0 ? 0 : 1);

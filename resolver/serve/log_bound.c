@@ -1,0 +1,222 @@
+/* log_bound.c owns what one worker lets into the query log (see log_bound.h): the "ts" clock,
+ * the table of recent refusals and denies whose repeats are counted instead of written, the
+ * byte budget, and the summary lines that close each count. Lines go to the worker's ring
+ * (log_sink.h). */
+#include <stdlib.h>
+#include <string.h>
+#include <netinet/in.h>
+#include <time.h>
+
+#include "moat/log.h"
+#include "serve/log_bound.h"
+#include "serve/log_sink.h"
+
+#define REP_SLOTS 64    /* recent refusals and denies, by a hash of their question */
+#define REP_LINE 640    /* a longer line is written every time, never counted */
+#define REP_WINDOW 1000 /* ms a count stays open after its first line */
+#define SUMMARY_MS 1000 /* suppressed lines at most this often */
+
+struct rep {
+	uint64_t since_ms; /* when its line was logged */
+	uint64_t count;    /* identical queries since, not written */
+	uint16_t len;      /* 0: empty */
+	char line[REP_LINE];
+};
+
+struct log_out {
+	struct log_ring *ring;
+	uint64_t budget; /* bytes a second; 0: none */
+	int64_t tokens;  /* bytes that may go now (negative: a line overdrew them) */
+	uint64_t refill_ms;
+	uint64_t sup_budget; /* queries left out since the last suppressed line, by cause */
+	uint64_t sup_full;
+	uint64_t next_sweep_ms;
+	bool clock_set;
+	int64_t rt_off_ms; /* wall clock minus the loop's clock */
+	uint64_t rt_at_ms, ts_ms;
+	char ts[LOG_TS_LEN];
+	char line[LOG_LINE_MAX];  /* the query line being decided on */
+	char sline[LOG_LINE_MAX]; /* a summary line */
+	struct rep rep[REP_SLOTS];
+};
+
+struct log_out *log_out_new(struct log_ring *ring, uint64_t budget)
+{
+	struct log_out *o = calloc(1, sizeof(*o));
+	if (!o)
+		return NULL;
+	o->ring = ring;
+	o->budget = budget;
+	o->tokens = (int64_t)budget;
+	return o;
+}
+
+void log_out_free(struct log_out *o)
+{
+	free(o);
+}
+
+/* The "ts" of a line logged at now_ms: the loop's clock (the time of this loop turn) plus the
+ * wall clock's offset, read again each second (so a clock step shows within a second). */
+static const char *out_ts(struct log_out *o, uint64_t now_ms)
+{
+	if (o->clock_set && now_ms == o->ts_ms)
+		return o->ts;
+	if (!o->clock_set || now_ms - o->rt_at_ms >= 1000 || now_ms < o->rt_at_ms) {
+		struct timespec rt, mono;
+		clock_gettime(CLOCK_REALTIME, &rt);
+		clock_gettime(CLOCK_MONOTONIC, &mono); /* uv_now's clock */
+		o->rt_off_ms = ((int64_t)rt.tv_sec - (int64_t)mono.tv_sec) * 1000 +
+		               (rt.tv_nsec - mono.tv_nsec) / 1000000;
+		o->rt_at_ms = now_ms;
+		o->clock_set = true;
+	}
+	log_format_ts((int64_t)now_ms + o->rt_off_ms, o->ts);
+	o->ts_ms = now_ms;
+	return o->ts;
+}
+
+static void refill(struct log_out *o, uint64_t now_ms)
+{
+	if (!o->budget || now_ms <= o->refill_ms)
+		return;
+	uint64_t add = (now_ms - o->refill_ms) * o->budget / 1000;
+	if (add == 0)
+		return; /* keep the fraction for later */
+	o->tokens = o->tokens + (int64_t)add > (int64_t)o->budget ? (int64_t)o->budget
+	                                                          : o->tokens + (int64_t)add;
+	o->refill_ms = now_ms;
+}
+
+/* Write a line that stands for `stands` queries, within the budget; what does not go in is
+ * counted, never lost. */
+static void emit(struct log_out *o, const char *line, size_t n, uint64_t stands)
+{
+	if (o->budget && o->tokens <= 0) {
+		o->sup_budget += stands;
+		return;
+	}
+	if (!log_ring_put(o->ring, line, n)) {
+		o->sup_full += stands;
+		return;
+	}
+	o->tokens -= (int64_t)n;
+}
+
+/* Refusals and denies are what a flood is made of; an allowed answer is never counted away. */
+static bool repeatable(const struct log_query *e)
+{
+	const char *d = e->decision;
+	return e->qname && d && (!strncmp(d, "deny-", 5) || !strcmp(d, "refuse-client"));
+}
+
+/* FNV-1a over the client's address, the name and the type: only picks the two slots a question
+ * may use (the lines themselves are compared), so a collision costs an extra line, never a wrong
+ * count. */
+static uint64_t rep_hash(const struct log_query *e)
+{
+	uint64_t h = 0xcbf29ce484222325ull ^ e->qtype ^ ((uint64_t)e->qclass << 16);
+	const uint8_t *a = NULL;
+	size_t n = 0;
+	if (e->client && e->client->sa_family == AF_INET)
+		a = (const uint8_t *)&((const struct sockaddr_in *)(const void *)e->client)
+		        ->sin_addr,
+		n = 4;
+	else if (e->client && e->client->sa_family == AF_INET6)
+		a = ((const struct sockaddr_in6 *)(const void *)e->client)->sin6_addr.s6_addr,
+		n = 16;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ a[i]) * 0x100000001b3ull;
+	for (const uint8_t *p = e->qname; *p; p += *p + 1)
+		for (unsigned i = 0; i <= *p; i++)
+			h = (h ^ p[i]) * 0x100000001b3ull;
+	return h ^ h >> 29;
+}
+
+/* Close a slot's count: its "repeated" line when queries were counted; the slot empties. */
+static void rep_close(struct log_out *o, struct rep *r, uint64_t now_ms)
+{
+	if (r->count) {
+		size_t n =
+		    log_format_repeated(o->sline, r->line, r->len, out_ts(o, now_ms), r->count);
+		emit(o, o->sline, n, r->count);
+	}
+	r->len = 0;
+	r->count = 0;
+}
+
+void log_out_query(struct log_out *o, const struct log_query *e, uint64_t now_ms)
+{
+	refill(o, now_ms);
+	if (o->budget && o->tokens <= 0) {
+		o->sup_budget++; /* over the budget: not even formatted */
+		return;
+	}
+	size_t n = log_format_query(o->line, e, out_ts(o, now_ms));
+	if (repeatable(e)) {
+		/* Two ways: a question that shares a slot with another keeps counting. */
+		uint64_t h = rep_hash(e);
+		struct rep *w[2] = {&o->rep[h & (REP_SLOTS - 1)],
+		                    &o->rep[(h >> 32 & (REP_SLOTS - 1)) ^ 1]};
+		for (int k = 0; k < 2; k++) {
+			struct rep *c = w[k];
+			if (c->len == n && now_ms - c->since_ms < REP_WINDOW &&
+			    !memcmp(c->line + LOG_TS_END, o->line + LOG_TS_END, n - LOG_TS_END)) {
+				c->count++;
+				return;
+			}
+		}
+		struct rep *r = !w[0]->len || (w[1]->len && w[1]->since_ms > w[0]->since_ms)
+		                    ? w[0]
+		                    : w[1]; /* an empty slot, else the older */
+		if (r->len) /* another question takes the slot: its count is written first */
+			rep_close(o, r, now_ms);
+		if (n <= REP_LINE) {
+			memcpy(r->line, o->line, n);
+			r->len = (uint16_t)n;
+			r->since_ms = now_ms;
+		}
+	}
+	emit(o, o->line, n, 1);
+}
+
+/* A "suppressed" line for count queries left out; outside the budget (one a second at most),
+ * so it is refused only by a full ring, and then said later. */
+static void suppressed(struct log_out *o, uint64_t *count, const char *why, uint64_t now_ms)
+{
+	if (!*count)
+		return;
+	size_t n = log_format_suppressed(o->sline, out_ts(o, now_ms), *count, why);
+	if (log_ring_put(o->ring, o->sline, n))
+		*count = 0;
+}
+
+static void sweep(struct log_out *o, uint64_t now_ms, bool all)
+{
+	for (unsigned i = 0; i < REP_SLOTS; i++) {
+		struct rep *r = &o->rep[i];
+		if (r->len && (all || now_ms - r->since_ms >= REP_WINDOW))
+			rep_close(o, r, now_ms);
+	}
+	suppressed(o, &o->sup_budget, "log budget", now_ms);
+	suppressed(o, &o->sup_full, "log buffer full", now_ms);
+	o->next_sweep_ms = now_ms + SUMMARY_MS;
+}
+
+void log_out_flush(struct log_out *o, uint64_t now_ms)
+{
+	if (!o)
+		return;
+	if (now_ms >= o->next_sweep_ms)
+		sweep(o, now_ms, false);
+	log_ring_kick(o->ring);
+}
+
+void log_out_close(struct log_out *o, uint64_t now_ms)
+{
+	if (!o)
+		return;
+	refill(o, now_ms);
+	sweep(o, now_ms, true);
+	log_ring_kick(o->ring);
+}

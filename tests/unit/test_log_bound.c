@@ -1,0 +1,265 @@
+/* Unit tests for one worker's query log (serve/log_bound.c) through the real sink and writer
+ * thread (serve/log_sink.c) into a file: repeats of a deny are counted, not written, and closed
+ * by a "repeated" line; allowed answers are never counted away; the byte budget holds and its
+ * "suppressed" line counts what it left out; a writer stuck on its file never blocks the worker
+ * (the full ring's lines are counted). In every case each query is counted exactly once. */
+#include <criterion/criterion.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "moat/log.h"
+#include "moat/name.h"
+#include "serve/log_bound.h"
+#include "serve/log_sink.h"
+
+struct tally {
+	uint64_t lines, plain, repeated, suppressed, budget, full, bytes;
+};
+
+static uint64_t num_after(const char *l, const char *key)
+{
+	const char *p = strstr(l, key);
+	return p ? strtoull(p + strlen(key), NULL, 10) : 0;
+}
+
+static struct tally read_log(const char *path)
+{
+	struct tally t = {0};
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f);
+	char l[LOG_LINE_MAX + 2];
+	while (fgets(l, sizeof(l), f)) {
+		t.lines++;
+		t.bytes += strlen(l);
+		cr_assert_eq(l[strlen(l) - 1], '\n', "whole lines only");
+		uint64_t s = num_after(l, "\"suppressed\":");
+		if (s) {
+			t.suppressed += s;
+			if (strstr(l, "\"log budget\""))
+				t.budget += s;
+			else
+				t.full += s;
+			continue;
+		}
+		uint64_t r = num_after(l, "\"repeated\":");
+		if (r)
+			t.repeated += r;
+		else
+			t.plain++;
+	}
+	fclose(f);
+	return t;
+}
+
+static char path[64];
+static struct log_sink *sink;
+static struct log_out *out;
+
+static void open_log(uint64_t budget)
+{
+	snprintf(path, sizeof(path), "/tmp/moat-test-bound-XXXXXX");
+	int fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	cr_assert_eq(log_sink_open(path, 1, &sink), 0);
+	cr_assert_not_null(sink);
+	cr_assert_eq(log_sink_start(sink), 0);
+	out = log_out_new(log_sink_ring(sink, 0), budget);
+	cr_assert_not_null(out);
+}
+
+static struct tally close_log(uint64_t now_ms)
+{
+	log_out_close(out, now_ms);
+	log_out_free(out);
+	log_sink_close(sink);
+	struct tally t = read_log(path);
+	unlink(path);
+	return t;
+}
+
+static struct sockaddr_in client(unsigned last)
+{
+	struct sockaddr_in s = {.sin_family = AF_INET, .sin_port = htons(4000)};
+	s.sin_addr.s_addr = htonl(0x0a000000u | last);
+	return s;
+}
+
+static uint8_t qn[1000][NAME_MAXWIRE];
+
+static const uint8_t *name_n(unsigned i)
+{
+	char t[32];
+	int n = snprintf(t, sizeof(t), "x%u.evil.test", i);
+	cr_assert_gt(name_from_text(t, (size_t)n, qn[i % 1000]), 0);
+	return qn[i % 1000];
+}
+
+static struct log_query q(const struct sockaddr_in *c, const uint8_t *name, const char *decision)
+{
+	return (struct log_query){.client = (const struct sockaddr *)c,
+	                          .transport = "udp",
+	                          .agent = "ci",
+	                          .qname = name,
+	                          .qtype = 1,
+	                          .qclass = 1,
+	                          .decision = decision,
+	                          .reason = "moat: not on allowlist of agent ci",
+	                          .rcode = 3,
+	                          .upstream_us = -1};
+}
+
+Test(log_bound, identical_denies_counted)
+{
+	open_log(0);
+	struct sockaddr_in c = client(7);
+	const uint8_t *n = name_n(1);
+	struct log_query e = q(&c, n, "deny-not-allowed");
+	for (unsigned i = 0; i < 1000; i++) {
+		log_out_query(out, &e, 5000 + i / 2);
+		log_out_flush(out, 5000 + i / 2);
+	}
+	struct tally t = close_log(5600);
+	cr_expect_eq(t.plain, 1, "the first one is written");
+	cr_expect_eq(t.repeated, 999);
+	cr_expect_eq(t.lines, 2);
+}
+
+Test(log_bound, count_closes_after_a_second)
+{
+	open_log(0);
+	struct sockaddr_in c = client(7);
+	struct log_query e = q(&c, name_n(1), "deny-high-risk");
+	log_out_query(out, &e, 1000);
+	log_out_query(out, &e, 1500);
+	log_out_flush(out, 2100);     /* the count closes: "repeated":1 */
+	log_out_query(out, &e, 2200); /* a fresh line, its own count */
+	log_out_query(out, &e, 2300);
+	log_out_query(out, &e, 2400);
+	struct tally t = close_log(2500);
+	cr_expect_eq(t.plain, 2);
+	cr_expect_eq(t.repeated, 3);
+	cr_expect_eq(t.lines, 4);
+}
+
+Test(log_bound, allowed_and_different_are_written)
+{
+	open_log(0);
+	struct sockaddr_in c1 = client(1), c2 = client(2);
+	const uint8_t *n = name_n(3);
+	struct log_query a = q(&c1, n, "allow");
+	for (int i = 0; i < 10; i++)
+		log_out_query(out, &a, 100);
+	struct log_query d1 = q(&c1, n, "deny-not-allowed"), d2 = q(&c2, n, "deny-not-allowed");
+	struct log_query d3 = d1;
+	d3.qtype = 28;
+	log_out_query(out, &d1, 100);
+	log_out_query(out, &d2, 100);
+	log_out_query(out, &d3, 100);
+	log_out_query(out, &d1, 100);
+	struct tally t = close_log(200);
+	cr_expect_eq(t.plain, 13, "every allow, and one line per client and type");
+	cr_expect_eq(t.repeated, 1);
+}
+
+/* 40 questions taking turns in the 64 slots (some share one), each asked 250 times: whatever
+ * the slots did, every query is in a line or a count. */
+Test(log_bound, slots_shared_counts_exact)
+{
+	open_log(0);
+	struct sockaddr_in c = client(9);
+	uint64_t sent = 0;
+	for (unsigned round = 0; round < 20; round++)
+		for (unsigned i = 0; i < 500; i++) {
+			uint64_t now = 10000 + round * 100 + i / 10;
+			struct log_query e = q(&c, name_n(i % 40), "deny-not-allowed");
+			log_out_query(out, &e, now);
+			log_out_flush(out, now);
+			sent++;
+		}
+	struct tally t = close_log(20000);
+	cr_expect_eq(t.plain + t.repeated + t.suppressed, sent);
+	cr_expect_lt(t.lines, sent / 4, "repeats were counted (%llu lines)",
+	             (unsigned long long)t.lines);
+}
+
+/* 100k different denies over 10 simulated seconds with a 20 kB/s budget. */
+Test(log_bound, budget_bounds_bytes_counts_exact)
+{
+	const uint64_t budget = 20000;
+	open_log(budget);
+	struct sockaddr_in c = client(5);
+	uint64_t now = 0;
+	for (unsigned i = 0; i < 100000; i++) {
+		now = 1000 + i / 10; /* 10 a millisecond: 10 s */
+		struct log_query e = q(&c, name_n(i), "deny-not-allowed");
+		log_out_query(out, &e, now);
+		log_out_flush(out, now);
+	}
+	struct tally t = close_log(now);
+	cr_expect_eq(t.plain + t.repeated + t.suppressed, 100000,
+	             "lines %llu + %llu, left out %llu", (unsigned long long)t.plain,
+	             (unsigned long long)t.repeated, (unsigned long long)t.suppressed);
+	cr_expect_eq(t.suppressed, t.budget);
+	cr_expect_gt(t.suppressed, 90000);
+	/* a second's burst, ten seconds' refill, one line of overdraft, a summary a second */
+	cr_expect_leq(t.bytes, budget * 11 + LOG_LINE_MAX + 11 * 80, "%llu bytes",
+	              (unsigned long long)t.bytes);
+	cr_expect_geq(t.bytes, budget * 10, "the budget is used, %llu bytes",
+	              (unsigned long long)t.bytes);
+}
+
+/* The log is a pipe nobody reads yet: the writer blocks on it, the worker does not. */
+static void *reader(void *arg)
+{
+	int fd = *(int *)arg;
+	FILE *copy = fopen(path, "w");
+	char buf[65536];
+	ssize_t n;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		fwrite(buf, 1, (size_t)n, copy);
+	fclose(copy);
+	return NULL;
+}
+
+Test(log_bound, stuck_writer_never_blocks)
+{
+	int p[2];
+	cr_assert_eq(pipe(p), 0);
+	char proc[64];
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", p[1]);
+	cr_assert_eq(log_sink_open(proc, 1, &sink), 0);
+	close(p[1]);
+	cr_assert_eq(log_sink_start(sink), 0);
+	out = log_out_new(log_sink_ring(sink, 0), 0);
+	struct sockaddr_in c = client(5);
+	for (unsigned i = 0; i < 20000; i++) { /* 6 MB: the pipe and the 1 MiB ring overflow */
+		struct log_query e = q(&c, name_n(i), "deny-not-allowed");
+		log_out_query(out, &e, 1000);
+		log_out_flush(out, 1000);
+	}
+	snprintf(path, sizeof(path), "/tmp/moat-test-bound-pipe-%d", getpid());
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, reader, &p[0]), 0);
+	/* once the writer caught up, the next second's sweep writes the count */
+	for (int k = 0; k < 200; k++) {
+		log_out_flush(out, 2000 + (uint64_t)k * 1000);
+		usleep(10000);
+	}
+	log_out_close(out, 300000);
+	log_out_free(out);
+	log_sink_close(sink);
+	pthread_join(th, NULL);
+	close(p[0]);
+	struct tally t = read_log(path);
+	unlink(path);
+	cr_expect_gt(t.full, 0, "the full ring's lines were counted");
+	cr_expect_eq(t.plain + t.full, 20000);
+}
