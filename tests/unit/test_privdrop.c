@@ -135,8 +135,7 @@ static void run_under_filter(void)
 		snprintf(first, sizeof(first), "%s/first.jsonl", dir);
 		struct log_sink *log = NULL;
 		if (!out || log_sink_open(first, 1, &log) < 0 || !log || unlink(first) < 0 ||
-		    logreopen_init(logpath, NULL) < 0 ||
-		    privdrop_apply(&o, err, sizeof(err)) < 0)
+		    logreopen_init(logpath, NULL) < 0 || privdrop_apply(&o, err, sizeof(err)) < 0)
 			_exit(3);
 		probe(out, logdir, log);
 		fclose(out);
@@ -226,8 +225,7 @@ Test(privdrop, log_helper_refuses_a_link_out)
 		snprintf(first, sizeof(first), "%s/first.jsonl", dir);
 		struct log_sink *log = NULL; /* before the filter */
 		if (log_sink_open(first, 1, &log) < 0 || !log || unlink(first) < 0 ||
-		    logreopen_init(logpath, NULL) < 0 ||
-		    privdrop_apply(&o, why, sizeof(why)) < 0)
+		    logreopen_init(logpath, NULL) < 0 || privdrop_apply(&o, why, sizeof(why)) < 0)
 			_exit(3);
 		_exit(logreopen_now(log, why, sizeof(why)) < 0 ? 0 : 1);
 	}
