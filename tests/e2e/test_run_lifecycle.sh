@@ -91,10 +91,16 @@ status private 127 /nonexistent/command
 signal private INT 130
 signal private TERM 143
 killed private
-daemons_now() { # processes running the build's moatd or moat-fw
-	local n=0 f
+daemons_now() { # processes running the build's moatd or moat-fw on this test's state (other
+	# tests running beside this one have daemons of their own)
+	local n=0 f p
 	for f in /proc/[0-9]*/exe; do
-		case "$(readlink "$f" 2>/dev/null)" in "$MOAT_BUILD/moatd" | "$MOAT_BUILD/moat-fw") n=$((n + 1)) ;; esac
+		case "$(readlink "$f" 2>/dev/null)" in
+		"$MOAT_BUILD/moatd" | "$MOAT_BUILD/moat-fw")
+			p=${f%/exe}
+			tr '\0' '\n' <"$p/cmdline" 2>/dev/null | grep -qF -- "$E2E_WORK/" && n=$((n + 1))
+			;;
+		esac
 	done
 	echo "$n"
 }
