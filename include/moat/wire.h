@@ -232,6 +232,10 @@ int wire_resp_build(const uint8_t *pkt, size_t len, const struct wire_resp *r,
 int wire_resp_pack(const struct wire_resp *r, uint8_t *out, size_t cap);
 int wire_resp_unpack(const uint8_t *in, size_t len, struct wire_resp *r);
 
+/* Whether name (wire form, lower-cased) is on r's chain: the question's name, a CNAME target
+ * or a DNAME's owner. */
+bool wire_resp_on_chain(const struct wire_resp *r, const uint8_t *name);
+
 /* Short text for a type ("A", "AAAA", "TYPE123") into buf; returns buf. */
 const char *wire_type_str(uint16_t type, char *buf, size_t cap);
 /* The other way, case-insensitive ("a", "Svcb", "TYPE65"): 0, or MOAT_EINVAL when unknown. */

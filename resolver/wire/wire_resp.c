@@ -12,7 +12,7 @@
 #include "moat/wire.h"
 #include "wire/wire_writer.h"
 
-static bool on_chain(const struct wire_resp *r, const uint8_t *name)
+bool wire_resp_on_chain(const struct wire_resp *r, const uint8_t *name)
 {
 	for (unsigned i = 0; i < r->nchain; i++)
 		if (name_equal(r->chain[i], name))
@@ -211,7 +211,7 @@ static int follow_chain(const uint8_t *pkt, size_t len, const uint8_t *lname, ui
 		int st = chain_step(pkt, len, r, r->chain[r->nchain - 1], qclass, name);
 		if (st <= 0)
 			return st;
-		if (on_chain(r, name) || r->nchain > WIRE_MAXCHAIN) {
+		if (wire_resp_on_chain(r, name) || r->nchain > WIRE_MAXCHAIN) {
 			r->chain_too_long = true; /* a loop or a chain nobody needs */
 			return 0;
 		}
@@ -239,7 +239,7 @@ static int answer_ttls(const uint8_t *pkt, size_t len, struct wire_resp *r)
 			continue;
 		if (owner_of(pkt, len, rr, name) < 0)
 			return MOAT_EFORMAT;
-		if (on_chain(r, name) && rr->ttl < r->min_ttl)
+		if (wire_resp_on_chain(r, name) && rr->ttl < r->min_ttl)
 			r->min_ttl = rr->ttl;
 	}
 	return 0;
@@ -294,7 +294,7 @@ static int each_addr(const uint8_t *pkt, size_t len, const struct wire_resp *r, 
 		if (passed_only) {
 			/* What wire_resp_build hands the client: answer records on the chain. */
 			if (rr->section != WIRE_SEC_AN || owner_of(pkt, len, rr, owner) < 0 ||
-			    !on_chain(r, owner))
+			    !wire_resp_on_chain(r, owner))
 				continue;
 		}
 		if (want) {
@@ -483,7 +483,8 @@ int wire_resp_build(const uint8_t *pkt, size_t len, const struct wire_resp *r,
 				continue;
 			if (owner_of(pkt, len, rr, owner) < 0)
 				return MOAT_EFORMAT;
-			if (s == WIRE_SEC_AN ? !on_chain(r, owner) : !authority_keeps(rr->type))
+			if (s == WIRE_SEC_AN ? !wire_resp_on_chain(r, owner)
+			                     : !authority_keeps(rr->type))
 				continue;
 			put_name(&w, &c, owner, true);
 			ww_u16(&w, rr->type);

@@ -72,17 +72,6 @@ static int on_addr(void *c, const uint8_t *addr, size_t alen, uint16_t rrtype)
 	return a->stop_at && a->n == a->stop_at ? 7 : 0;
 }
 
-static bool rr_on_chain(const struct wire_resp *r, const uint8_t *name)
-{
-	for (unsigned i = 0; i < r->nchain; i++)
-		if (name_equal(r->chain[i], name))
-			return true;
-	for (unsigned i = 0; i < r->ndname; i++)
-		if (name_equal(r->dname_owner[i], name))
-			return true;
-	return false;
-}
-
 /* Does moat pass this record on (as wire_resp_build decides)? */
 static bool passed_on(const uint8_t *pkt, size_t len, const struct wire_resp *r,
                       const struct wire_rr *rr)
@@ -94,7 +83,7 @@ static bool passed_on(const uint8_t *pkt, size_t len, const struct wire_resp *r,
 		return false;
 	uint8_t owner[NAME_MAXWIRE];
 	size_t off = rr->owner_off;
-	return name_unpack(pkt, len, &off, owner) > 0 && rr_on_chain(r, owner);
+	return name_unpack(pkt, len, &off, owner) > 0 && wire_resp_on_chain(r, owner);
 }
 
 /* RDATA that moat passes on as it is, without reading it: every type but the ones below, and an
@@ -319,7 +308,7 @@ static void check_rebuilt(const uint8_t *out, int n, const struct wire_query *q,
 		ldns_rdf *o = ldns_rr_owner(rr);
 		FZ_CHECK(ldns_rdf_size(o) <= NAME_MAXWIRE, "owner size");
 		memcpy(owner, ldns_rdf_data(o), ldns_rdf_size(o));
-		FZ_CHECK(rr_on_chain(r, owner), "answer record off the chain");
+		FZ_CHECK(wire_resp_on_chain(r, owner), "answer record off the chain");
 		FZ_CHECK(ldns_rr_ttl(rr) <= ttl_cap, "TTL not capped");
 		FZ_CHECK(!in || in_list(ldns_pkt_answer(in), rr),
 		         "answer record %zu not in the upstream's", i);
