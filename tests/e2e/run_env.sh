@@ -127,24 +127,34 @@ moat_run_bg() {
 	RUN_BG_PID=$!
 }
 
-# run_ns_held INODE...: how many of the network namespaces with these inodes are still held by
-# a process (its namespace) or a descriptor (one open on the namespace; every socket is held by
-# one too, and sockets hold their namespace). A run's namespace that nothing holds is gone.
+# run_ns_held INODE:COOKIE...: how many of these network namespaces (as run_peer.py's self
+# reports them) are still held by a process (its namespace) or a descriptor (one open on the
+# namespace). A run's namespace that nothing holds is gone. The inode finds the holders; the
+# cookie says whether a holder's namespace is the run's: inode numbers are reused as soon as a
+# namespace is freed, and tests running beside this one make namespaces all the time.
 run_ns_held() {
-	local held
-	# One readlink for every process's namespace and descriptor (some vanish meanwhile).
-	held=$(readlink /proc/[0-9]*/ns/net /proc/[0-9]*/fd/* 2>/dev/null |
-		sed -n 's/^net:\[\([0-9]*\)\]$/\1/p' | sort -u || true)
-	local n=0 i
-	for i in "$@"; do
-		if grep -qx "$i" <<<"$held"; then n=$((n + 1)); fi
+	local n=0 id ino cookie path
+	for id in "$@"; do
+		ino=${id%%:*} cookie=${id#*:}
+		[[ -n "$ino" && "$cookie" =~ ^[0-9]+$ ]] || e2e_fail "run_ns_held: bad namespace '$id'"
+		while read -r path; do
+			[[ "$(nsenter --net="$path" "$E2E_PY" "$RUN_BIN/run_peer.py" cookie 2>/dev/null)" == "cookie $cookie" ]] || continue
+			n=$((n + 1))
+			break
+		done < <(find /proc/[0-9]*/ns/net /proc/[0-9]*/fd -maxdepth 1 -lname "net:\[$ino\]" 2>/dev/null || true)
 	done
 	echo "$n"
 }
 
-# run_leftovers WHAT [NETNS-INODE...]: nothing of any run is left in the host namespace, in the
+# run_netns [FILE]: the INODE:COOKIE of the last sandbox run_peer.py's self reported in FILE
+# (default: standard input).
+run_netns() {
+	sed -n 's/.*netns \([0-9]*\) cookie \([0-9]*\).*/\1:\2/p' "${1:-/dev/stdin}" | tail -n 1
+}
+
+# run_leftovers WHAT [NETNS...]: nothing of any run is left in the host namespace, in the
 # system's daemons (when they run) or in the state directory; nothing holds the given network
-# namespaces (the runs' sandboxes, by inode) any more.
+# namespaces (the runs' sandboxes, as run_netns gives them) any more.
 run_leftovers() {
 	local what=$1 ino out
 	shift

@@ -132,8 +132,10 @@ out=$(ip netns exec "$A" dig +time=2 +tries=1 @192.0.2.1 gw.demo.test A)
 e2e_assert_contains "$out" "status: NXDOMAIN" "an answer with the gateway's address was released"
 e2e_assert_contains "$out" "moat: answer contained 192.0.2.1, moatd's own listen address" \
 	"moatd's reason for refusing the gateway's address"
+# (a copy the user can read: the checkout may be a 0700 directory)
+install -m 0644 "$E2E_DIR/peers/fw_client.py" "$E2E_WORK/fw_client.py"
 out=$(e2e_run setpriv --reuid "$E2E_MOAT_UID" --regid "$E2E_MOAT_UID" --clear-groups "$PY" \
-	"$E2E_DIR/peers/fw_client.py" --socket "$E2E_WORK/fw.sock" --client 192.0.2.2 192.0.2.1)
+	"$E2E_WORK/fw_client.py" --socket "$E2E_WORK/fw.sock" --client 192.0.2.2 192.0.2.1)
 e2e_assert_contains "$out" "status=DENIED" "moat-fw granted the gateway"
 e2e_assert_contains "$(cat "$E2E_WORK/fw.log")" "asks for the resolver's (--resolver) address 192.0.2.1" \
 	"moat-fw did not refuse the gateway as a grant"

@@ -88,7 +88,7 @@ PY
 	# The report belongs to the invoking user, not to root.
 	e2e_assert_eq "$RUN_USER" "$(stat -c %u "$REPORTS/$mode.json")" "$mode: report owner"
 	local ino
-	ino=$(sed -n 's/.*netns \([0-9]*\).*/\1/p' <<<"$out")
+	ino=$(run_netns <<<"$out")
 	run_leftovers "$mode" "$ino"
 }
 

@@ -28,7 +28,7 @@ signal() {
 		"${RUN_PEER[@]}" script "$RUN_BIN/waits"
 	pid=$RUN_BG_PID
 	wait_line -F "$E2E_WORK/sig.out" "self: uid" 10
-	ino=$(sed -n 's/.*netns \([0-9]*\).*/\1/p' "$E2E_WORK/sig.out")
+	ino=$(run_netns "$E2E_WORK/sig.out")
 	kill "-$sig" "$pid"
 	wait "$pid" || st=$?
 	e2e_assert_eq "$want" "$st" "$mode: SIG$sig: $(cat "$E2E_WORK/sig.err")"
@@ -43,7 +43,7 @@ killed() {
 		"${RUN_PEER[@]}" script "$RUN_BIN/waits"
 	pid=$RUN_BG_PID
 	wait_line -F "$E2E_WORK/kill.out" "self: uid" 10
-	ino=$(sed -n 's/.*netns \([0-9]*\).*/\1/p' "$E2E_WORK/kill.out")
+	ino=$(run_netns "$E2E_WORK/kill.out")
 	kill -KILL "$pid"
 	wait "$pid" 2>/dev/null || true
 	# The sandbox's init dies with moat run (its death signal), and with it the command.
@@ -82,7 +82,6 @@ chmod 0644 "$RUN_BIN/waits"
 # The daemons' descriptors; the runs' namespaces, by the inodes their commands print, each
 # checked right after its run (the kernel gives a freed namespace's number to later ones).
 fds() { ls "/proc/$1/fd" | wc -l; }
-last_inode() { tail -n 2 "$1" | sed -n 's/.*netns \([0-9]*\).*/\1/p'; }
 
 MODEARGS=(--private --upstream 203.0.113.53)
 status private 0 true
@@ -109,7 +108,7 @@ d0=$(daemons_now)
 for ((i = 0; i < 20; i++)); do
 	moat_run "${MODEARGS[@]}" --quiet --allow a.test -- "${RUN_PEER[@]}" self \
 		>>"$E2E_WORK/seq.out" || e2e_fail "private run $i failed"
-	ino=$(last_inode "$E2E_WORK/seq.out")
+	ino=$(tail -n 2 "$E2E_WORK/seq.out" | run_netns)
 	[[ -n "$ino" ]] || e2e_fail "private run $i did not report itself"
 	e2e_assert_eq 0 "$(run_ns_held "$ino")" "private run $i: its namespace is still held"
 done
@@ -138,7 +137,7 @@ ffd=$(fds "$(e2e_pid sysfw)")
 for ((i = 0; i < 100; i++)); do
 	moat_run "${MODEARGS[@]}" --quiet --allow a.test -- "${RUN_PEER[@]}" script "$RUN_BIN/seq" \
 		>>"$E2E_WORK/seq.out" || e2e_fail "system run $i failed"
-	ino=$(last_inode "$E2E_WORK/seq.out")
+	ino=$(tail -n 2 "$E2E_WORK/seq.out" | run_netns)
 	[[ -n "$ino" ]] || e2e_fail "system run $i did not report itself"
 	e2e_assert_eq 0 "$(run_ns_held "$ino")" "system run $i: its namespace is still held"
 done

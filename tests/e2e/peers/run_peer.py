@@ -11,7 +11,9 @@ usage: run_peer.py CMD ARGS...
                                   "failed: ..."
   udp HOST PORT TOKEN             resolve HOST, send TOKEN in one datagram: "sent ADDR" or "failed: ..."
   resolve HOST                    "addr ADDR..." or "failed: ..."
-  self                            "uid U gid G capeff X capbnd Y nnp N netns INODE"
+  self                            "uid U gid G capeff X capbnd Y nnp N netns INODE cookie C"
+  cookie                          "cookie C": the network namespace's cookie (SO_NETNS_COOKIE,
+                                  never reused while the machine runs; an inode number is)
   wait FILE SECONDS               wait until FILE exists: "go" or "timeout"
   script FILE                     run the lines of FILE (one command each) and exit with the
                                   status the last line "exit N" gives"""
@@ -94,15 +96,20 @@ def udp(host, port, token):
         return "failed: %s" % e
 
 
+def netns_cookie():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        return int.from_bytes(s.getsockopt(socket.SOL_SOCKET, 71, 8), sys.byteorder)  # SO_NETNS_COOKIE
+
+
 def self_report():
     st = {}
     with open("/proc/self/status") as f:
         for line in f:
             k, _, v = line.partition(":")
             st[k] = v.strip()
-    return "uid %d gid %d capeff %s capbnd %s nnp %s netns %d" % (
+    return "uid %d gid %d capeff %s capbnd %s nnp %s netns %d cookie %d" % (
         os.getuid(), os.getgid(), st["CapEff"], st["CapBnd"], st["NoNewPrivs"],
-        os.stat("/proc/self/ns/net").st_ino)
+        os.stat("/proc/self/ns/net").st_ino, netns_cookie())
 
 
 def wait(path, seconds):
@@ -124,6 +131,8 @@ def one(cmd, args):
         return err or "addr " + " ".join(addrs)
     if cmd == "self":
         return self_report()
+    if cmd == "cookie":
+        return "cookie %d" % netns_cookie()
     if cmd == "wait":
         return wait(*args)
     raise SystemExit("unknown command " + cmd)
