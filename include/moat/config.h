@@ -37,7 +37,7 @@
  *   serve_stale: 0                            # s an expired answer may be served when no
  *                                             # upstream answers (RFC 8767); 0: never
  *   firewall_socket: /run/moat/fw.sock        # grant through moat-fw before answering
- *   firewall_timeout_ms: 1000                 # no ack in time: SERVFAIL (fail closed)
+ *   firewall_timeout_ms: 3000                 # no ack in time: SERVFAIL (fail closed)
  *   firewall_fail_open: false                 # true: answer anyway when moat-fw is away
  *   control: /run/moat/ctl.sock               # moatctl's socket (mode 0660); absent: none
  *   control_group: moat                       # group of the control socket

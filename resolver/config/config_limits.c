@@ -36,7 +36,7 @@ static const struct config_limit config_limits[] = {
     {"cache_size_mb", "cache-size", " (MB)", 0, 65536, 32, CONFIG_LIMIT_MB},
     {"cache_min_ttl", NULL, "", 0, 604800, 0, U32(cache_min_ttl)},
     {"cache_max_ttl", NULL, "", 0, 604800, 86400, U32(cache_max_ttl)},
-    {"firewall_timeout_ms", NULL, "", 10, 60000, 1000, U32(fw_timeout_ms)},
+    {"firewall_timeout_ms", NULL, "", 10, 60000, 3000, U32(fw_timeout_ms)},
 };
 
 #define CONFIG_NLIMITS (sizeof(config_limits) / sizeof(config_limits[0]))

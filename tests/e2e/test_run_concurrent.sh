@@ -40,7 +40,8 @@ P
 		for ((k = 0; k < N; k++)); do
 			grep -q "own-$mode-$k: ok" "$E2E_WORK/c-$mode-$k.out" 2>/dev/null && continue
 			e2e__alive "${pids[k]}" ||
-				e2e_fail "$mode: run $k ended early: $(cat "$E2E_WORK/c-$mode-$k.out" "$E2E_WORK/c-$mode-$k.err")"
+				e2e_fail "$mode: run $k ended early: $(cat "$E2E_WORK/c-$mode-$k.out" "$E2E_WORK/c-$mode-$k.err")
+what the system's moatd logged of n$k.test: $(grep -F "\"n$k.test." "$RUN_SYS/queries.jsonl" 2>/dev/null)"
 			return 1
 		done
 	}

@@ -1028,7 +1028,7 @@ Test(config, daemon_key_defaults)
 	cr_expect_eq(cfg.log_budget, 1u << 20);
 	cr_expect(cfg.seccomp, "the filter is on by default");
 	cr_expect_null(cfg.fw_socket);
-	cr_expect_eq(cfg.fw_timeout_ms, 1000);
+	cr_expect_eq(cfg.fw_timeout_ms, 3000);
 	config_free(&cfg);
 }
 
