@@ -62,6 +62,7 @@ e2e_log() { printf '[e2e %s] %s\n' "${E2E_NAME:-?}" "$*" >&2; }
 # Inside $(...) this exits only the subshell; set -e then stops the caller too.
 e2e_fail() {
 	printf 'FAIL: %s: %s\n' "${E2E_NAME:-?}" "$*" >&2
+	E2E_FAILED=1
 	exit 1
 }
 
@@ -150,6 +151,13 @@ e2e__cleanup() {
 		printf 'FAIL: %s: script exited 0 without calling e2e_pass\n' "$E2E_NAME" >&2
 		rc=1
 	fi
+	if [[ $rc != 0 && -z "${E2E_FAILED:-}" ]]; then
+		printf 'FAIL: %s: exit %s without a FAIL line; the last failing command: %s\n' \
+			"$E2E_NAME" "$rc" "${E2E_ERR:-none seen}" >&2
+	fi
+	if [[ $rc != 0 && -n "$E2E_WORK" && ! -d "$E2E_WORK" ]]; then
+		printf 'FAIL: %s: the work directory %s is gone\n' "$E2E_NAME" "$E2E_WORK" >&2
+	fi
 	if [[ $rc != 0 && -n "$E2E_WORK" && -d "$E2E_WORK" ]]; then
 		# Show the tail of every log: the reason a daemon failed is usually there.
 		for f in "$E2E_WORK"/*.log; do
@@ -222,6 +230,9 @@ e2e_init() {
 	# INT/TERM: exit with the conventional status; the EXIT trap does the work once.
 	trap 'exit 130' INT
 	trap 'exit 143' TERM
+	# A command that stops the test through set -e says nothing itself: remember which one, and
+	# the cleanup says it (a failure without a reason is a failure nobody can fix).
+	trap 'E2E_ERR="status $? at line $LINENO: $BASH_COMMAND"' ERR
 	e2e__reap_stale
 	E2E_WORK=$(mktemp -d "${TMPDIR:-/tmp}/moat-e2e-$E2E_NAME.XXXXXX")
 	# Searchable (not listable) by others: moatd started as root drops to an unprivileged user
