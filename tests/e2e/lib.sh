@@ -102,10 +102,29 @@ e2e_assert_not_contains() {
 # ------------------------------------------------------------- processes --
 # True while PID exists and is not a zombie (kill -0 succeeds on zombies, which
 # would make "wait until it exits" loops spin until their bound).
+# A PID recorded with e2e__track is alive only while it is still that process: PIDs wrap
+# quickly (pid_max is 32768 on small machines) and tests running side by side start processes
+# all the time, so a PID whose process ended may already be another test's.
+declare -A E2E_START=() # PID -> start time (clock ticks after boot), for e2e__track's PIDs
 e2e__alive() {
-	local st
-	st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
-	[[ -n "$st" && "$st" != Z && "$st" != X ]]
+	local stat
+	{ read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 1
+	stat=${stat##*) } # the fields after "(comm) ", which may hold spaces
+	local -a f
+	read -r -a f <<<"$stat"
+	[[ ${f[0]} != Z && ${f[0]} != X ]] || return 1
+	[[ -z "${E2E_START[$1]:-}" || "${E2E_START[$1]}" == "${f[19]}" ]]
+}
+
+# e2e__track PID: remember PID (a child just started) with its start time, for the cleanup.
+e2e__track() {
+	local stat
+	E2E_PIDS+=("$1")
+	{ read -r stat <"/proc/$1/stat"; } 2>/dev/null || { E2E_START[$1]=gone; return 0; }
+	stat=${stat##*) }
+	local -a f
+	read -r -a f <<<"$stat"
+	E2E_START[$1]=${f[19]}
 }
 
 # Append a line to $E2E_STATE_OUT if set: lets a wrapper verify cleanup later.
@@ -118,7 +137,7 @@ e2e__stop_pids() {
 	local sig=$1 pid i left
 	shift
 	[[ $# -gt 0 ]] || return 0
-	for pid in "$@"; do kill "-$sig" "$pid" 2>/dev/null || true; done
+	for pid in "$@"; do if e2e__alive "$pid"; then kill "-$sig" "$pid" 2>/dev/null || true; fi; done
 	for ((i = 0; i < E2E_STOP_TRIES; i++)); do
 		left=0
 		for pid in "$@"; do if e2e__alive "$pid"; then left=1; fi; done
@@ -343,7 +362,7 @@ e2e_bg() {
 	[[ -z "${E2E_BG[$name]:-}" ]] || e2e_fail "e2e_bg: name '$name' already used"
 	ip netns exec "$E2E_NS" "$@" >"$E2E_WORK/$name.log" 2>&1 </dev/null &
 	E2E_LAST_PID=$!
-	E2E_PIDS+=("$E2E_LAST_PID")
+	e2e__track "$E2E_LAST_PID"
 	E2E_BG[$name]=$E2E_LAST_PID
 	e2e__state "pid $E2E_LAST_PID $name"
 }

@@ -32,7 +32,7 @@ bg_in() {
 	local ns=$1 name=$2
 	shift 2
 	ip netns exec "$ns" "$@" >"$E2E_WORK/$name.log" 2>&1 </dev/null &
-	E2E_PIDS+=("$!")
+	e2e__track "$!"
 	E2E_BG[$name]=$!
 }
 in_sbx() { ip netns exec "$SBX" "$@"; }
