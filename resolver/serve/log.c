@@ -353,13 +353,32 @@ static void put_addr(struct lw *w, const struct sockaddr *sa, bool with_port, st
  * name_to_text's text gives (\DDD for bytes outside 33..126, \c for the special ones, each
  * backslash then escaped for JSON), in one pass. out has room for the longest (5 bytes a
  * byte). */
+/* 1 for the bytes a name's text holds as they are: 33..126 but the special ones. */
+#define N4(c)                                                                                      \
+	((c) > 32 && (c) < 127 &&                                                                  \
+	 !(((c) < 64 ? NAME_SPECIAL_LO >> (c) : NAME_SPECIAL_HI >> ((c)-64)) & 1))
+#define N16(b)                                                                                     \
+	N4(b), N4(b + 1), N4(b + 2), N4(b + 3), N4(b + 4), N4(b + 5), N4(b + 6), N4(b + 7),        \
+	    N4(b + 8), N4(b + 9), N4(b + 10), N4(b + 11), N4(b + 12), N4(b + 13), N4(b + 14),      \
+	    N4(b + 15)
+static const uint8_t name_plain[256] = {N16(0),  N16(16), N16(32), N16(48),
+                                        N16(64), N16(80), N16(96), N16(112)};
+
 static char *qname_json(char *o, const uint8_t *p)
 {
 	*o++ = '"';
 	if (!*p)
 		*o++ = '.';
 	while (*p) {
-		unsigned n = *p++;
+		unsigned n = *p++, plain = 1;
+		for (unsigned k = 0; k < n; k++)
+			plain &= name_plain[p[k]];
+		if (plain) { /* nearly every label: one copy */
+			memcpy(o, p, n);
+			o += n, p += n;
+			*o++ = '.';
+			continue;
+		}
 		for (unsigned k = 0; k < n; k++) {
 			unsigned c = *p++;
 			if (c <= 32 || c >= 127) {
@@ -437,19 +456,49 @@ void log_format_ts(int64_t unix_ms, char ts[LOG_TS_LEN])
 	ts[23] = 'Z';
 }
 
+/* The rule as the JSON string "FILE:LINE", with its opening quote or without it (the end of a
+ * string already open). */
+static void put_rule(struct lw *w, const struct log_query *e, bool open)
+{
+	char *start = w->p;
+	put_str(w, e->rule_file, &memo.rule);
+	if (!open && w->p > start) {
+		memmove(start, start + 1, (size_t)(w->p - start - 1));
+		w->p--;
+	}
+	w->p--; /* reopen the string for ":line" */
+	put_c(w, ':');
+	put_uint(w, e->rule_line);
+	put_c(w, '"');
+}
+
+/* Whether the reason is exactly "allowed by " + the rule's "FILE:LINE" (policy_decide's text
+ * for an allowed name), so that it can be written from the rule's kept text. */
+static bool reason_is_rule(const struct log_query *e)
+{
+	static const char pre[] = "allowed by ";
+	const char *r = e->reason, *f = e->rule_file;
+	if (!r || !f || strncmp(r, pre, sizeof(pre) - 1) != 0)
+		return false;
+	r += sizeof(pre) - 1;
+	while (*f && *r == *f)
+		r++, f++;
+	if (*f || *r++ != ':' || *r < '0' || *r > '9' || (*r == '0' && r[1]))
+		return false; /* not the file, or a line with a leading zero */
+	uint64_t v = 0;
+	for (; *r >= '0' && *r <= '9' && v <= UINT32_MAX; r++)
+		v = v * 10 + (unsigned)(*r - '0');
+	return !*r && v == e->rule_line;
+}
+
 /* The version 2 keys (see log.h) and the closing brace. */
 static void put_v2(struct lw *w, const struct log_query *e)
 {
 	PUT_LIT(w, ",\"v\":2,\"rule\":");
-	if (e->rule_file) {
-		put_str(w, e->rule_file, &memo.rule);
-		w->p--; /* reopen the string for ":line" */
-		put_c(w, ':');
-		put_uint(w, e->rule_line);
-		put_c(w, '"');
-	} else {
+	if (e->rule_file)
+		put_rule(w, e, true);
+	else
 		PUT_LIT(w, "null");
-	}
 	PUT_LIT(w, ",\"answer\":");
 	if (e->has_answer) {
 		put_c(w, '[');
@@ -501,7 +550,13 @@ static void put_tail(struct lw *w, const struct log_query *e)
 	PUT_LIT(w, ",\"decision\":");
 	put_const(w, e->decision);
 	PUT_LIT(w, ",\"reason\":");
-	put_str(w, e->reason, &memo.reason);
+	if (reason_is_rule(e)) { /* "allowed by FILE:LINE" differs per name: made of the rule's
+		                  * kept text, not escaped again */
+		PUT_LIT(w, "\"allowed by ");
+		put_rule(w, e, false);
+	} else {
+		put_str(w, e->reason, &memo.reason);
+	}
 	PUT_LIT(w, ",\"rcode\":");
 	put_const(w, e->rcode < 0 ? NULL : wire_rcode_str((uint8_t)e->rcode));
 	PUT_LIT(w, ",\"upstream\":");

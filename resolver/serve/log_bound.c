@@ -110,9 +110,9 @@ static bool repeatable(const struct log_query *e)
 	return e->qname && d && (!strncmp(d, "deny-", 5) || !strcmp(d, "refuse-client"));
 }
 
-/* FNV-1a over the client's address, the name and the type: only picks the two slots a question
- * may use (the lines themselves are compared), so a collision costs an extra line, never a wrong
- * count. */
+/* FNV-1a over the client's address, the name (a word at a time) and the type: only picks the two
+ * slots a question may use (the lines themselves are compared), so a collision costs an extra line,
+ * never a wrong count. */
 static uint64_t rep_hash(const struct log_query *e)
 {
 	uint64_t h = 0xcbf29ce484222325ull ^ e->qtype ^ ((uint64_t)e->qclass << 16);
@@ -127,9 +127,19 @@ static uint64_t rep_hash(const struct log_query *e)
 		n = 16;
 	for (size_t i = 0; i < n; i++)
 		h = (h ^ a[i]) * 0x100000001b3ull;
-	for (const uint8_t *p = e->qname; *p; p += *p + 1)
-		for (unsigned i = 0; i <= *p; i++)
-			h = (h ^ p[i]) * 0x100000001b3ull;
+	/* The name eight bytes at a time (its length first: the labels end it). */
+	const uint8_t *p = e->qname;
+	size_t len = 1;
+	while (p[len - 1])
+		len += p[len - 1] + 1u;
+	for (; len >= 8; p += 8, len -= 8) {
+		uint64_t v;
+		memcpy(&v, p, 8);
+		h = (h ^ v) * 0x100000001b3ull;
+		h ^= h >> 32;
+	}
+	for (; len; p++, len--)
+		h = (h ^ *p) * 0x100000001b3ull;
 	return h ^ h >> 29;
 }
 

@@ -28,7 +28,7 @@
 #include "serve/log_sink.h"
 
 #define LOG_BUSY_BYTES (16u << 10) /* a drain this large: the log is busy, batch the next */
-#define LOG_BATCH_NS 2000000       /* how long a busy writer lets lines gather */
+#define LOG_BATCH_NS 4000000       /* how long a busy writer lets lines gather */
 #define LOG_LINGER_NS 1000000      /* after any drain: the next lines come without a wake-up */
 
 struct log_ring {

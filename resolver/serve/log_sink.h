@@ -4,7 +4,7 @@
  * refuses the line (the caller counts it; moat/log.h's "suppressed" line says how many). The
  * writer sleeps while the log is quiet and is woken at the end of a worker's loop turn that
  * added lines, so a line reaches the file right after its answer; once lines flow it writes
- * every 1 ms (2 ms when busy) and nobody wakes it.
+ * every 1 ms (4 ms when busy) and nobody wakes it.
  * Start-up order: log_sink_open and log_sink_start (the thread) before privileges drop and the
  * system-call filter is loaded; the thread then needs only writev, futex and nanosleep. */
 #ifndef MOAT_LOG_SINK_H

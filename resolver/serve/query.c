@@ -29,6 +29,16 @@
 #include "serve/local_answer.h"
 #include "serve/query.h"
 
+#define LOG_MAXADDR 32
+
+/* The addresses a client got, as the log lists them (the first 32). */
+struct addr_list {
+	uint8_t addr[LOG_MAXADDR * 16];
+	uint8_t len[LOG_MAXADDR];
+	unsigned n;
+	size_t used;
+};
+
 /* An allowed query: lives from the fetch until the reply. */
 struct query {
 	struct worker *srv;
@@ -50,6 +60,8 @@ struct query {
 	struct query *next_spare; /* in srv->query_spare once freed */
 	struct policy_decision decision;
 	struct wire_query q;
+	bool have_passed;        /* passed holds ans's released addresses (for the log) */
+	struct addr_list passed; /* collected while they were checked (answer_passes) */
 };
 
 #define QUERY_SPARE 64 /* freed queries kept for reuse, per worker: no malloc a query */
@@ -330,6 +342,7 @@ static void forward(struct worker *srv, struct reply_to *to, const struct wire_q
 	qr->grant = NULL;
 	qr->grant_life = 0;
 	qr->holds_slot = false;
+	qr->have_passed = false;
 	dlist_add(&srv->live_queries, &qr->link);
 	/* Local answers (local_data:, hosts:) first: the operator's records, no upstream. */
 	struct answer *hit = local_answer_data(srv, srv->policy, q);
@@ -426,16 +439,22 @@ static void on_answer(struct query *qr)
 struct addr_check {
 	const struct policy *policy;
 	bool allow_private;
-	bool passed; /* the addresses the client gets (wire_resp_each_passed_addr) */
+	bool passed;               /* the addresses the client gets (wire_resp_each_passed_addr) */
+	struct addr_list *collect; /* with passed: kept for the log, NULL: not */
 	char why[sizeof(((struct policy_decision *)0)->reason)];
 };
+
+static int on_log_addr(void *ctx, const uint8_t *addr, size_t len, uint16_t rrtype);
 
 static int on_answer_addr(void *ctx, const uint8_t *addr, size_t len, uint16_t rrtype)
 {
 	struct addr_check *c = ctx;
-	(void)rrtype;
-	return !policy_answer_addr_ok(c->policy, c->allow_private, c->passed, addr, len, c->why,
-	                              sizeof(c->why));
+	if (!policy_answer_addr_ok(c->policy, c->allow_private, c->passed, addr, len, c->why,
+	                           sizeof(c->why)))
+		return 1;
+	if (c->collect)
+		on_log_addr(c->collect, addr, len, rrtype); /* a full list still checks the rest */
+	return 0;
 }
 
 /* Check everything the upstream said that a client could act on. Returns true if the answer
@@ -467,8 +486,14 @@ static bool answer_passes(struct query *qr, struct policy_decision *d)
 	int rc = wire_resp_each_addr(a->pkt, a->len, r, on_answer_addr, &c);
 	if (rc == 0) {
 		c.passed = true;
+		if (qr->srv->log) { /* the log's list, without walking the answer again */
+			qr->passed.n = 0;
+			qr->passed.used = 0;
+			c.collect = &qr->passed;
+		}
 		rc = wire_resp_each_passed_addr(a->pkt, a->len, r, on_answer_addr, &c);
 	}
+	qr->have_passed = rc == 0 && c.collect;
 	if (rc == 0)
 		return true;
 	memset(d, 0, sizeof(*d));
@@ -655,15 +680,6 @@ static void log_it(struct worker *srv, const struct reply_to *to, const struct w
 	log_emit(srv, to, &e);
 }
 
-#define LOG_MAXADDR 32
-
-struct addr_list {
-	uint8_t addr[LOG_MAXADDR * 16];
-	uint8_t len[LOG_MAXADDR];
-	unsigned n;
-	size_t used;
-};
-
 static int on_log_addr(void *ctx, const uint8_t *addr, size_t len, uint16_t rrtype)
 {
 	struct addr_list *l = ctx;
@@ -684,11 +700,14 @@ static void log_query_done(struct query *qr, const char *decision, const char *r
 	const struct answer *a = qr->ans; /* NULL: no upstream answered */
 	if (!strncmp(decision, "allow", 5))
 		decision = policy_audit_word(&qr->decision, decision);
-	struct addr_list al;
-	al.n = 0;
-	al.used = 0;
-	if (released && a && qr->srv->log)
-		wire_resp_each_passed_addr(a->pkt, a->len, &a->resp, on_log_addr, &al);
+	struct addr_list own, *al = &qr->passed;
+	if (!qr->have_passed) { /* not checked with the log on (cannot be, but never wrong) */
+		al = &own;
+		own.n = 0;
+		own.used = 0;
+		if (released && a && qr->srv->log)
+			wire_resp_each_passed_addr(a->pkt, a->len, &a->resp, on_log_addr, &own);
+	}
 	struct log_query e = {
 	    .client = (const struct sockaddr *)&qr->to.client,
 	    .transport = reply_transport(&qr->to),
@@ -704,9 +723,9 @@ static void log_query_done(struct query *qr, const char *decision, const char *r
 	    .alert = alert,
 	    .rule_file = qr->decision.rule.file,
 	    .rule_line = qr->decision.rule.line,
-	    .answer = al.addr,
-	    .alen = al.len,
-	    .nanswer = al.n,
+	    .answer = al->addr,
+	    .alen = al->len,
+	    .nanswer = released ? al->n : 0,
 	    .has_answer = released,
 	    .grant = qr->grant,
 	    .has_grant_life = qr->grant && !strcmp(qr->grant, "OK"),

@@ -80,6 +80,15 @@ static int il_check_wire(const uint8_t *wire)
 	return labels;
 }
 
+/* The length of a wire name that il_check_wire accepted, its root byte included. */
+static size_t il_wire_len(const uint8_t *wire)
+{
+	size_t pos = 0;
+	while (wire[pos])
+		pos += 1u + wire[pos];
+	return pos + 1;
+}
+
 /* The labels joined with '.' into buf (no trailing dot). A '.' inside a label (escaped in text)
  * becomes '\x01' so that it never acts as a separator. Returns the text length. */
 static size_t il_join(const uint8_t *wire, char buf[IPLIT_MAXWIRE + 1])
@@ -158,12 +167,17 @@ static bool il_v6_literal(const uint8_t *wire, uint8_t addr[16])
 
 bool iplit_is_literal(const uint8_t *wire, uint8_t addr[16], size_t *len)
 {
-	if (!wire || !addr || !len || il_check_wire(wire) <= 0)
+	int labels = wire && addr && len ? il_check_wire(wire) : -1;
+	if (labels <= 0)
 		return false;
 	if (il_v4_literal(wire, addr)) {
 		*len = 4;
 		return true;
 	}
+	/* Every IPv6 literal has a ':'; looked for in the wire bytes, where a length byte of 58
+	 * only sends a name down the full parse. Nearly every name stops here. */
+	if (!memchr(wire, ':', il_wire_len(wire)))
+		return false;
 	if (il_v6_literal(wire, addr)) {
 		*len = 16;
 		return true;
@@ -208,6 +222,13 @@ static bool il_dec4_at(const char *s, uint8_t addr[4])
 	return s[i] == '\0' || il_is_sep(s[i]);
 }
 
+/* The address of 8 hex digits. */
+static void il_hex8_val(const uint8_t *p, uint8_t addr[4])
+{
+	for (int i = 0; i < 4; i++)
+		addr[i] = (uint8_t)(il_hexval(p[2 * i]) << 4 | il_hexval(p[2 * i + 1]));
+}
+
 /* A label of exactly 8 hex digits at s ("a9fea9fe", nip.io's hex form), ending at a '.' or
  * the end. Only a whole label: names of object stores and CDNs end their labels in hashes
  * ("bucket-e386fb85"), and reading those would deny one benign name in seven (the guard's ranges
@@ -220,14 +241,43 @@ static bool il_hex8_at(const char *s, uint8_t addr[4])
 			return false;
 	if (s[8] != '\0' && s[8] != '.')
 		return false;
-	for (int i = 0; i < 4; i++)
-		addr[i] =
-		    (uint8_t)(il_hexval((uint8_t)s[2 * i]) << 4 | il_hexval((uint8_t)s[2 * i + 1]));
+	il_hex8_val((const uint8_t *)s, addr);
 	return true;
 }
 
 /* Matches start at the start of the name or right after a '.' or '-'; they are collected left
  * to right, overlapping ones too ("1-2-3-4.127-0-0-1" also reads 2.3.4.127, ..., 127.0.0.1). */
+/* One pass over the wire name for what every match needs: a dotted or dashed quad has three
+ * separators ('.' between labels, '-' inside one) each between two digits, a hex form is a
+ * label of exactly 8 hex digits. Returns the number of digit-separator-digit places (counted up
+ * to 3) and collects the hex labels' addresses, left to right, when no quad is possible (then
+ * they are the whole answer). */
+static unsigned il_scan(const uint8_t *wire, uint8_t (*addrs)[4], size_t max, size_t *nhex)
+{
+	unsigned dsd = 0;
+	bool prev_digit = false, sep_after_digit = false;
+	*nhex = 0;
+	for (size_t pos = 0; wire[pos]; pos += 1u + wire[pos]) {
+		uint8_t l = wire[pos];
+		const uint8_t *p = wire + pos + 1;
+		if (pos) /* the '.' between two labels */
+			sep_after_digit = prev_digit, prev_digit = false;
+		bool hex = l == 8;
+		for (uint8_t i = 0; i < l; i++) {
+			uint8_t c = p[i];
+			bool d = il_is_dec(c);
+			if (d && sep_after_digit && dsd < 3)
+				dsd++;
+			sep_after_digit = c == '-' ? prev_digit : false;
+			prev_digit = d;
+			hex = hex && il_hexval(c) >= 0;
+		}
+		if (hex && *nhex < max)
+			il_hex8_val(p, addrs[(*nhex)++]);
+	}
+	return dsd;
+}
+
 size_t iplit_embedded_v4_all(const uint8_t *wire, uint8_t (*addrs)[4], size_t max)
 {
 	char buf[IPLIT_MAXWIRE + 1];
@@ -235,6 +285,9 @@ size_t iplit_embedded_v4_all(const uint8_t *wire, uint8_t (*addrs)[4], size_t ma
 
 	if (!wire || !addrs || il_check_wire(wire) <= 0)
 		return 0;
+	if (il_scan(wire, addrs, max, &found) < 3)
+		return found; /* no quad anywhere: only whole hex labels, found already */
+	found = 0;
 	size_t n = il_join(wire, buf);
 	for (size_t i = 0; i < n && found < max; i++) {
 		if (i > 0 && !il_is_sep(buf[i - 1]))

@@ -291,3 +291,43 @@ Test(iplit, every_embedded_address)
 	wire_from("www.example.com", wire);
 	cr_expect_eq(iplit_embedded_v4_all(wire, a, IPLIT_EMBEDDED_MAX), 0);
 }
+
+/* Names without three digit-separator-digit places take the one-pass scan (no quad is
+ * possible there); the answer must be the full scan's: every whole 8-hex-digit label, left to
+ * right, and the quads where there are enough separators. */
+static size_t embedded(const char *text, uint8_t (*a)[4], size_t max)
+{
+	uint8_t wire[256];
+	wire_from(text, wire);
+	return iplit_embedded_v4_all(wire, a, max);
+}
+
+Test(iplit, hex_labels_without_a_quad)
+{
+	uint8_t a[IPLIT_EMBEDDED_MAX][4];
+	cr_assert_eq(embedded("deadbeef.a9fea9fe.example", a, IPLIT_EMBEDDED_MAX), 2);
+	cr_expect_arr_eq(a[0], ((uint8_t[]){0xde, 0xad, 0xbe, 0xef}), 4, "left to right");
+	cr_expect_arr_eq(a[1], ((uint8_t[]){169, 254, 169, 254}), 4);
+	cr_expect_eq(embedded("deadbeef.a9fea9fe.example", a, 1), 1, "max is kept");
+	cr_expect_eq(embedded("1-2-3.a9fea9fe.example", a, IPLIT_EMBEDDED_MAX), 1,
+	             "two separators between digits: no quad, the hex label still counts");
+	cr_expect_arr_eq(a[0], ((uint8_t[]){169, 254, 169, 254}), 4);
+	cr_expect_eq(embedded("d0000000.bench.test", a, IPLIT_EMBEDDED_MAX), 1);
+	cr_expect_arr_eq(a[0], ((uint8_t[]){0xd0, 0, 0, 0}), 4);
+	cr_expect_eq(embedded("a9fea9fe0.x-a9fea9fe.example", a, IPLIT_EMBEDDED_MAX), 0,
+	             "nine digits, or hex after a dash: no label of its own");
+	cr_expect_eq(embedded("1-.2.3.4x.example", a, IPLIT_EMBEDDED_MAX), 0);
+}
+
+Test(iplit, quads_across_labels_and_dashes)
+{
+	uint8_t a[IPLIT_EMBEDDED_MAX][4];
+	/* The three places may be label boundaries, dashes, or both. */
+	cr_assert_eq(embedded("a9fea9fe.10.0-0.1.example", a, IPLIT_EMBEDDED_MAX), 2);
+	cr_expect_arr_eq(a[0], ((uint8_t[]){169, 254, 169, 254}), 4, "the hex label is leftmost");
+	cr_expect_arr_eq(a[1], ((uint8_t[]){10, 0, 0, 1}), 4);
+	cr_assert_eq(embedded("x.169.254.169.254.nip.io", a, IPLIT_EMBEDDED_MAX), 1);
+	cr_expect_arr_eq(a[0], ((uint8_t[]){169, 254, 169, 254}), 4);
+	cr_assert_eq(embedded("app-127-0-0-1.sslip.io", a, IPLIT_EMBEDDED_MAX), 1);
+	cr_expect_arr_eq(a[0], ((uint8_t[]){127, 0, 0, 1}), 4);
+}

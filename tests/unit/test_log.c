@@ -716,3 +716,45 @@ Test(log, kept_tail_follows_the_values)
 		cr_expect_str_eq(line, first);
 	}
 }
+
+/* An allowed name's reason, "allowed by FILE:LINE", is written from the rule's text: the same
+ * bytes as escaping the reason itself, and only when it really is the rule's FILE:LINE. */
+Test(log, allowed_by_reason_is_the_rules_text)
+{
+	struct sockaddr_in c = v4("10.1.2.3", 40000);
+	struct log_query e = {
+	    .client = (struct sockaddr *)&c,
+	    .transport = "udp",
+	    .agent = "ci",
+	    .decision = "allow",
+	    .reason = "allowed by allow/ci \"x\"\\.txt:12",
+	    .rcode = 0,
+	    .upstream_us = -1,
+	    .rule_file = "allow/ci \"x\"\\.txt",
+	    .rule_line = 12,
+	};
+	struct jobj o;
+	static const struct {
+		const char *reason;
+		uint32_t line;
+	} cases[] = {
+	    {"allowed by allow/ci \"x\"\\.txt:12", 12},  /* the rule's own: from its text */
+	    {"allowed by allow/ci \"x\"\\.txt:12", 13},  /* another line */
+	    {"allowed by allow/ci \"x\"\\.txt:012", 12}, /* a leading zero */
+	    {"allowed by allow/ci \"x\"\\.txt:12 ", 12}, /* more after the line */
+	    {"allowed by allow/ci \"x\"\\.tx:12", 12},   /* another file */
+	    {"allowed by allow/ci \"x\"\\.txt", 12},     /* no line */
+	    {"allowed by ", 12},
+	    {"allowed", 12},
+	    {"allowed by allow/ci \"x\"\\.txt:99999999999999999999", 12},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		e.reason = cases[i].reason;
+		e.rule_line = cases[i].line;
+		write_and_read(&e, &o);
+		EXPECT_STR(&o, "reason", cases[i].reason);
+		char rule[64];
+		snprintf(rule, sizeof(rule), "allow/ci \"x\"\\.txt:%u", cases[i].line);
+		EXPECT_STR(&o, "rule", rule);
+	}
+}
