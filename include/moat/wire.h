@@ -166,6 +166,10 @@ struct wire_rr {
 	uint32_t ttl;
 	uint16_t rdata_off, rdlen;
 	uint8_t section;
+	/* An answer record whose owner is on the chain: what the client gets. Set by
+	 * wire_resp_parse once the chain is known, so a cached answer is never walked by name
+	 * again (wire_resp_build, wire_resp_each_passed_addr). */
+	bool passes;
 };
 
 struct wire_resp {

@@ -73,6 +73,7 @@ static void on_wake(uv_async_t *a)
 		/* Queries in flight keep the snapshot they started with (their own reference). */
 		policy_unref(w->policy);
 		w->policy = np;
+		w->agent_memo.valid = false; /* its agents are the old snapshot's */
 		ask_policy_changed(w); /* a rule of it may decide the names held for an answer */
 	}
 	if (stop)

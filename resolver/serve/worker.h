@@ -45,8 +45,13 @@ struct worker_stats {
 struct worker {
 	unsigned index; /* worker number, 0 = the main thread */
 	uv_loop_t *loop;
-	const struct config *cfg;    /* borrowed from main */
-	struct policy *policy;       /* one reference owned; queries hold their own */
+	const struct config *cfg; /* borrowed from main */
+	struct policy *policy;    /* one reference owned; queries hold their own */
+	struct {                  /* the agent of the last client address asking (a sandbox */
+		bool valid;       /* asks from one address), in policy: reset whenever the */
+		uint8_t key[17];  /* worker takes another snapshot (query.c agent_of) */
+		const struct policy_agent *agent;
+	} agent_memo;
 	struct log_out *log;         /* owned; NULL: no query log (none, or /dev/null) */
 	struct fwchan *fw;           /* NULL: no firewall companion */
 	struct cache *cache;         /* NULL: no answer cache */

@@ -174,6 +174,7 @@ static int parse_records(const uint8_t *pkt, size_t len, size_t off, uint16_t qc
 			rr->rdlen = be16_get(pkt + off + 8);
 			rr->rdata_off = (uint16_t)(off + 10);
 			rr->section = (uint8_t)s;
+			rr->passes = false; /* answer_ttls knows, once the chain does */
 			off += 10;
 			if (off + rr->rdlen > len)
 				return MOAT_EFORMAT;
@@ -237,9 +238,10 @@ static int answer_ttls(const uint8_t *pkt, size_t len, struct wire_resp *r)
 		}
 		if (rr->section != WIRE_SEC_AN)
 			continue;
-		if (owner_of(pkt, len, rr, name) < 0)
+		if (owner_of(pkt, len, &r->rr[i], name) < 0)
 			return MOAT_EFORMAT;
-		if (wire_resp_on_chain(r, name) && rr->ttl < r->min_ttl)
+		r->rr[i].passes = wire_resp_on_chain(r, name);
+		if (rr->passes && rr->ttl < r->min_ttl)
 			r->min_ttl = rr->ttl;
 	}
 	return 0;
@@ -284,19 +286,15 @@ static int on_hint(void *c, const uint8_t *addr, size_t alen)
 static int each_addr(const uint8_t *pkt, size_t len, const struct wire_resp *r, wire_addr_fn fn,
                      void *ctx, bool passed_only)
 {
-	uint8_t owner[NAME_MAXWIRE];
 	for (unsigned i = 0; i < r->nrr; i++) {
 		const struct wire_rr *rr = &r->rr[i];
 		size_t want = rr->type == WIRE_A ? 4 : rr->type == WIRE_AAAA ? 16 : 0;
 		int rc;
 		if (!want && rr->type != WIRE_SVCB && rr->type != WIRE_HTTPS)
 			continue;
-		if (passed_only) {
-			/* What wire_resp_build hands the client: answer records on the chain. */
-			if (rr->section != WIRE_SEC_AN || owner_of(pkt, len, rr, owner) < 0 ||
-			    !wire_resp_on_chain(r, owner))
-				continue;
-		}
+		if (passed_only && !rr->passes)
+			continue; /* what wire_resp_build hands the client: answer records on the
+			             chain */
 		if (want) {
 			/* Class IN data has a fixed size; any class with that size is still checked
 			 * since a client library may not look at the class. */
@@ -479,13 +477,11 @@ int wire_resp_build(const uint8_t *pkt, size_t len, const struct wire_resp *r,
 	for (int s = WIRE_SEC_AN; s <= WIRE_SEC_NS; s++)
 		for (unsigned i = 0; i < r->nrr; i++) {
 			const struct wire_rr *rr = &r->rr[i];
-			if (rr->section != s)
-				continue;
+			if (rr->section != s ||
+			    (s == WIRE_SEC_AN ? !rr->passes : !authority_keeps(rr->type)))
+				continue; /* records of unrelated owners are dropped */
 			if (owner_of(pkt, len, rr, owner) < 0)
 				return MOAT_EFORMAT;
-			if (s == WIRE_SEC_AN ? !wire_resp_on_chain(r, owner)
-			                     : !authority_keeps(rr->type))
-				continue;
 			put_name(&w, &c, owner, true);
 			ww_u16(&w, rr->type);
 			ww_u16(&w, rr->rclass);

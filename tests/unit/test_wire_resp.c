@@ -1270,3 +1270,20 @@ Test(resp_pack, too_small_buffer)
 	cr_assert_eq(parse(b, n, &basic, &r), 0);
 	cr_expect_eq(wire_resp_pack(&r, packed, sizeof(packed)), MOAT_ESPACE);
 }
+
+/* The parse marks what the client gets (answer records on the chain) once, for the builder and
+ * the address walks: the unrelated owner and the CNAME off the chain are not marked, nor is
+ * anything outside the answer section. */
+Test(resp_chain, passes_marks_the_answer_records_on_the_chain)
+{
+	static uint8_t pkt[4096];
+	static struct wire_resp r;
+	size_t len = make_resp(&mixed, pkt, sizeof(pkt));
+	cr_assert_eq(parse(pkt, len, &mixed, &r), 0);
+	static const bool want[] = {false, true,  true, true, false, /* answer */
+	                            false, false,                    /* authority */
+	                            false, false};                   /* additional */
+	cr_assert_eq(r.nrr, sizeof(want) / sizeof(want[0]));
+	for (unsigned i = 0; i < r.nrr; i++)
+		cr_expect_eq(r.rr[i].passes, want[i], "record %u (section %u)", i, r.rr[i].section);
+}
