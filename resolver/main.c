@@ -35,7 +35,6 @@
 #include "ops/control_agents.h"
 #include "ops/control_ask.h"
 #include "serve/dnstap_out.h"
-#include "serve/ask.h"
 #include "serve/fetch.h"
 #include "serve/fwchan.h"
 #include "serve/limits.h"
@@ -164,9 +163,7 @@ static int reload(char *err, size_t errlen)
 	config_free(&ncfg);
 	/* Worker 0 is this thread: it takes the snapshot now, so a control reply that follows
 	 * (explain) already sees it. */
-	policy_unref(workers[0].policy);
-	workers[0].policy = policy_ref(np);
-	ask_policy_changed(&workers[0]);
+	worker_take_policy(&workers[0], policy_ref(np));
 	for (unsigned i = 1; i < nworkers; i++)
 		worker_post_policy(&workers[i], np);
 	fprintf(stderr, "moatd: policy reloaded (%zu agents)\n", np->nagents);

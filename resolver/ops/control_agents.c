@@ -23,7 +23,6 @@
 #include "moat/policy.h"
 #include "ops/control_agents.h"
 #include "ops/rpz_feed.h"
-#include "serve/ask.h"
 #include "serve/fwchan.h"
 #include "serve/worker.h"
 
@@ -175,9 +174,7 @@ int control_agents_commit(char *err, size_t errlen)
 	}
 	if (feed) /* with the feed's newest zones; the feed posts it to every worker */
 		rpz_feed_set_current(feed, staged);
-	policy_unref(ws[0].policy);
-	ws[0].policy = staged; /* the staged reference passes to worker 0 */
-	ask_policy_changed(&ws[0]);
+	worker_take_policy(&ws[0], staged); /* the staged reference passes to worker 0 */
 	for (unsigned i = 1; i < nws && !feed; i++)
 		worker_post_policy(&ws[i], staged);
 	metrics_set(&metrics_global.policy_agents, staged->nagents);

@@ -69,15 +69,19 @@ static void on_wake(uv_async_t *a)
 	pthread_mutex_unlock(&post_lock);
 	if (fn)
 		fn(w, arg);
-	if (np) {
-		/* Queries in flight keep the snapshot they started with (their own reference). */
-		policy_unref(w->policy);
-		w->policy = np;
-		w->agent_memo.valid = false; /* its agents are the old snapshot's */
-		ask_policy_changed(w); /* a rule of it may decide the names held for an answer */
-	}
+	if (np)
+		worker_take_policy(w, np);
 	if (stop)
 		worker_stop(w);
+}
+
+void worker_take_policy(struct worker *w, struct policy *p)
+{
+	/* Queries in flight keep the snapshot they started with (their own reference). */
+	policy_unref(w->policy);
+	w->policy = p;
+	w->agent_memo.valid = false; /* its agent is the old snapshot's */
+	ask_policy_changed(w);       /* a rule of it may decide the names held for an answer */
 }
 
 int worker_init(struct worker *w, unsigned index, unsigned nworkers, const struct config *cfg,

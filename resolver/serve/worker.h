@@ -104,6 +104,10 @@ int worker_init(struct worker *w, unsigned index, unsigned nworkers, const struc
 int worker_spawn(struct worker *ws, unsigned n);
 void worker_release(unsigned n);
 
+/* On w's own thread: w takes the snapshot p (and the caller's reference to it) in place of
+ * its current one, which it releases. */
+void worker_take_policy(struct worker *w, struct policy *p);
+
 /* From any thread: hand w a new policy snapshot (w takes its own reference) or ask it to stop.
  * Ignored once w has stopped. */
 void worker_post_policy(struct worker *w, struct policy *p);
