@@ -48,12 +48,14 @@ static void put_uint(struct lw *w, uint64_t v)
 /* 1 for the bytes a JSON string holds as they are: printable ASCII but '"' and '\\' (the NUL
  * that ends a C string is 0, as every control byte and byte >= 0x7f). */
 #define J4(c) ((c) >= 0x20 && (c) < 0x7f && (c) != '"' && (c) != '\\')
-#define J16(b)                                                                                     \
-	J4(b), J4(b + 1), J4(b + 2), J4(b + 3), J4(b + 4), J4(b + 5), J4(b + 6), J4(b + 7),        \
-	    J4(b + 8), J4(b + 9), J4(b + 10), J4(b + 11), J4(b + 12), J4(b + 13), J4(b + 14),      \
-	    J4(b + 15)
-static const uint8_t json_plain[256] = {J16(0),  J16(16), J16(32), J16(48),
-                                        J16(64), J16(80), J16(96), J16(112)};
+/* The first 128 entries of a byte table, F(c) each (the rest are 0). */
+#define T16(F, b)                                                                                  \
+	F(b), F(b + 1), F(b + 2), F(b + 3), F(b + 4), F(b + 5), F(b + 6), F(b + 7), F(b + 8),      \
+	    F(b + 9), F(b + 10), F(b + 11), F(b + 12), F(b + 13), F(b + 14), F(b + 15)
+#define T128(F)                                                                                    \
+	T16(F, 0), T16(F, 16), T16(F, 32), T16(F, 48), T16(F, 64), T16(F, 80), T16(F, 96),         \
+	    T16(F, 112)
+static const uint8_t json_plain[256] = {T128(J4)};
 
 /* s as a JSON string (quotes included), or null. Runs of plain characters (nearly all of a
  * name or a reason) go in one copy. Returns strlen(s) (0 for NULL), found on the way. */
@@ -349,21 +351,16 @@ static void put_addr(struct lw *w, const struct sockaddr *sa, bool with_port, st
 	 (1ull << ';'))
 #define NAME_SPECIAL_HI ((1ull << ('@' - 64)) | (1ull << ('\\' - 64)))
 
-/* A wire name as the JSON string of its presentation form: exactly what json_str of
- * name_to_text's text gives (\DDD for bytes outside 33..126, \c for the special ones, each
- * backslash then escaped for JSON), in one pass. out has room for the longest (5 bytes a
- * byte). */
 /* 1 for the bytes a name's text holds as they are: 33..126 but the special ones. */
 #define N4(c)                                                                                      \
 	((c) > 32 && (c) < 127 &&                                                                  \
 	 !(((c) < 64 ? NAME_SPECIAL_LO >> (c) : NAME_SPECIAL_HI >> ((c)-64)) & 1))
-#define N16(b)                                                                                     \
-	N4(b), N4(b + 1), N4(b + 2), N4(b + 3), N4(b + 4), N4(b + 5), N4(b + 6), N4(b + 7),        \
-	    N4(b + 8), N4(b + 9), N4(b + 10), N4(b + 11), N4(b + 12), N4(b + 13), N4(b + 14),      \
-	    N4(b + 15)
-static const uint8_t name_plain[256] = {N16(0),  N16(16), N16(32), N16(48),
-                                        N16(64), N16(80), N16(96), N16(112)};
+static const uint8_t name_plain[256] = {T128(N4)};
 
+/* A wire name as the JSON string of its presentation form: exactly what json_str of
+ * name_to_text's text gives (\DDD for bytes outside 33..126, \c for the special ones, each
+ * backslash then escaped for JSON), in one pass. out has room for the longest (5 bytes a
+ * byte). */
 static char *qname_json(char *o, const uint8_t *p)
 {
 	*o++ = '"';
