@@ -453,49 +453,19 @@ void log_format_ts(int64_t unix_ms, char ts[LOG_TS_LEN])
 	ts[23] = 'Z';
 }
 
-/* The rule as the JSON string "FILE:LINE", with its opening quote or without it (the end of a
- * string already open). */
-static void put_rule(struct lw *w, const struct log_query *e, bool open)
-{
-	char *start = w->p;
-	put_str(w, e->rule_file, &memo.rule);
-	if (!open && w->p > start) {
-		memmove(start, start + 1, (size_t)(w->p - start - 1));
-		w->p--;
-	}
-	w->p--; /* reopen the string for ":line" */
-	put_c(w, ':');
-	put_uint(w, e->rule_line);
-	put_c(w, '"');
-}
-
-/* Whether the reason is exactly "allowed by " + the rule's "FILE:LINE" (policy_decide's text
- * for an allowed name), so that it can be written from the rule's kept text. */
-static bool reason_is_rule(const struct log_query *e)
-{
-	static const char pre[] = "allowed by ";
-	const char *r = e->reason, *f = e->rule_file;
-	if (!r || !f || strncmp(r, pre, sizeof(pre) - 1) != 0)
-		return false;
-	r += sizeof(pre) - 1;
-	while (*f && *r == *f)
-		r++, f++;
-	if (*f || *r++ != ':' || *r < '0' || *r > '9' || (*r == '0' && r[1]))
-		return false; /* not the file, or a line with a leading zero */
-	uint64_t v = 0;
-	for (; *r >= '0' && *r <= '9' && v <= UINT32_MAX; r++)
-		v = v * 10 + (unsigned)(*r - '0');
-	return !*r && v == e->rule_line;
-}
-
 /* The version 2 keys (see log.h) and the closing brace. */
 static void put_v2(struct lw *w, const struct log_query *e)
 {
 	PUT_LIT(w, ",\"v\":2,\"rule\":");
-	if (e->rule_file)
-		put_rule(w, e, true);
-	else
+	if (e->rule_file) {
+		put_str(w, e->rule_file, &memo.rule);
+		w->p--; /* reopen the string for ":line" */
+		put_c(w, ':');
+		put_uint(w, e->rule_line);
+		put_c(w, '"');
+	} else {
 		PUT_LIT(w, "null");
+	}
 	PUT_LIT(w, ",\"answer\":");
 	if (e->has_answer) {
 		put_c(w, '[');
@@ -547,13 +517,7 @@ static void put_tail(struct lw *w, const struct log_query *e)
 	PUT_LIT(w, ",\"decision\":");
 	put_const(w, e->decision);
 	PUT_LIT(w, ",\"reason\":");
-	if (reason_is_rule(e)) { /* "allowed by FILE:LINE" differs per name: made of the rule's
-		                  * kept text, not escaped again */
-		PUT_LIT(w, "\"allowed by ");
-		put_rule(w, e, false);
-	} else {
-		put_str(w, e->reason, &memo.reason);
-	}
+	put_str(w, e->reason, &memo.reason);
 	PUT_LIT(w, ",\"rcode\":");
 	put_const(w, e->rcode < 0 ? NULL : wire_rcode_str((uint8_t)e->rcode));
 	PUT_LIT(w, ",\"upstream\":");
