@@ -17,6 +17,7 @@
 #include "moat/inflight.h"
 #include "moat/log.h"
 #include "moat/metrics.h"
+#include "moat/netaddr.h"
 #include "moat/policy.h"
 #include "moat/policy_audit.h"
 #include "moat/ratelimit.h"
@@ -96,22 +97,14 @@ static void query_free(struct query *qr);
  * sandbox asks from one address, and the lookup by prefix lengths was ~250 instructions. */
 static const struct policy_agent *agent_of(struct worker *srv, const struct sockaddr *client)
 {
-	uint8_t key[17] = {0};
-	if (client->sa_family == AF_INET) {
-		key[0] = 4;
-		memcpy(key + 1, &((const struct sockaddr_in *)(const void *)client)->sin_addr, 4);
-	} else if (client->sa_family == AF_INET6) {
-		key[0] = 6;
-		memcpy(key + 1,
-		       ((const struct sockaddr_in6 *)(const void *)client)->sin6_addr.s6_addr, 16);
-	} else {
-		return policy_agent_for(srv->policy, client);
-	}
-	if (srv->agent_memo.valid && !memcmp(srv->agent_memo.key, key, sizeof(key)))
+	if (srv->agent_memo.valid && netaddr_same_host(client, &srv->agent_memo.client))
 		return srv->agent_memo.agent;
 	srv->agent_memo.agent = policy_agent_for(srv->policy, client);
-	memcpy(srv->agent_memo.key, key, sizeof(key));
-	srv->agent_memo.valid = true;
+	srv->agent_memo.valid = client->sa_family == AF_INET || client->sa_family == AF_INET6;
+	if (srv->agent_memo.valid)
+		memcpy(&srv->agent_memo.client, client,
+		       client->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+		                                    : sizeof(struct sockaddr_in6));
 	return srv->agent_memo.agent;
 }
 

@@ -49,7 +49,7 @@ struct worker {
 	struct policy *policy;    /* one reference owned; queries hold their own */
 	struct {                  /* the agent of the last client address asking (a sandbox */
 		bool valid;       /* asks from one address), in policy: reset whenever the */
-		uint8_t key[17];  /* worker takes another snapshot (query.c agent_of) */
+		struct sockaddr_storage client; /* worker takes another snapshot (agent_of) */
 		const struct policy_agent *agent;
 	} agent_memo;
 	struct log_out *log;         /* owned; NULL: no query log (none, or /dev/null) */

@@ -106,25 +106,25 @@ e2e_assert_not_contains() {
 # quickly (pid_max is 32768 on small machines) and tests running side by side start processes
 # all the time, so a PID whose process ended may already be another test's.
 declare -A E2E_START=() # PID -> start time (clock ticks after boot), for e2e__track's PIDs
-e2e__alive() {
+
+# e2e__stat PID: E2E_STAT=(state ... starttime at [19]), the fields of /proc/PID/stat after
+# "(comm) " (comm may hold spaces); false when there is no such process.
+e2e__stat() {
 	local stat
 	{ read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 1
-	stat=${stat##*) } # the fields after "(comm) ", which may hold spaces
-	local -a f
-	read -r -a f <<<"$stat"
-	[[ ${f[0]} != Z && ${f[0]} != X ]] || return 1
-	[[ -z "${E2E_START[$1]:-}" || "${E2E_START[$1]}" == "${f[19]}" ]]
+	read -r -a E2E_STAT <<<"${stat##*) }"
+}
+
+e2e__alive() {
+	e2e__stat "$1" || return 1
+	[[ ${E2E_STAT[0]} != Z && ${E2E_STAT[0]} != X ]] || return 1
+	[[ -z "${E2E_START[$1]:-}" || "${E2E_START[$1]}" == "${E2E_STAT[19]}" ]]
 }
 
 # e2e__track PID: remember PID (a child just started) with its start time, for the cleanup.
 e2e__track() {
-	local stat
 	E2E_PIDS+=("$1")
-	{ read -r stat <"/proc/$1/stat"; } 2>/dev/null || { E2E_START[$1]=gone; return 0; }
-	stat=${stat##*) }
-	local -a f
-	read -r -a f <<<"$stat"
-	E2E_START[$1]=${f[19]}
+	if e2e__stat "$1"; then E2E_START[$1]=${E2E_STAT[19]}; else E2E_START[$1]=gone; fi
 }
 
 # Append a line to $E2E_STATE_OUT if set: lets a wrapper verify cleanup later.
