@@ -7,7 +7,8 @@
  * precompute colliding names. One slot per distinct name records whether the exact name and/or
  * everything below it ("*.name") is listed, and where each pattern came from. The ports of a rule
  * that names them live beside the slots, in a table sorted by rule: a slot stays 16 bytes, and
- * only a match in a set that has port rules looks there (a deny never does). */
+ * only a match in a set that has port rules looks there (a deny never does). A quick filter
+ * (pset.h) answers most lookups of absent names before SipHash. */
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,12 @@ static struct pslot *slots_alloc(size_t n)
 	return pset_huge_calloc(n * sizeof(struct pslot));
 }
 
+/* An empty quick filter for a table of cap slots. Ownership: the caller frees (free). */
+static uint64_t *quick_alloc(size_t cap)
+{
+	return calloc(cap / PQUICK_SLOTS, sizeof(uint64_t));
+}
+
 struct policy_set *policy_set_new(void)
 {
 	if (sodium_init() < 0)
@@ -42,11 +49,16 @@ struct policy_set *policy_set_new(void)
 	if (!s)
 		return NULL;
 	randombytes_buf(s->key, sizeof(s->key));
+	randombytes_buf(&s->quick_seed, sizeof(s->quick_seed));
 	s->refs = 1;
 	s->depths_known = true; /* empty: no depth listed yet */
 	s->cap = 64;
 	s->slots = slots_alloc(s->cap);
-	if (!s->slots) {
+	s->quick = quick_alloc(s->cap);
+	s->quick_mask = s->cap / PQUICK_SLOTS - 1;
+	if (!s->slots || !s->quick) {
+		free(s->slots);
+		free(s->quick);
 		free(s);
 		return NULL;
 	}
@@ -66,6 +78,7 @@ static void set_destroy(struct policy_set *s)
 			free(s->ports);
 			free(s->arena);
 			free(s->slots);
+			free(s->quick);
 		}
 		free(s->files);
 		free(s);
@@ -121,16 +134,21 @@ static struct pslot *set_find(const struct policy_set *s, const uint8_t *name, s
 	}
 }
 
-/* Rehash into a table of ncap slots (a power of two). */
+/* Rehash into a table of ncap slots (a power of two), with a quick filter its size. */
 static int set_resize(struct policy_set *s, size_t ncap)
 {
 	struct pslot *old = s->slots;
+	uint64_t *quick = quick_alloc(ncap);
 	size_t ocap = s->cap;
-	s->slots = slots_alloc(ncap);
+	s->slots = quick ? slots_alloc(ncap) : NULL;
 	if (!s->slots) {
 		s->slots = old;
+		free(quick);
 		return MOAT_ENOMEM;
 	}
+	free(s->quick);
+	s->quick = quick;
+	s->quick_mask = ncap / PQUICK_SLOTS - 1;
 	s->cap = ncap;
 	size_t mask = ncap - 1;
 	for (size_t i = 0; i < ocap; i++) {
@@ -140,6 +158,9 @@ static int set_resize(struct policy_set *s, size_t ncap)
 		while (s->slots[k].name_off != SLOT_EMPTY)
 			k = (k + 1) & mask;
 		s->slots[k] = old[i];
+		const uint8_t *name = SLOT_NAME(s, &old[i]);
+		pquick_add(quick, s->quick_mask, s->quick_seed, name,
+		           (size_t)name_wire_len(name, NAME_MAXWIRE));
 	}
 	free(old);
 	return 0;
@@ -292,6 +313,7 @@ static int set_insert(struct policy_set *s, const uint8_t *wire, size_t wl, uint
 		*sl = (struct pslot){.name_off = (uint32_t)s->arena_len + 1, .tag = tag};
 		s->arena_len += wl;
 		s->used++;
+		pquick_add(s->quick, s->quick_mask, s->quick_seed, wire, wl);
 	}
 	if (wild ? sl->wild : sl->exact) {
 		/* listed twice: the first place explains it; the ports of both lines are merged */
@@ -402,8 +424,9 @@ struct policy_set *policy_set_clone(const struct policy_set *o)
 	s->arena = NULL;
 	s->files = NULL;
 	s->ports = NULL;
+	s->quick = NULL;
 	s->nfiles = s->nports = s->ports_cap = 0;
-	if (!(s->slots = slots_alloc(o->cap)) ||
+	if (!(s->slots = slots_alloc(o->cap)) || !(s->quick = quick_alloc(o->cap)) ||
 	    (o->arena_cap && !(s->arena = malloc(o->arena_cap))) ||
 	    (o->nports && !(s->ports = malloc(o->nports * sizeof(*s->ports)))) ||
 	    (o->nfiles && !(s->files = calloc(o->nfiles, sizeof(*s->files))))) {
@@ -411,6 +434,7 @@ struct policy_set *policy_set_clone(const struct policy_set *o)
 		return NULL;
 	}
 	memcpy(s->slots, o->slots, o->cap * sizeof(*s->slots));
+	memcpy(s->quick, o->quick, o->cap / PQUICK_SLOTS * sizeof(*s->quick));
 	if (o->arena_len)
 		memcpy(s->arena, o->arena, o->arena_len);
 	if (o->nports)
@@ -734,8 +758,8 @@ void policy_set_prefetch(const struct policy_set *s, const uint8_t *lname)
 	    !(s->exact_depths & depth_bit(name_depth(lname))))
 		return; /* compiled, or no exact name this long: nothing to look up there */
 	int len = name_wire_len(lname, NAME_MAXWIRE);
-	if (len <= 0)
-		return;
+	if (len <= 0 || !pquick_maybe(s, lname, (size_t)len))
+		return; /* not listed: set_lookup will say so without the slot */
 	uint32_t tag = set_tag(s, lname, (size_t)len);
 	__builtin_prefetch(&s->slots[tag & (s->cap - 1)]);
 	tag_memo.len = (size_t)len;
@@ -751,6 +775,8 @@ static const struct pslot *set_lookup(const struct policy_set *s, const uint8_t 
 	if (!s->used)
 		return NULL; /* an empty set (an agent whose lists are all compiled): no hashing */
 	size_t len = (size_t)name_wire_len(name, NAME_MAXWIRE);
+	if (!pquick_maybe(s, name, len))
+		return NULL; /* never added: no SipHash, no slot */
 	uint32_t tag = tag_memo.len == len && !memcmp(tag_memo.name, name, len) &&
 	                       !memcmp(tag_memo.key, s->key, sizeof(s->key))
 	                   ? tag_memo.tag
