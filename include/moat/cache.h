@@ -68,6 +68,11 @@ const uint8_t *cache_get(struct cache *c, const uint8_t *lname, uint16_t qtype, 
 void cache_prefetch(struct cache *c, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
                     uint32_t variant);
 
+/* The keyed hash the cache files the key under (the one cache_prefetch computed, when it is that
+ * key's), for a table of questions that wants one hash of a question, not two. */
+uint64_t cache_key_hash(struct cache *c, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
+                        uint32_t variant);
+
 /* Serve-stale (RFC 8767): keep expired entries for seconds more (0, the default: not at all),
  * for cache_get_stale to hand out when the upstreams cannot answer. They still count against
  * max_bytes and leave by LRU eviction like any entry. */

@@ -96,6 +96,14 @@ void cache_prefetch(struct cache *c, const uint8_t *lname, uint16_t qtype, uint1
 	c->memo_hash = h;
 }
 
+uint64_t cache_key_hash(struct cache *c, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
+                        uint32_t variant)
+{
+	uint8_t key[CACHE_MAXKEY];
+	int kl = cache_key(key, lname, qtype, qclass, variant);
+	return kl < 0 ? 0 : cache_hash(c, key, (size_t)kl);
+}
+
 static struct cache_entry *cache_find(const struct cache *c, uint64_t hash, const uint8_t *key,
                                       size_t keylen)
 {

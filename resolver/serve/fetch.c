@@ -103,10 +103,14 @@ static struct answer *answer_new(struct worker *srv)
 	return a;
 }
 
-/* The in-flight table hashes the cache's key bytes (moat/cache.h) under its own random key. */
-static uint64_t question_hash(const struct fetch_table *t, const uint8_t *lname, uint16_t qtype,
-                              uint16_t qclass, uint32_t variant)
+/* The in-flight table files a question under the cache's hash of it (hashed once already, by
+ * fetch_prefetch), or without a cache the same key bytes (moat/cache.h) under its own key. */
+static uint64_t question_hash(const struct worker *srv, const struct fetch_table *t,
+                              const uint8_t *lname, uint16_t qtype, uint16_t qclass,
+                              uint32_t variant)
 {
+	if (srv->cache)
+		return cache_key_hash(srv->cache, lname, qtype, qclass, variant);
 	uint8_t key[CACHE_MAXKEY];
 	int kl = cache_key(key, lname, qtype, qclass, variant);
 	uint64_t h;
@@ -301,7 +305,7 @@ int fetch_answer(struct worker *srv, const struct upstream_set *set, const uint8
 	if (!may_wait)
 		return FETCH_BUSY;
 	struct fetch_table *t = srv->fetches;
-	uint64_t h = question_hash(t, lname, qtype, qclass, variant);
+	uint64_t h = question_hash(srv, t, lname, qtype, qclass, variant);
 	struct dlist *b = &t->buckets[h & (FETCH_BUCKETS - 1)];
 	struct fetch *f = NULL;
 	for (struct dlist *l = b->next; l != b; l = l->next) {

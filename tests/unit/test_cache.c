@@ -124,6 +124,26 @@ Test(cache, key_has_every_part)
 	cache_free(c);
 }
 
+/* The hash the in-flight table files questions under: one per key, the same whether or not
+ * cache_prefetch just computed it. */
+Test(cache, key_hash_is_the_keys)
+{
+	struct cache *c = cache_new(1 << 20, 0, 86400);
+	uint8_t n[NAME_MAXWIRE], other[NAME_MAXWIRE];
+	wire("example.com", n);
+	wire("example.org", other);
+	uint64_t h = cache_key_hash(c, n, T_A, C_IN, 0);
+	cr_expect_eq(cache_key_hash(c, n, T_A, C_IN, 0), h);
+	cr_expect_neq(cache_key_hash(c, n, T_AAAA, C_IN, 0), h);
+	cr_expect_neq(cache_key_hash(c, n, T_A, C_IN, 1), h);
+	cr_expect_neq(cache_key_hash(c, other, T_A, C_IN, 0), h);
+	cache_prefetch(c, other, T_A, C_IN, 0);
+	cr_expect_eq(cache_key_hash(c, n, T_A, C_IN, 0), h, "another key's memo answered");
+	cache_prefetch(c, n, T_A, C_IN, 0);
+	cr_expect_eq(cache_key_hash(c, n, T_A, C_IN, 0), h);
+	cache_free(c);
+}
+
 Test(cache, keys_coexist)
 {
 	struct cache *c = cache_new(1 << 20, 0, 86400);
