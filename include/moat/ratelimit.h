@@ -27,6 +27,19 @@ bool ratelimit_allow(struct ratelimit *rl, const struct sockaddr *client, uint64
 #define RATELIMIT_CLIENT_ID 9
 void ratelimit_client_id(const struct sockaddr *client, uint8_t id[RATELIMIT_CLIENT_ID]);
 
+/* The last client a per-client table hashed, and its hash: one sandbox asks many times in a
+ * row. Each table keeps one per thread (two tables sharing one would push each other out). */
+struct ratelimit_memo {
+	const void *table; /* lives as long as moatd: a kept hash stays its table's */
+	uint8_t id[RATELIMIT_CLIENT_ID];
+	uint64_t h;
+};
+
+/* SipHash of client's id under key (crypto_shorthash_KEYBYTES bytes) for table, from m when it
+ * holds that client's. */
+uint64_t ratelimit_client_hash(struct ratelimit_memo *m, const void *table, const uint8_t *key,
+                               const struct sockaddr *client);
+
 /* Queries refused a token since ratelimit_new (for the periodic report). */
 uint64_t ratelimit_limited(struct ratelimit *rl);
 

@@ -2,7 +2,6 @@
 #include <sodium.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "moat/enumtext.h"
 #include "moat/inflight.h"
@@ -41,22 +40,8 @@ void inflight_free(struct inflight *t)
 enum inflight_result inflight_take(struct inflight *t, const struct sockaddr *client,
                                    uint32_t *slot)
 {
-	/* One sandbox asks many times in a row: its hash is kept per thread, as the rate limiter's
-	 * (the table lives as long as moatd). */
-	static _Thread_local struct {
-		const struct inflight *t;
-		uint8_t id[RATELIMIT_CLIENT_ID];
-		uint64_t h;
-	} last;
-	uint8_t id[RATELIMIT_CLIENT_ID];
-	ratelimit_client_id(client, id);
-	uint64_t h = last.h;
-	if (last.t != t || memcmp(last.id, id, sizeof(id)) != 0) {
-		crypto_shorthash((unsigned char *)&h, id, sizeof(id), t->hkey);
-		last.t = t;
-		memcpy(last.id, id, sizeof(id));
-		last.h = h;
-	}
+	static _Thread_local struct ratelimit_memo last; /* the table lives as long as moatd */
+	uint64_t h = ratelimit_client_hash(&last, t, t->hkey, client);
 	uint32_t i = (uint32_t)(h & t->mask);
 	if (atomic_fetch_add(&t->count[i], 1) >= t->max_client) {
 		atomic_fetch_sub(&t->count[i], 1);

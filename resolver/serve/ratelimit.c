@@ -71,24 +71,23 @@ void ratelimit_client_id(const struct sockaddr *client, uint8_t id[RATELIMIT_CLI
 	}
 }
 
-bool ratelimit_allow(struct ratelimit *rl, const struct sockaddr *client, uint64_t now_ms)
+uint64_t ratelimit_client_hash(struct ratelimit_memo *m, const void *table, const uint8_t *key,
+                               const struct sockaddr *client)
 {
-	/* One sandbox asks many times in a row: its hash is kept per thread (the table is never
-	 * replaced while moatd runs, so a kept hash stays right). */
-	static _Thread_local struct {
-		const struct ratelimit *rl;
-		uint8_t id[RATELIMIT_CLIENT_ID];
-		uint64_t h;
-	} last;
 	uint8_t id[RATELIMIT_CLIENT_ID];
 	ratelimit_client_id(client, id);
-	uint64_t h = last.h;
-	if (last.rl != rl || memcmp(last.id, id, sizeof(id)) != 0) {
-		crypto_shorthash((unsigned char *)&h, id, sizeof(id), rl->hkey);
-		last.rl = rl;
-		memcpy(last.id, id, sizeof(id));
-		last.h = h;
+	if (m->table != table || memcmp(m->id, id, sizeof(id)) != 0) {
+		crypto_shorthash((unsigned char *)&m->h, id, sizeof(id), key);
+		m->table = table;
+		memcpy(m->id, id, sizeof(id));
 	}
+	return m->h;
+}
+
+bool ratelimit_allow(struct ratelimit *rl, const struct sockaddr *client, uint64_t now_ms)
+{
+	static _Thread_local struct ratelimit_memo last; /* the table is never replaced */
+	uint64_t h = ratelimit_client_hash(&last, rl, rl->hkey, client);
 	struct bucket *b = &rl->b[h & rl->mask];
 	bool ok = false;
 	pthread_mutex_lock(&rl->lock);
