@@ -716,3 +716,35 @@ Test(log, kept_tail_follows_the_values)
 		cr_expect_str_eq(line, first);
 	}
 }
+
+/* A line longer than LOG_LINE_MAX is cut to the longest it may be (LOG_LINE_MAX - 1 bytes and
+ * its newline, within out), the text up to the cut as it would have been (log.c's put_cut). */
+Test(log, overlong_line_cut_at_the_limit)
+{
+	static char reason[LOG_LINE_MAX + 100];
+	memset(reason, 'r', sizeof(reason) - 1);
+	struct sockaddr_in c = v4("10.1.2.3", 40000);
+	struct log_query e = {
+	    .client = (struct sockaddr *)&c,
+	    .transport = "udp",
+	    .agent = "ci-42",
+	    .decision = "formerr",
+	    .reason = reason,
+	    .rcode = -1,
+	    .upstream_us = -1,
+	};
+	char ts[LOG_TS_LEN];
+	log_format_ts(1796025301123, ts);
+	static char out[LOG_LINE_MAX];
+	size_t n = log_format_query(out, &e, ts);
+	cr_assert_eq(n, LOG_LINE_MAX - 1);
+	cr_expect_eq(out[n - 1], '\n');
+	cr_expect_eq(memchr(out, '\n', n), out + n - 1, "one newline");
+	const char *lead = "{\"ts\":\"2026-11-30T07:55:01.123Z\",\"client\":\"10.1.2.3\","
+	                   "\"transport\":\"udp\",\"agent\":\"ci-42\",\"qname\":null,"
+	                   "\"qtype\":null,\"qclass\":0,\"decision\":\"formerr\",\"reason\":\"";
+	size_t k = strlen(lead);
+	cr_assert(!memcmp(out, lead, k), "%.*s", (int)k, out);
+	for (size_t i = k; i < n - 1; i++)
+		cr_assert_eq(out[i], 'r', "byte %zu", i);
+}
