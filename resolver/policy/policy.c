@@ -768,13 +768,13 @@ void policy_set_prefetch(const struct policy_set *s, const uint8_t *lname)
 	memcpy(tag_memo.name, lname, (size_t)len);
 }
 
-/* The slot of name in s, or NULL. buf: where a compiled set's slot is read into. */
-static const struct pslot *set_lookup(const struct policy_set *s, const uint8_t *name,
+/* The slot of name (len bytes in wire form) in s, or NULL. buf: where a compiled set's slot is
+ * read into. The caller passes len: a match walks the name once, not once a lookup. */
+static const struct pslot *set_lookup(const struct policy_set *s, const uint8_t *name, size_t len,
                                       struct pslot *buf)
 {
 	if (!s->used)
 		return NULL; /* an empty set (an agent whose lists are all compiled): no hashing */
-	size_t len = (size_t)name_wire_len(name, NAME_MAXWIRE);
 	if (!pquick_maybe(s, name, len))
 		return NULL; /* never added: no SipHash, no slot */
 	uint32_t tag = tag_memo.len == len && !memcmp(tag_memo.name, name, len) &&
@@ -788,17 +788,18 @@ static const struct pslot *set_lookup(const struct policy_set *s, const uint8_t 
 	return !sl || sl->name_off == SLOT_EMPTY ? NULL : sl;
 }
 
-/* depth: lname's label count. */
+/* depth: lname's label count; len: its wire length. */
 static bool match_below_one(const struct policy_set *s, const uint8_t *lname, unsigned depth,
-                            struct policy_rule *rule)
+                            size_t len, struct policy_rule *rule)
 {
 	const struct pslot *sl;
 	struct pslot buf;
 	for (const uint8_t *p = lname; *p;) {
+		len -= 1u + *p;
 		p = name_parent(p);
 		if (s->depths_known && !(s->wild_depths & depth_bit(--depth)))
 			continue; /* no "*." pattern of this length: nothing to hash */
-		sl = set_lookup(s, p, &buf);
+		sl = set_lookup(s, p, len, &buf);
 		if (sl && sl->wild) {
 			if (rule)
 				*rule = rule_of(s, sl->wild, true, p);
@@ -813,17 +814,23 @@ static bool match_below_one(const struct policy_set *s, const uint8_t *lname, un
 bool policy_set_match(const struct policy_set *s, const uint8_t *lname, struct policy_rule *rule)
 {
 	unsigned depth = name_depth(lname);
+	int len = name_wire_len(lname, NAME_MAXWIRE);
+	if (len < 0) {
+		if (rule)
+			*rule = (struct policy_rule){0};
+		return false;
+	}
 	for (; s; s = s->next) {
 		struct pslot buf;
 		const struct pslot *sl = !s->depths_known || (s->exact_depths & depth_bit(depth))
-		                             ? set_lookup(s, lname, &buf)
+		                             ? set_lookup(s, lname, (size_t)len, &buf)
 		                             : NULL;
 		if (sl && sl->exact) {
 			if (rule)
 				*rule = rule_of(s, sl->exact, false, lname);
 			return true;
 		}
-		if (match_below_one(s, lname, depth, rule))
+		if (match_below_one(s, lname, depth, (size_t)len, rule))
 			return true;
 	}
 	return false;
@@ -833,8 +840,14 @@ bool policy_set_match_below(const struct policy_set *s, const uint8_t *lname,
                             struct policy_rule *rule)
 {
 	unsigned depth = name_depth(lname);
+	int len = name_wire_len(lname, NAME_MAXWIRE);
+	if (len < 0) {
+		if (rule)
+			*rule = (struct policy_rule){0};
+		return false;
+	}
 	for (; s; s = s->next)
-		if (match_below_one(s, lname, depth, rule))
+		if (match_below_one(s, lname, depth, (size_t)len, rule))
 			return true;
 	return false;
 }
