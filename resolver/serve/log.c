@@ -266,8 +266,8 @@ struct cmemo { /* a string constant: its pointer says it all */
 	char text[64];
 };
 
-struct vmemo { /* any string: compared before its text is reused */
-	uint16_t len;
+struct vmemo {                /* any string: compared before its text is reused */
+	uint16_t len, rawlen; /* of text and of raw; len 0: empty */
 	char raw[MEMO_TEXT];
 	char text[MEMO_TEXT * 6 + 2];
 };
@@ -321,11 +321,45 @@ static void put_str(struct lw *w, const char *s, struct vmemo *m)
 	size_t n = json_str(w, s);
 	if (n < MEMO_TEXT && w->p < w->end) { /* kept for next time */
 		memcpy(m->raw, s, n + 1);
+		m->rawlen = (uint16_t)n;
 		m->len = (uint16_t)(w->p - start);
 		memcpy(m->text, start, m->len);
 	} else {
 		m->len = 0;
 	}
+}
+
+/* The reason of nearly every allowed line is "allowed by FILE:LINE", FILE:LINE its rule: a new
+ * text each line (its number), so put_str's memo misses and the whole of it was escaped again
+ * (~250 instructions a hit). When it is checked to be exactly "allowed by ", the rule file
+ * kept from an earlier line, ':' and rule_line, it is written from that file's kept text.
+ * Returns false (nothing written) otherwise. */
+static bool put_rule_reason(struct lw *w, const struct log_query *e)
+{
+	static const char lead[] = "allowed by ";
+	const size_t ll = sizeof(lead) - 1;
+	const struct vmemo *m = &memo.rule;
+	const char *r = e->reason;
+	/* strncmp stops at the end of r: every byte read below is r's own. What is written is
+	 * checked against r piece by piece, so it is r whatever the rule file is. */
+	if (!r || !m->len || strncmp(r, lead, ll) != 0 || strncmp(r + ll, m->raw, m->rawlen) != 0 ||
+	    r[ll + m->rawlen] != ':')
+		return false;
+	char d[12];
+	int i = sizeof(d) - 1;
+	uint32_t v = e->rule_line;
+	d[i] = 0;
+	do
+		d[--i] = (char)('0' + v % 10);
+	while ((v /= 10) && i > 0);
+	if (strcmp(r + ll + m->rawlen + 1, d + i) != 0)
+		return false;
+	PUT_LIT(w, "\"allowed by ");
+	put(w, m->text + 1, m->len - 2u); /* the file's text without its quotes */
+	put_c(w, ':');
+	put(w, d + i, sizeof(d) - 1 - (size_t)i);
+	put_c(w, '"');
+	return true;
 }
 
 /* An address as a JSON string (its text never needs escaping). */
@@ -529,7 +563,8 @@ static void put_tail(struct lw *w, const struct log_query *e)
 	PUT_LIT(w, ",\"decision\":");
 	put_const(w, e->decision);
 	PUT_LIT(w, ",\"reason\":");
-	put_str(w, e->reason, &memo.reason);
+	if (!put_rule_reason(w, e))
+		put_str(w, e->reason, &memo.reason);
 	PUT_LIT(w, ",\"rcode\":");
 	put_const(w, e->rcode < 0 ? NULL : wire_rcode_str((uint8_t)e->rcode));
 	PUT_LIT(w, ",\"upstream\":");

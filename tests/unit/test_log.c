@@ -748,3 +748,48 @@ Test(log, overlong_line_cut_at_the_limit)
 	for (size_t i = k; i < n - 1; i++)
 		cr_assert_eq(out[i], 'r', "byte %zu", i);
 }
+
+/* "allowed by FILE:LINE" is written from the rule's kept file text (log.c's put_rule_reason)
+ * only when it is exactly that: any other reason, near it or not, comes out as given. Each case
+ * is written three times, so the rule's text is kept from the line before. */
+Test(log, rule_reason_only_when_it_is_the_rule)
+{
+	static const struct {
+		const char *file;
+		uint32_t line;
+		const char *reason;
+	} cases[] = {
+	    {"allow/ci.txt", 12, "allowed by allow/ci.txt:12"},
+	    {"allow/ci.txt", 12, "allowed by allow/ci.txt:13"},
+	    {"allow/ci.txt", 12, "allowed by allow/ci.txt:1"},
+	    {"allow/ci.txt", 12, "allowed by allow/ci.txt:12x"},
+	    {"allow/ci.txt", 12, "allowed by allow/ci.txt:"},
+	    {"allow/ci.txt", 12, "allowed by allow/ci.txt;12"},
+	    {"allow/ci.txt", 12, "allowed by allow/ci.txt::12"},
+	    {"allow/ci.txt", 12, "allowed by allow/ci.txt"},
+	    {"allow/ci.txt", 12, "allowed by allow/ci.tx"},
+	    {"allow/ci.txt", 12, "allowed by allow/other.txt:12"},
+	    {"allow/ci.txt", 12, "allowed by "},
+	    {"allow/ci.txt", 12, "Allowed by allow/ci.txt:12"},
+	    {"allow/b.txt", 12, "allowed by allow/ci.txt:12"},
+	    {"allow/ci.txt", 0, "allowed by allow/ci.txt:0"},
+	    {"allow/ci.txt", 4294967295u, "allowed by allow/ci.txt:4294967295"},
+	    {"al\"l\\ow\x01.txt", 7, "allowed by al\"l\\ow\x01.txt:7"},
+	    {"al\"l\\ow\x01.txt", 7, "allowed by al\"l\\ow\x01.txt:8"},
+	    {"allow/ci.txt", 12, "moat: not on the allowlist"},
+	};
+	struct sockaddr_in c = v4("10.0.0.1", 1);
+	struct jobj o;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		for (int k = 0; k < 3; k++) {
+			struct log_query e = plain_allow(&c);
+			e.rule_file = cases[i].file;
+			e.rule_line = cases[i].line;
+			e.reason = cases[i].reason;
+			write_and_read(&e, &o);
+			EXPECT_STR(&o, "reason", cases[i].reason);
+			char want[64];
+			snprintf(want, sizeof(want), "%s:%u", cases[i].file, cases[i].line);
+			EXPECT_STR(&o, "rule", want);
+		}
+}
