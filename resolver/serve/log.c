@@ -41,6 +41,21 @@ static inline void put(struct lw *w, const char *s, size_t n)
 
 #define PUT_LIT(w, s) put(w, s, sizeof(s) - 1)
 
+/* A kept text of n bytes from a buffer of at least k (a constant): when the line has room for
+ * k, one copy of k bytes (a few vector moves, no call; the bytes past n are overwritten by what
+ * follows), else put's. */
+#define PUT_UPTO(w, text, n, k)                                                                    \
+	do {                                                                                       \
+		_Static_assert(sizeof(text) >= (k), "the buffer holds k bytes");                   \
+		size_t n_ = (n);                                                                   \
+		if (n_ <= (k) && (size_t)((w)->end - (w)->p) >= (k)) {                             \
+			memcpy((w)->p, (text), (k));                                               \
+			(w)->p += n_;                                                              \
+		} else {                                                                           \
+			put((w), (text), n_);                                                      \
+		}                                                                                  \
+	} while (0)
+
 static inline void put_c(struct lw *w, char c)
 {
 	if (w->p < w->end)
@@ -303,7 +318,7 @@ static void put_const(struct lw *w, const char *s)
 		m->len = (uint16_t)(t.p - m->text);
 		m->ptr = s;
 	}
-	put(w, m->text, m->len);
+	PUT_UPTO(w, m->text, m->len, 32);
 }
 
 /* Any string, NULL as null. */
@@ -314,7 +329,7 @@ static void put_str(struct lw *w, const char *s, struct vmemo *m)
 		return;
 	}
 	if (m->len && strcmp(s, m->raw) == 0) {
-		put(w, m->text, m->len);
+		PUT_UPTO(w, m->text, m->len, 64);
 		return;
 	}
 	char *start = w->p;
@@ -385,7 +400,7 @@ static void put_addr(struct lw *w, const struct sockaddr *sa, bool with_port, st
 		m->len = (uint16_t)n;
 		memcpy(m->key, key, sizeof(key));
 	}
-	put(w, m->text, m->len);
+	PUT_UPTO(w, m->text, m->len, 32);
 }
 
 /* ---------------------------------------------------------------- fields -- */
@@ -475,7 +490,7 @@ static void put_qtype(struct lw *w, uint16_t type)
 		memo[i].len = (uint8_t)(n + 2);
 		memo[i].type = type;
 	}
-	put(w, memo[i].text, memo[i].len);
+	PUT_UPTO(w, memo[i].text, memo[i].len, 8);
 }
 
 void log_format_ts(int64_t unix_ms, char ts[LOG_TS_LEN])

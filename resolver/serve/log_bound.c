@@ -18,6 +18,7 @@
 
 struct rep {
 	uint64_t since_ms; /* when its line was logged */
+	uint64_t hash;     /* rep_hash of its question: another question's line is not compared */
 	uint64_t count;    /* identical queries since, not written */
 	uint16_t len;      /* 0: empty */
 	char line[REP_LINE];
@@ -110,9 +111,10 @@ static bool repeatable(const struct log_query *e)
 	return e->qname && d && (!strncmp(d, "deny-", 5) || !strcmp(d, "refuse-client"));
 }
 
-/* FNV-1a over the client's address, the name (a word at a time) and the type: only picks the two
- * slots a question may use (the lines themselves are compared), so a collision costs an extra line,
- * never a wrong count. */
+/* FNV-1a over the client's address, the name (a word at a time) and the type: picks the two
+ * slots a question may use and is kept in its slot. Each of these shows in the line, so equal
+ * lines have equal hashes and a slot of another hash is not compared; the lines themselves are,
+ * so a collision costs an extra line, never a wrong count. */
 static uint64_t rep_hash(const struct log_query *e)
 {
 	uint64_t h = 0xcbf29ce484222325ull ^ e->qtype ^ ((uint64_t)e->qclass << 16);
@@ -162,7 +164,11 @@ void log_out_query(struct log_out *o, const struct log_query *e, uint64_t now_ms
 		o->sup_budget++; /* over the budget: not even formatted */
 		return;
 	}
-	size_t n = log_format_query(o->line, e, out_ts(o, now_ms));
+	/* Formatted where it goes, at the ring's head, when the ring has the room in one piece: the
+	 * line is not copied again (~120 instructions). Left uncommitted, it is free space. */
+	char *room = log_ring_room(o->ring, LOG_LINE_MAX);
+	char *line = room ? room : o->line;
+	size_t n = log_format_query(line, e, out_ts(o, now_ms));
 	if (repeatable(e)) {
 		/* Two ways: a question that shares a slot with another keeps counting. */
 		uint64_t h = rep_hash(e);
@@ -170,8 +176,8 @@ void log_out_query(struct log_out *o, const struct log_query *e, uint64_t now_ms
 		                    &o->rep[(h >> 32 & (REP_SLOTS - 1)) ^ 1]};
 		for (int k = 0; k < 2; k++) {
 			struct rep *c = w[k];
-			if (c->len == n && now_ms - c->since_ms < REP_WINDOW &&
-			    !memcmp(c->line + LOG_TS_END, o->line + LOG_TS_END, n - LOG_TS_END)) {
+			if (c->len == n && c->hash == h && now_ms - c->since_ms < REP_WINDOW &&
+			    !memcmp(c->line + LOG_TS_END, line + LOG_TS_END, n - LOG_TS_END)) {
 				c->count++;
 				return;
 			}
@@ -179,15 +185,28 @@ void log_out_query(struct log_out *o, const struct log_query *e, uint64_t now_ms
 		struct rep *r = !w[0]->len || (w[1]->len && w[1]->since_ms > w[0]->since_ms)
 		                    ? w[0]
 		                    : w[1]; /* an empty slot, else the older */
-		if (r->len) /* another question takes the slot: its count is written first */
+		if (r->len) { /* another question takes the slot: its count is written first */
+			/* Its count's line goes to the ring's head, where this line is. */
+			if (room && r->count) {
+				memcpy(o->line, line, n);
+				line = o->line;
+				room = NULL;
+			}
 			rep_close(o, r, now_ms);
+		}
 		if (n <= REP_LINE) {
-			memcpy(r->line, o->line, n);
+			memcpy(r->line, line, n);
 			r->len = (uint16_t)n;
+			r->hash = h;
 			r->since_ms = now_ms;
 		}
 	}
-	emit(o, o->line, n, 1);
+	if (room) { /* within the budget (checked above) and in the ring: emit's two checks */
+		log_ring_commit(o->ring, n);
+		o->tokens -= (int64_t)n;
+		return;
+	}
+	emit(o, line, n, 1);
 }
 
 /* A "suppressed" line for count queries left out; outside the budget (one a second at most),

@@ -122,6 +122,20 @@ bool log_ring_put(struct log_ring *r, const char *line, size_t n)
 	return true;
 }
 
+char *log_ring_room(struct log_ring *r, size_t max)
+{
+	uint64_t h = r->head, t = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+	size_t pos = h & (LOG_RING_BYTES - 1);
+	if (max > LOG_RING_BYTES - (h - t) || max > LOG_RING_BYTES - pos)
+		return NULL;
+	return r->data + pos;
+}
+
+void log_ring_commit(struct log_ring *r, size_t n)
+{
+	__atomic_store_n(&r->head, r->head + n, __ATOMIC_RELEASE);
+}
+
 void log_ring_kick(struct log_ring *r)
 {
 	if (!r || r->head == r->kicked)
