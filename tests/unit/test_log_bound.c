@@ -2,7 +2,8 @@
  * thread (serve/log_sink.c) into a file: repeats of a deny are counted, not written, and closed
  * by a "repeated" line; allowed answers are never counted away; the byte budget holds and its
  * "suppressed" line counts what it left out; a writer stuck on its file never blocks the worker
- * (the full ring's lines are counted). In every case each query is counted exactly once. */
+ * (the full ring's lines are counted); lines formatted in place in the ring come out whole and
+ * exact through its wraps. In every case each query is counted exactly once. */
 #include <criterion/criterion.h>
 
 #include <arpa/inet.h>
