@@ -811,15 +811,21 @@ static bool match_below_one(const struct policy_set *s, const uint8_t *lname, un
 	return false;
 }
 
+/* lname's wire length, once for every lookup of a match; an unreadable name matches nothing. */
+static int match_len(const uint8_t *lname, struct policy_rule *rule)
+{
+	int len = name_wire_len(lname, NAME_MAXWIRE);
+	if (len < 0 && rule)
+		*rule = (struct policy_rule){0};
+	return len;
+}
+
 bool policy_set_match(const struct policy_set *s, const uint8_t *lname, struct policy_rule *rule)
 {
 	unsigned depth = name_depth(lname);
-	int len = name_wire_len(lname, NAME_MAXWIRE);
-	if (len < 0) {
-		if (rule)
-			*rule = (struct policy_rule){0};
+	int len = match_len(lname, rule);
+	if (len < 0)
 		return false;
-	}
 	for (; s; s = s->next) {
 		struct pslot buf;
 		const struct pslot *sl = !s->depths_known || (s->exact_depths & depth_bit(depth))
@@ -840,12 +846,9 @@ bool policy_set_match_below(const struct policy_set *s, const uint8_t *lname,
                             struct policy_rule *rule)
 {
 	unsigned depth = name_depth(lname);
-	int len = name_wire_len(lname, NAME_MAXWIRE);
-	if (len < 0) {
-		if (rule)
-			*rule = (struct policy_rule){0};
+	int len = match_len(lname, rule);
+	if (len < 0)
 		return false;
-	}
 	for (; s; s = s->next)
 		if (match_below_one(s, lname, depth, (size_t)len, rule))
 			return true;

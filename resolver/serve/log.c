@@ -62,14 +62,23 @@ static inline void put_c(struct lw *w, char c)
 		*w->p++ = c;
 }
 
+/* v in decimal, ending at d + UINT_TEXT - 1 where a NUL is put; returns where it starts. */
+#define UINT_TEXT 21
+static char *uint_text(char d[UINT_TEXT], uint64_t v)
+{
+	char *p = d + UINT_TEXT - 1;
+	*p = 0;
+	do
+		*--p = (char)('0' + v % 10);
+	while (v /= 10);
+	return p;
+}
+
 static void put_uint(struct lw *w, uint64_t v)
 {
-	char d[20];
-	int i = sizeof(d);
-	do
-		d[--i] = (char)('0' + v % 10);
-	while ((v /= 10) && i > 0);
-	put(w, d + i, sizeof(d) - (size_t)i);
+	char d[UINT_TEXT];
+	const char *p = uint_text(d, v);
+	put(w, p, (size_t)(d + UINT_TEXT - 1 - p));
 }
 
 /* 1 for the bytes a JSON string holds as they are: printable ASCII but '"' and '\\' (the NUL
@@ -360,19 +369,14 @@ static bool put_rule_reason(struct lw *w, const struct log_query *e)
 	if (!r || !m->len || strncmp(r, lead, ll) != 0 || strncmp(r + ll, m->raw, m->rawlen) != 0 ||
 	    r[ll + m->rawlen] != ':')
 		return false;
-	char d[12];
-	int i = sizeof(d) - 1;
-	uint32_t v = e->rule_line;
-	d[i] = 0;
-	do
-		d[--i] = (char)('0' + v % 10);
-	while ((v /= 10) && i > 0);
-	if (strcmp(r + ll + m->rawlen + 1, d + i) != 0)
+	char d[UINT_TEXT];
+	const char *line = uint_text(d, e->rule_line);
+	if (strcmp(r + ll + m->rawlen + 1, line) != 0)
 		return false;
 	PUT_LIT(w, "\"allowed by ");
 	put(w, m->text + 1, m->len - 2u); /* the file's text without its quotes */
 	put_c(w, ':');
-	put(w, d + i, sizeof(d) - 1 - (size_t)i);
+	put(w, line, (size_t)(d + UINT_TEXT - 1 - line));
 	put_c(w, '"');
 	return true;
 }

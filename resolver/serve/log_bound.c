@@ -165,9 +165,10 @@ void log_out_query(struct log_out *o, const struct log_query *e, uint64_t now_ms
 		return;
 	}
 	/* Formatted where it goes, at the ring's head, when the ring has the room in one piece: the
-	 * line is not copied again (~120 instructions). Left uncommitted, it is free space. */
-	char *room = log_ring_room(o->ring, LOG_LINE_MAX);
-	char *line = room ? room : o->line;
+	 * line is not copied again (~120 instructions). Not put, it stays free space. */
+	char *line = log_ring_room(o->ring, LOG_LINE_MAX);
+	if (!line)
+		line = o->line;
 	size_t n = log_format_query(line, e, out_ts(o, now_ms));
 	if (repeatable(e)) {
 		/* Two ways: a question that shares a slot with another keeps counting. */
@@ -187,10 +188,9 @@ void log_out_query(struct log_out *o, const struct log_query *e, uint64_t now_ms
 		                    : w[1]; /* an empty slot, else the older */
 		if (r->len) { /* another question takes the slot: its count is written first */
 			/* Its count's line goes to the ring's head, where this line is. */
-			if (room && r->count) {
+			if (line != o->line && r->count) {
 				memcpy(o->line, line, n);
 				line = o->line;
-				room = NULL;
 			}
 			rep_close(o, r, now_ms);
 		}
@@ -200,11 +200,6 @@ void log_out_query(struct log_out *o, const struct log_query *e, uint64_t now_ms
 			r->hash = h;
 			r->since_ms = now_ms;
 		}
-	}
-	if (room) { /* within the budget (checked above) and in the ring: emit's two checks */
-		log_ring_commit(o->ring, n);
-		o->tokens -= (int64_t)n;
-		return;
 	}
 	emit(o, line, n, 1);
 }

@@ -114,10 +114,12 @@ bool log_ring_put(struct log_ring *r, const char *line, size_t n)
 	if (n > LOG_RING_BYTES - (h - t))
 		return false;
 	size_t pos = h & (LOG_RING_BYTES - 1), first = LOG_RING_BYTES - pos;
-	if (first > n)
-		first = n;
-	memcpy(r->data + pos, line, first);
-	memcpy(r->data, line + first, n - first);
+	if (line != r->data + pos) { /* else written in place (log_ring_room): nothing to copy */
+		if (first > n)
+			first = n;
+		memcpy(r->data + pos, line, first);
+		memcpy(r->data, line + first, n - first);
+	}
 	__atomic_store_n(&r->head, h + n, __ATOMIC_RELEASE);
 	return true;
 }
@@ -129,11 +131,6 @@ char *log_ring_room(struct log_ring *r, size_t max)
 	if (max > LOG_RING_BYTES - (h - t) || max > LOG_RING_BYTES - pos)
 		return NULL;
 	return r->data + pos;
-}
-
-void log_ring_commit(struct log_ring *r, size_t n)
-{
-	__atomic_store_n(&r->head, r->head + n, __ATOMIC_RELEASE);
 }
 
 void log_ring_kick(struct log_ring *r)

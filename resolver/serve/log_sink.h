@@ -31,16 +31,15 @@ int log_sink_start(struct log_sink *s);
 /* Ring i (0 <= i < nrings): worker i's, used from its thread only. */
 struct log_ring *log_sink_ring(struct log_sink *s, unsigned i);
 
-/* Append one line (n bytes). False: the ring is full (the writer is behind), nothing taken. */
+/* Append one line (n bytes). False: the ring is full (the writer is behind), nothing taken. A
+ * line written at log_ring_room's pointer is taken where it is, not copied. */
 bool log_ring_put(struct log_ring *r, const char *line, size_t n);
 
 /* Room for a line of up to max bytes at the ring's head, in one piece, or NULL (the ring is too
- * full, or its end too near: format elsewhere and put). What is written there becomes the
- * ring's only with log_ring_commit; until then it is free space, and a put overwrites it. */
+ * full, or its end too near: format elsewhere). What is written there becomes the ring's only
+ * when log_ring_put is given that pointer; until then it is free space, and another put
+ * overwrites it. */
 char *log_ring_room(struct log_ring *r, size_t max);
-
-/* Append the n bytes (n <= the max asked) written at log_ring_room's pointer. */
-void log_ring_commit(struct log_ring *r, size_t n);
 
 /* End of a loop turn: wake the writer if it sleeps and this ring has lines it has not seen. */
 void log_ring_kick(struct log_ring *r);
