@@ -12,6 +12,7 @@
 #include "moat/bytes.h"
 #include "moat/cache.h"
 #include "moat/err.h"
+#include "moat/spare.h"
 #include "serve/upstream.h"
 #include "serve/worker.h"
 
@@ -46,6 +47,7 @@ struct fetch_table {
 	 * malloc and free per query, and the page faults of the heap growing and shrinking. */
 	struct answer *spare[ANSWER_SPARE];
 	unsigned nspare;
+	struct spare fetches, waits; /* freed struct fetch and struct fetch_wait */
 };
 
 void answer_unref(struct answer *a)
@@ -124,6 +126,7 @@ int fetch_init(struct worker *srv, size_t cache_bytes)
 	if (!t)
 		return MOAT_ENOMEM;
 	t->nspare = 0;
+	t->fetches.n = t->waits.n = 0;
 	randombytes_buf(t->key, sizeof(t->key));
 	for (int i = 0; i < FETCH_BUCKETS; i++)
 		dlist_init(&t->buckets[i]);
@@ -149,6 +152,10 @@ void fetch_deinit(struct worker *srv)
 			free(a->pkt);
 			free(a);
 		}
+	if (srv->fetches) {
+		spare_drop(&srv->fetches->fetches);
+		spare_drop(&srv->fetches->waits);
+	}
 	free(srv->fetches);
 	srv->fetches = NULL;
 }
@@ -207,7 +214,12 @@ static void fetch_free(struct fetch *f)
 {
 	dlist_del(&f->link);
 	answer_unref(f->ans);
-	free(f);
+	spare_give(&f->srv->fetches->fetches, f);
+}
+
+static void wait_free(struct worker *srv, struct fetch_wait *w)
+{
+	spare_give(&srv->fetches->waits, w);
 }
 
 static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
@@ -258,7 +270,7 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
 		dlist_del(&w->link);
 		fetch_cb cb = w->cb;
 		void *wctx = w->ctx;
-		free(w);
+		wait_free(srv, w);
 		cb(wctx, status, status == 0 ? a : NULL);
 	}
 	answer_unref(stale);
@@ -316,16 +328,17 @@ int fetch_answer(struct worker *srv, const struct upstream_set *set, const uint8
 			break;
 		}
 	}
-	struct fetch_wait *w = malloc(sizeof(*w));
+	struct fetch_wait *w = spare_take(&t->waits, sizeof(*w));
 	if (!w)
 		return MOAT_ENOMEM;
 	if (!f) {
-		if (!(f = calloc(1, sizeof(*f))) || !(f->ans = answer_new(srv))) {
-			free(f);
-			free(w);
+		if (!(f = spare_take(&t->fetches, sizeof(*f))) || !(f->ans = answer_new(srv))) {
+			spare_give(&t->fetches, f);
+			wait_free(srv, w);
 			return MOAT_ENOMEM;
 		}
 		f->srv = srv;
+		f->up = NULL;
 		f->hash = h;
 		memcpy(f->lname, lname, (size_t)nl);
 		f->qtype = qtype;
@@ -338,7 +351,7 @@ int fetch_answer(struct worker *srv, const struct upstream_set *set, const uint8
 		                        on_upstream, f, &f->up);
 		if (rc < 0) {
 			fetch_free(f);
-			free(w);
+			wait_free(srv, w);
 			return rc;
 		}
 	}
@@ -354,7 +367,7 @@ void fetch_cancel(struct fetch_wait *w)
 {
 	struct fetch *f = w->f;
 	dlist_del(&w->link);
-	free(w);
+	wait_free(f->srv, w);
 	if (dlist_empty(&f->waiters) && f->up) {
 		upstream_cancel(f->up); /* nobody waits any more */
 		fetch_free(f);
@@ -373,7 +386,7 @@ void fetch_cancel_all(struct worker *srv)
 				struct fetch_wait *w =
 				    container_of(f->waiters.next, struct fetch_wait, link);
 				dlist_del(&w->link);
-				free(w);
+				wait_free(srv, w);
 			}
 			if (f->up)
 				upstream_cancel(f->up);

@@ -27,6 +27,7 @@
 #include "moat/bytes.h"
 #include "moat/err.h"
 #include "moat/rng.h"
+#include "moat/spare.h"
 #include "serve/dnstap_out.h"
 #include "moat/metrics.h"
 #include "serve/upstream.h"
@@ -70,6 +71,7 @@ struct upstream_pool {
 	bool timer_closed;
 	struct upstream_req *dead; /* finished this turn, freed by upstream_flush */
 	uint32_t nsocks;           /* open or closing: at most srv->upool_max */
+	struct spare reqs;         /* freed requests of REQ_SPARE_ADDRS upstreams, for reuse */
 };
 
 /* A TCP try at one upstream: its own handle, freed in its close callback, so a new attempt never
@@ -100,14 +102,18 @@ struct upstream_req {
 	uint64_t start_us;
 	uint64_t deadline_ms; /* of the current attempt (loop time) */
 	struct upstream_req *dead_next;
-	int last_err;                  /* MOAT_EFORMAT once an upstream answered with nonsense */
-	struct attempt *tcp;           /* the current TCP attempt */
-	struct up_sock *sock;          /* or the socket of the current UDP attempt */
-	uint16_t slot;                 /* our index in sock->reqs */
-	uint32_t timeout_ms, attempts; /* of the upstream set */
-	size_t naddrs;
+	int last_err;                    /* MOAT_EFORMAT once an upstream answered with nonsense */
+	struct attempt *tcp;             /* the current TCP attempt */
+	struct up_sock *sock;            /* or the socket of the current UDP attempt */
+	uint16_t slot;                   /* our index in sock->reqs */
+	uint32_t timeout_ms, attempts;   /* of the upstream set */
+	size_t naddrs, cap;              /* cap: room in addrs */
 	struct sockaddr_storage addrs[]; /* the set's upstreams, copied */
 };
+
+/* Requests are kept for reuse with room for this many upstreams (most sets have one to three);
+ * a larger set's requests are allocated and freed each time. */
+#define REQ_SPARE_ADDRS 4
 
 uint32_t upstream_pool_max(uint32_t inflight_share, size_t nupstreams)
 {
@@ -684,7 +690,10 @@ void upstream_flush(struct worker *srv)
 	while (p->dead) { /* after the sends: a failed send may end requests too */
 		struct upstream_req *r = p->dead;
 		p->dead = r->dead_next;
-		free(r);
+		if (r->cap == REQ_SPARE_ADDRS)
+			spare_give(&p->reqs, r);
+		else
+			free(r);
 	}
 }
 
@@ -710,10 +719,16 @@ int upstream_query(struct worker *srv, const struct upstream_set *set, const uin
 	size_t naddrs = set ? set->naddrs : cfg->nupstreams;
 	if (naddrs == 0)
 		return MOAT_ENOENT;
-	struct upstream_req *r =
-	    pool_of(srv) ? calloc(1, sizeof(*r) + naddrs * sizeof(r->addrs[0])) : NULL;
+	struct upstream_pool *p = pool_of(srv);
+	size_t cap = naddrs > REQ_SPARE_ADDRS ? naddrs : REQ_SPARE_ADDRS;
+	size_t size = sizeof(struct upstream_req) + cap * sizeof(struct sockaddr_storage);
+	struct upstream_req *r = !p                       ? NULL
+	                         : cap == REQ_SPARE_ADDRS ? spare_take(&p->reqs, size)
+	                                                  : malloc(size);
 	if (!r)
 		return MOAT_ENOMEM;
+	memset(r, 0, sizeof(*r)); /* addrs: only the first naddrs are read, copied below */
+	r->cap = cap;
 	r->srv = srv;
 	memcpy(r->addrs, addrs, naddrs * sizeof(r->addrs[0]));
 	r->naddrs = naddrs;
@@ -763,6 +778,8 @@ void upstream_cancel_all(struct worker *srv)
 void upstream_deinit(struct worker *srv)
 {
 	upstream_flush(srv); /* frees the requests that ended last */
+	if (srv->upool)
+		spare_drop(&srv->upool->reqs);
 	free(srv->upool);
 	srv->upool = NULL;
 }

@@ -30,6 +30,7 @@ TOP = "main"  # resolver/main.c
 HEADER_ONLY = {
     "bytes.h": "sys",  # byte order loads and stores
     "dlist.h": "sys",  # intrusive list
+    "spare.h": "sys",  # freed blocks kept for reuse
     "refcount.h": "sys",  # atomic reference counts
     "enumtext.h": "sys",  # enum-to-text tables
     "version.h": "sys",  # generated from version.h.in
