@@ -120,20 +120,20 @@ int name_to_text(const uint8_t *wire, char *out, size_t cap)
 
 int name_wire_len(const uint8_t *wire, size_t max)
 {
+	/* One bound for both limits (the buffer's and a name's 255 bytes): one test a label, on a
+	 * function called ten times a query. */
+	size_t lim = max < NAME_MAXWIRE ? max : NAME_MAXWIRE;
 	size_t o = 0;
 	for (;;) {
-		if (o >= max)
+		if (o >= lim)
 			return MOAT_EFORMAT;
 		uint8_t n = wire[o];
 		if (n == 0)
-			break;
+			return (int)(o + 1);
 		if (n > 63)
 			return MOAT_EFORMAT; /* compression or extended label types */
 		o += 1u + n;
-		if (o >= NAME_MAXWIRE)
-			return MOAT_EFORMAT;
 	}
-	return (int)(o + 1);
 }
 
 void name_lower(uint8_t *wire)
