@@ -17,8 +17,7 @@
 #include "serve/worker.h"
 
 #define FETCH_BUCKETS 1024
-#define ANSWER_SPARE 64      /* freed answers kept for reuse, per worker */
-#define ANSWER_KEEP_PKT 4096 /* with their packet buffer up to this size */
+#define ANSWER_KEEP_PKT 4096 /* freed answers are kept with their packet buffer up to this size */
 
 struct fetch {
 	struct dlist link; /* in its bucket */
@@ -45,9 +44,8 @@ struct fetch_table {
 	struct dlist buckets[FETCH_BUCKETS];
 	/* A struct answer holds a whole parsed answer (~17 KB): reusing freed ones saves a large
 	 * malloc and free per query, and the page faults of the heap growing and shrinking. */
-	struct answer *spare[ANSWER_SPARE];
-	unsigned nspare;
-	struct spare fetches, waits; /* freed struct fetch and struct fetch_wait */
+	struct spare answers;
+	struct spare fetches, waits; /* freed struct fetch and struct fetch_wait, as answers */
 };
 
 void answer_unref(struct answer *a)
@@ -55,13 +53,13 @@ void answer_unref(struct answer *a)
 	if (!a || --a->refs > 0)
 		return;
 	struct fetch_table *t = a->srv->fetches;
-	if (t && t->nspare < ANSWER_SPARE) {
+	if (t && t->answers.n < SPARE_MAX) {
 		if (a->pkt_cap == 0 || a->pkt_cap > ANSWER_KEEP_PKT) {
 			free(a->pkt); /* not answer_room's, or too large to keep */
 			a->pkt = NULL;
 			a->pkt_cap = 0;
 		}
-		t->spare[t->nspare++] = a;
+		spare_give(&t->answers, a);
 	} else {
 		free(a->pkt);
 		free(a);
@@ -85,14 +83,13 @@ uint8_t *answer_room(struct answer *a, size_t len)
 static struct answer *answer_new(struct worker *srv)
 {
 	struct fetch_table *t = srv->fetches;
-	struct answer *a;
-	if (t->nspare) {
-		a = t->spare[--t->nspare]; /* with its packet buffer */
-	} else if ((a = malloc(sizeof(*a)))) {
+	bool kept = t->answers.n > 0; /* with its packet buffer */
+	struct answer *a = spare_take(&t->answers, sizeof(*a));
+	if (!a)
+		return NULL;
+	if (!kept) {
 		a->pkt = NULL;
 		a->pkt_cap = 0;
-	} else {
-		return NULL;
 	}
 	a->srv = srv;
 	a->refs = 1;
@@ -125,8 +122,7 @@ int fetch_init(struct worker *srv, size_t cache_bytes)
 	struct fetch_table *t = malloc(sizeof(*t));
 	if (!t)
 		return MOAT_ENOMEM;
-	t->nspare = 0;
-	t->fetches.n = t->waits.n = 0;
+	t->answers.n = t->fetches.n = t->waits.n = 0;
 	randombytes_buf(t->key, sizeof(t->key));
 	for (int i = 0; i < FETCH_BUCKETS; i++)
 		dlist_init(&t->buckets[i]);
@@ -146,13 +142,13 @@ void fetch_deinit(struct worker *srv)
 {
 	cache_free(srv->cache);
 	srv->cache = NULL;
-	if (srv->fetches)
-		while (srv->fetches->nspare) {
-			struct answer *a = srv->fetches->spare[--srv->fetches->nspare];
+	if (srv->fetches) {
+		struct spare *as = &srv->fetches->answers;
+		while (as->n) { /* each with its packet buffer */
+			struct answer *a = spare_take(as, 0);
 			free(a->pkt);
 			free(a);
 		}
-	if (srv->fetches) {
 		spare_drop(&srv->fetches->fetches);
 		spare_drop(&srv->fetches->waits);
 	}

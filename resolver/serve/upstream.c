@@ -722,9 +722,9 @@ int upstream_query(struct worker *srv, const struct upstream_set *set, const uin
 	struct upstream_pool *p = pool_of(srv);
 	size_t cap = naddrs > REQ_SPARE_ADDRS ? naddrs : REQ_SPARE_ADDRS;
 	size_t size = sizeof(struct upstream_req) + cap * sizeof(struct sockaddr_storage);
-	struct upstream_req *r = !p                       ? NULL
-	                         : cap == REQ_SPARE_ADDRS ? spare_take(&p->reqs, size)
-	                                                  : malloc(size);
+	struct upstream_req *r = NULL;
+	if (p)
+		r = cap == REQ_SPARE_ADDRS ? spare_take(&p->reqs, size) : malloc(size);
 	if (!r)
 		return MOAT_ENOMEM;
 	memset(r, 0, sizeof(*r)); /* addrs: only the first naddrs are read, copied below */
