@@ -245,39 +245,51 @@ static bool il_hex8_at(const char *s, uint8_t addr[4])
 	return true;
 }
 
-/* Matches start at the start of the name or right after a '.' or '-'; they are collected left
- * to right, overlapping ones too ("1-2-3-4.127-0-0-1" also reads 2.3.4.127, ..., 127.0.0.1). */
+/* The scan below as a small automaton, one table load a byte for the class and one for the
+ * step (it runs on every query name). Classes: 0 other, 1 digit, 2 separator; hex is a bit of
+ * its own. States: 0 start, 1 after a digit, 2 after a digit and a separator. A step's entry is
+ * the next state, plus 4 when a digit follows a digit and a separator. */
+enum { IL_DIGIT = 1, IL_SEP = 2, IL_KIND = 3, IL_HEX = 4 };
+#define D (IL_DIGIT | IL_HEX)
+#define H IL_HEX
+static const uint8_t il_class[256] = {
+    ['0'] = D, ['1'] = D, ['2'] = D, ['3'] = D, ['4'] = D, ['5'] = D, ['6'] = D,      ['7'] = D,
+    ['8'] = D, ['9'] = D, ['a'] = H, ['b'] = H, ['c'] = H, ['d'] = H, ['e'] = H,      ['f'] = H,
+    ['A'] = H, ['B'] = H, ['C'] = H, ['D'] = H, ['E'] = H, ['F'] = H, ['-'] = IL_SEP,
+};
+#undef D
+#undef H
+static const uint8_t il_step[3][4] = {{0, 1, 0, 0}, {0, 1, 2, 0}, {0, 1 | 4, 0, 0}};
+
 /* One pass over the wire name for what every match needs: a dotted or dashed quad has three
  * separators ('.' between labels, '-' inside one) each between two digits, a hex form is a
- * label of exactly 8 hex digits. Returns the number of digit-separator-digit places (counted up
- * to 3) and collects the hex labels' addresses, left to right, when no quad is possible (then
- * they are the whole answer). */
+ * label of exactly 8 hex digits. Returns the number of digit-separator-digit places (3 or more
+ * means a quad may be there) and collects the hex labels' addresses, left to right, when no quad
+ * is possible (then they are the whole answer). */
 static unsigned il_scan(const uint8_t *wire, uint8_t (*addrs)[4], size_t max, size_t *nhex)
 {
-	unsigned dsd = 0;
-	bool prev_digit = false, sep_after_digit = false;
+	unsigned dsd = 0, st = 0;
 	*nhex = 0;
 	for (size_t pos = 0; wire[pos]; pos += 1u + wire[pos]) {
 		uint8_t l = wire[pos];
 		const uint8_t *p = wire + pos + 1;
 		if (pos) /* the '.' between two labels */
-			sep_after_digit = prev_digit, prev_digit = false;
-		bool hex = l == 8;
+			st = il_step[st][IL_SEP];
+		unsigned all = IL_HEX;
 		for (uint8_t i = 0; i < l; i++) {
-			uint8_t c = p[i];
-			bool d = il_is_dec(c);
-			if (d && sep_after_digit && dsd < 3)
-				dsd++;
-			sep_after_digit = c == '-' ? prev_digit : false;
-			prev_digit = d;
-			hex = hex && il_hexval(c) >= 0;
+			unsigned f = il_class[p[i]], t = il_step[st][f & IL_KIND];
+			dsd += t >> 2;
+			st = t & 3;
+			all &= f;
 		}
-		if (hex && *nhex < max)
+		if (l == 8 && all && *nhex < max)
 			il_hex8_val(p, addrs[(*nhex)++]);
 	}
 	return dsd;
 }
 
+/* Matches start at the start of the name or right after a '.' or '-'; they are collected left
+ * to right, overlapping ones too ("1-2-3-4.127-0-0-1" also reads 2.3.4.127, ..., 127.0.0.1). */
 size_t iplit_embedded_v4_all(const uint8_t *wire, uint8_t (*addrs)[4], size_t max)
 {
 	char buf[IPLIT_MAXWIRE + 1];

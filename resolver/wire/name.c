@@ -155,8 +155,9 @@ bool name_equal(const uint8_t *a, const uint8_t *b)
 			return true;
 		a++;
 		b++;
-		for (uint8_t k = 0; k < n; k++)
-			if (lower(a[k]) != lower(b[k]))
+		for (uint8_t k = 0; k < n;
+		     k++) /* names mostly agree byte for byte: fold only if not */
+			if (a[k] != b[k] && lower(a[k]) != lower(b[k]))
 				return false;
 		a += n;
 		b += n;
