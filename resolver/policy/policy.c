@@ -758,8 +758,11 @@ void policy_set_prefetch(const struct policy_set *s, const uint8_t *lname)
 	    !(s->exact_depths & depth_bit(name_depth(lname))))
 		return; /* compiled, or no exact name this long: nothing to look up there */
 	int len = name_wire_len(lname, NAME_MAXWIRE);
-	if (len <= 0 || !pquick_maybe(s, lname, (size_t)len))
-		return; /* not listed: set_lookup will say so without the slot */
+	if (len <= 0)
+		return;
+	if (s->quick) /* only loaded here, not read: a deny waited for it */
+		__builtin_prefetch(
+		    &s->quick[pquick_hash(lname, (size_t)len, s->quick_seed) & s->quick_mask]);
 	uint32_t tag = set_tag(s, lname, (size_t)len);
 	__builtin_prefetch(&s->slots[tag & (s->cap - 1)]);
 	tag_memo.len = (size_t)len;

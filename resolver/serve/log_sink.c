@@ -108,6 +108,8 @@ struct log_ring *log_sink_ring(struct log_sink *s, unsigned i)
 	return s && i < s->nrings ? &s->rings[i] : NULL;
 }
 
+#define LOG_RING_PREFETCH 512 /* bytes: a line is 360-440 */
+
 bool log_ring_put(struct log_ring *r, const char *line, size_t n)
 {
 	uint64_t h = r->head, t = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
@@ -121,6 +123,13 @@ bool log_ring_put(struct log_ring *r, const char *line, size_t n)
 		memcpy(r->data, line + first, n - first);
 	}
 	__atomic_store_n(&r->head, h + n, __ATOMIC_RELEASE);
+	/* The next line's bytes, for writing: the free part of the ring was written a megabyte ago
+	 * and left this core's cache since, so the next line's stores would each wait for a line.
+	 */
+	size_t next = (h + n) & (LOG_RING_BYTES - 1);
+	if (next + LOG_RING_PREFETCH <= LOG_RING_BYTES)
+		for (size_t k = 0; k < LOG_RING_PREFETCH; k += 64)
+			__builtin_prefetch(r->data + next + k, 1);
 	return true;
 }
 

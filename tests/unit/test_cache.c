@@ -1,8 +1,8 @@
 /* Unit tests for the answer cache: round trips, what the key is made of, replacement, TTL clamping
  * and expiry at the exact boundary, age reporting, LRU order and eviction, the memory bound under
  * heavy churn, refusal of oversized answers, and a randomised comparison against a simple model
- * of the LRU. Nothing here is timed: constant cost is checked by the cache still behaving exactly
- * once full, not by a stopwatch. */
+ * of the LRU, reuse of an evicted entry's memory. Nothing here is timed: constant cost is checked
+ * by the cache still behaving exactly once full, not by a stopwatch. */
 #include <criterion/criterion.h>
 
 #include <stdio.h>
@@ -788,4 +788,55 @@ Test(cache, key_bytes)
 	memcpy(badname, bad, sizeof(bad));
 	memset(badname + 2, 63, sizeof(badname) - 2);
 	cr_expect_eq(cache_key(k, badname, T_A, C_IN, 0), MOAT_EINVAL);
+}
+
+/* A full cache stores each answer in the memory of the entry it evicts when their sizes are
+ * close (no free and malloc a query), and the budget bounds the memory whatever the sizes. */
+Test(cache, full_cache_reuses_evicted_entry)
+{
+	enum { max = 8192, plen = 100 };
+	struct cache *c = cache_new(max, 0, 86400);
+	size_t per;
+	size_t cap = capacity(c, max, plen, &per);
+	uint8_t n[NAME_MAXWIRE], pkt[plen + 40];
+	for (unsigned i = 0; i < cap; i++) {
+		key_name(i, n);
+		fill(pkt, plen, i);
+		cr_assert_eq(cache_put(c, n, T_A, C_IN, false, pkt, plen, 60, 0), 0);
+	}
+	cr_assert_eq(stats(c).evictions, 0);
+	/* The LRU tail, k0: where its bytes are is where the next answer's go. */
+	key_name(0, n);
+	size_t len;
+	uint32_t age;
+	const uint8_t *tail = cache_get(c, n, T_A, C_IN, false, 0, &len, &age);
+	cr_assert_not_null(tail);
+	for (unsigned i = 1; i < cap; i++) { /* k0 back to the tail: k1.. are newer now */
+		key_name(i, n);
+		cr_assert_not_null(cache_get(c, n, T_A, C_IN, false, 0, &len, &age));
+	}
+	key_name(cap, n);
+	fill(pkt, plen - 8, 7);
+	cr_assert_eq(cache_put(c, n, T_A, C_IN, false, pkt, plen - 8, 60, 0), 0);
+	struct cache_stats s = stats(c);
+	cr_expect_eq(s.evictions, 1);
+	key_name(0, n);
+	expect_miss(c, n, T_A, C_IN, false, 0);
+	key_name(cap, n);
+	const uint8_t *got = cache_get(c, n, T_A, C_IN, false, 0, &len, &age);
+	cr_assert_not_null(got);
+	cr_expect_eq(got, tail, "the evicted entry's memory holds the new answer");
+	cr_expect_eq(len, plen - 8);
+	cr_expect_arr_eq(got, pkt, plen - 8);
+	cr_expect_leq(s.bytes, max);
+	/* Churn of mixed sizes: reused or not, never over the budget, every answer intact. */
+	for (unsigned i = 0; i < 2000; i++) {
+		size_t l = plen - 60 + (i * 37) % 100;
+		key_name(cap + 1 + i, n);
+		fill(pkt, l, i);
+		cr_assert_eq(cache_put(c, n, T_A, C_IN, false, pkt, l, 60, 0), 0);
+		cr_assert_leq(stats(c).bytes, max, "step %u", i);
+		expect_hit(c, n, T_A, C_IN, false, 0, pkt, l);
+	}
+	cache_free(c);
 }
