@@ -155,8 +155,8 @@ bool name_equal(const uint8_t *a, const uint8_t *b)
 			return true;
 		a++;
 		b++;
-		for (uint8_t k = 0; k < n;
-		     k++) /* names mostly agree byte for byte: fold only if not */
+		/* Names mostly agree byte for byte: fold case only where they do not. */
+		for (uint8_t k = 0; k < n; k++)
 			if (a[k] != b[k] && lower(a[k]) != lower(b[k]))
 				return false;
 		a += n;

@@ -53,12 +53,7 @@ HZ=$(getconf CLK_TCK)
 NQ=$((DUR * 150000))
 ((NQ * ROUNDS < 10000000)) || { echo "$0: --rounds x --duration too large for the names" >&2; exit 2; }
 
-awk 'BEGIN { for (i = 0; i < 100000; i++) printf "n%07d.bench.test\n", i; print "*.w.bench.test" }' >"$WORK/allow.txt"
-awk 'BEGIN { for (i = 0; i < 1000; i++) printf "n%07d.bench.test A\n", i }' >"$WORK/q-hit.txt"
-{
-	printf '$ORIGIN bench.test.\n$TTL 3600\n@ IN SOA ns hostmaster 1 3600 600 86400 300\n@ IN NS ns\nns IN A 192.0.2.53\n* IN A 192.0.2.1\n'
-	awk 'BEGIN { for (i = 0; i < 1000; i++) printf "n%07d IN A 198.51.100.%d\n", i, i % 250 + 1 }'
-} >"$WORK/bench.test.zone"
+bench_data
 bench_ns_nsd ab bench.test "$WORK/bench.test.zone"
 ip -n "$NS" addr add 127.0.0.2/8 dev lo 2>/dev/null || true
 

@@ -36,14 +36,9 @@ BENCH_KEEP=$KEEP
 bench_work cg
 [[ -n $QLOG ]] || QLOG=$WORK/moatd.jsonl
 
-awk 'BEGIN { for (i = 0; i < 100000; i++) printf "n%07d.bench.test\n", i; print "*.w.bench.test" }' >"$WORK/allow.txt"
+bench_data
 awk -v n="$QUERIES" 'BEGIN { for (i = 0; i < n; i++) printf "d%07d.bench.test A\n", i }' >"$WORK/q-deny.txt"
 awk -v n="$QUERIES" 'BEGIN { for (i = 0; i < n; i++) printf "m%07d.w.bench.test A\n", i }' >"$WORK/q-miss.txt"
-awk 'BEGIN { for (i = 0; i < 1000; i++) printf "n%07d.bench.test A\n", i }' >"$WORK/q-hit.txt"
-{
-	printf '$ORIGIN bench.test.\n$TTL 3600\n@ IN SOA ns hostmaster 1 3600 600 86400 300\n@ IN NS ns\nns IN A 192.0.2.53\n* IN A 192.0.2.1\n'
-	awk 'BEGIN { for (i = 0; i < 1000; i++) printf "n%07d IN A 198.51.100.%d\n", i, i % 250 + 1 }'
-} >"$WORK/bench.test.zone"
 bench_ns_nsd cg bench.test "$WORK/bench.test.zone"
 # The benchmark's flags (log budget off, the limiter on but never reached, no label budget: the
 # misses are fresh names under one wildcard, which it would deny after a few hundred), where this

@@ -61,3 +61,16 @@ EOF
 	ip netns exec "$NS" nsd -d -c "$WORK/nsd.conf" >"$WORK/nsd.log" 2>&1 &
 	NSD_PID=$!
 }
+
+# bench_data: in WORK, the policy (allow.txt: 100000 names n0000000.bench.test.. and
+# *.w.bench.test), the hit queries (q-hit.txt: the first 1000 of them, type A) and the zone NSD
+# serves (bench.test.zone: those 1000 names and a wildcard, so every allowed and every miss name
+# resolves). After bench_work.
+bench_data() {
+	awk 'BEGIN { for (i = 0; i < 100000; i++) printf "n%07d.bench.test\n", i; print "*.w.bench.test" }' >"$WORK/allow.txt"
+	awk 'BEGIN { for (i = 0; i < 1000; i++) printf "n%07d.bench.test A\n", i }' >"$WORK/q-hit.txt"
+	{
+		printf '$ORIGIN bench.test.\n$TTL 3600\n@ IN SOA ns hostmaster 1 3600 600 86400 300\n@ IN NS ns\nns IN A 192.0.2.53\n* IN A 192.0.2.1\n'
+		awk 'BEGIN { for (i = 0; i < 1000; i++) printf "n%07d IN A 198.51.100.%d\n", i, i % 250 + 1 }'
+	} >"$WORK/bench.test.zone"
+}
