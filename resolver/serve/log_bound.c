@@ -16,12 +16,17 @@
 #define REP_WINDOW 1000 /* ms a count stays open after its first line */
 #define SUMMARY_MS 1000 /* suppressed lines at most this often */
 
+/* A slot's line stays where it was put in the ring until it repeats: most denies never do (a
+ * scan of fresh names), and copying each into a slot wrote 64 slots' 40 kB, most of the L1
+ * cache, ~6 lines a deny. Its first repeat keeps a copy (line[] of the slot's index), which the
+ * count's closing line needs once the ring has gone round. */
 struct rep {
 	uint64_t since_ms; /* when its line was logged */
 	uint64_t hash;     /* rep_hash of its question: another question's line is not compared */
 	uint64_t count;    /* identical queries since, not written */
+	uint64_t at;       /* its place in the ring (log_ring_head), while not kept */
 	uint16_t len;      /* 0: empty */
-	char line[REP_LINE];
+	bool kept;         /* the text is in the slot's line[], else at `at` (if still there) */
 };
 
 struct log_out {
@@ -39,6 +44,7 @@ struct log_out {
 	char line[LOG_LINE_MAX];  /* the query line being decided on */
 	char sline[LOG_LINE_MAX]; /* a summary line */
 	struct rep rep[REP_SLOTS];
+	char rep_line[REP_SLOTS][REP_LINE]; /* the kept texts, by slot */
 };
 
 struct log_out *log_out_new(struct log_ring *ring, uint64_t budget)
@@ -91,17 +97,18 @@ static void refill(struct log_out *o, uint64_t now_ms)
 
 /* Write a line that stands for `stands` queries, within the budget; what does not go in is
  * counted, never lost. */
-static void emit(struct log_out *o, const char *line, size_t n, uint64_t stands)
+static bool emit(struct log_out *o, const char *line, size_t n, uint64_t stands)
 {
 	if (o->budget && o->tokens <= 0) {
 		o->sup_budget += stands;
-		return;
+		return false;
 	}
 	if (!log_ring_put(o->ring, line, n)) {
 		o->sup_full += stands;
-		return;
+		return false;
 	}
 	o->tokens -= (int64_t)n;
+	return true;
 }
 
 /* Refusals and denies are what a flood is made of; an allowed answer is never counted away. */
@@ -145,12 +152,19 @@ static uint64_t rep_hash(const struct log_query *e)
 	return h ^ h >> 29;
 }
 
-/* Close a slot's count: its "repeated" line when queries were counted; the slot empties. */
+/* A slot's text: kept, or in the ring while it is still there (else NULL). */
+static const char *rep_text(const struct log_out *o, const struct rep *r)
+{
+	return r->kept ? o->rep_line[r - o->rep] : log_ring_peek(o->ring, r->at, r->len);
+}
+
+/* Close a slot's count: its "repeated" line when queries were counted (a counted slot is
+ * kept); the slot empties. */
 static void rep_close(struct log_out *o, struct rep *r, uint64_t now_ms)
 {
 	if (r->count) {
-		size_t n =
-		    log_format_repeated(o->sline, r->line, r->len, out_ts(o, now_ms), r->count);
+		size_t n = log_format_repeated(o->sline, o->rep_line[r - o->rep], r->len,
+		                               out_ts(o, now_ms), r->count);
 		emit(o, o->sline, n, r->count);
 	}
 	r->len = 0;
@@ -177,8 +191,14 @@ void log_out_query(struct log_out *o, const struct log_query *e, uint64_t now_ms
 		                    &o->rep[(h >> 32 & (REP_SLOTS - 1)) ^ 1]};
 		for (int k = 0; k < 2; k++) {
 			struct rep *c = w[k];
+			const char *t;
 			if (c->len == n && c->hash == h && now_ms - c->since_ms < REP_WINDOW &&
-			    !memcmp(c->line + LOG_TS_END, line + LOG_TS_END, n - LOG_TS_END)) {
+			    (t = rep_text(o, c)) &&
+			    !memcmp(t + LOG_TS_END, line + LOG_TS_END, n - LOG_TS_END)) {
+				if (!c->kept) { /* its first repeat: the text is kept from now */
+					memcpy(o->rep_line[c - o->rep], t, n);
+					c->kept = true;
+				}
 				c->count++;
 				return;
 			}
@@ -194,12 +214,20 @@ void log_out_query(struct log_out *o, const struct log_query *e, uint64_t now_ms
 			}
 			rep_close(o, r, now_ms);
 		}
+		uint64_t at = log_ring_head(o->ring);
+		bool put = emit(o, line, n, 1);
 		if (n <= REP_LINE) {
-			memcpy(r->line, line, n);
 			r->len = (uint16_t)n;
 			r->hash = h;
 			r->since_ms = now_ms;
+			r->at = at;
+			/* Not in the ring in one piece (left out, or put round its end): kept now.
+			 */
+			r->kept = !put || !log_ring_peek(o->ring, at, n);
+			if (r->kept)
+				memcpy(o->rep_line[r - o->rep], line, n);
 		}
+		return;
 	}
 	emit(o, line, n, 1);
 }

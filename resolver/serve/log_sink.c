@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "moat/err.h"
+#include "moat/log.h"
 #include "serve/log_sink.h"
 
 #define LOG_BUSY_BYTES (16u << 10) /* a drain this large: the log is busy, batch the next */
@@ -138,6 +139,19 @@ char *log_ring_room(struct log_ring *r, size_t max)
 	uint64_t h = r->head, t = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
 	size_t pos = h & (LOG_RING_BYTES - 1);
 	if (max > LOG_RING_BYTES - (h - t) || max > LOG_RING_BYTES - pos)
+		return NULL;
+	return r->data + pos;
+}
+
+uint64_t log_ring_head(const struct log_ring *r)
+{
+	return r->head;
+}
+
+const char *log_ring_peek(const struct log_ring *r, uint64_t at, size_t n)
+{
+	size_t pos = at & (LOG_RING_BYTES - 1);
+	if (r->head - at > LOG_RING_BYTES - LOG_LINE_MAX || n > LOG_RING_BYTES - pos)
 		return NULL;
 	return r->data + pos;
 }

@@ -41,6 +41,15 @@ bool log_ring_put(struct log_ring *r, const char *line, size_t n);
  * overwrites it. */
 char *log_ring_room(struct log_ring *r, size_t max);
 
+/* Bytes ever put in the ring: where the next line goes, the "at" of log_ring_peek. */
+uint64_t log_ring_head(const struct log_ring *r);
+
+/* The n bytes put at `at` (a log_ring_head), while they are still there, in one piece, and a
+ * line formatted at the head (up to LOG_LINE_MAX bytes) cannot reach them; else NULL (the ring
+ * went round, or they wrap at its end). The writer only reads them: they stay until the head
+ * comes round again. */
+const char *log_ring_peek(const struct log_ring *r, uint64_t at, size_t n);
+
 /* End of a loop turn: wake the writer if it sleeps and this ring has lines it has not seen. */
 void log_ring_kick(struct log_ring *r);
 

@@ -136,13 +136,32 @@ int name_wire_len(const uint8_t *wire, size_t max)
 	}
 }
 
+/* 'A'..'Z' to 'a'..'z' in each of 8 bytes at once: a byte's top bit of (b | 0x80) - c is set
+ * when its low 7 bits are >= c, and no subtraction borrows from the next byte. */
+static inline uint64_t lower8(uint64_t x)
+{
+	const uint64_t hi = 0x8080808080808080ull;
+	uint64_t ge_a = (x | hi) - 0x4141414141414141ull; /* >= 'A' */
+	uint64_t gt_z = (x | hi) - 0x5b5b5b5b5b5b5b5bull; /* > 'Z' */
+	return x | ((ge_a & ~gt_z & ~x & hi) >> 2);       /* ASCII capitals get 0x20 */
+}
+
 void name_lower(uint8_t *wire)
 {
-	while (*wire) {
-		uint8_t n = *wire++;
-		for (uint8_t k = 0; k < n; k++, wire++)
-			*wire = lower(*wire);
+	/* Length bytes (0..63) are below 'A', so the whole name folds as one byte string: a word
+	 * at a time, ~35 instructions for a 20-byte name against ~180 a byte at a time. */
+	size_t len = 1;
+	while (wire[len - 1])
+		len += wire[len - 1] + 1u;
+	size_t i = 0;
+	for (; i + 8 <= len; i += 8) {
+		uint64_t v;
+		memcpy(&v, wire + i, 8);
+		v = lower8(v);
+		memcpy(wire + i, &v, 8);
 	}
+	for (; i < len; i++)
+		wire[i] = lower(wire[i]);
 }
 
 bool name_equal(const uint8_t *a, const uint8_t *b)

@@ -7,10 +7,16 @@
 # stays. They share the CPU's caches as two workers would, so a ratio is what a change does,
 # not a figure of moatd alone (tests/bench/run's). Run as root, after building both.
 #
-# Usage: tests/bench/ab.sh --a DIR --b DIR [--rounds N] [--duration S] [--scenarios "..."]
-#                          [--log FILE|/dev/null] [--moatd-args "..."] [--out FILE]
+# Usage: tests/bench/ab.sh --a DIR (--b DIR | --b-floor FILE) [--rounds N] [--duration S]
+#                          [--scenarios "..."] [--log FILE|/dev/null] [--b-log FILE|/dev/null]
+#                          [--moatd-args "..."] [--out FILE]
 #   --a DIR, --b DIR  the two builds: DIR/moatd each (a copied binary finds the shipped lists in
-#                     DIR/../share/moat, as installed)
+#                     DIR/../share/moat, as installed); the same DIR twice compares flags
+#   --b-floor FILE    B is the floor responder (FILE: a built bench-floor) in place of a moatd:
+#                     A/B is then moatd's ratio to the floor, paired (issue 27's deny and hit
+#                     targets; the floor answers every scenario alike)
+#   --b-log FILE      B's query log when it differs from A's: --b-log /dev/null with the same DIR
+#                     twice is log on against log off, paired
 #   --rounds N        rounds (default 7); the two swap listen addresses every round
 #   --duration S      seconds of each paired max-load run (default 5)
 #   --scenarios "..." of deny hit miss (default all three; as tests/bench/run's)
@@ -20,11 +26,13 @@
 # Prints per scenario A's and B's server µs/query (medians) and A/B per round and its median.
 set -euo pipefail
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-A="" B="" ROUNDS=7 DUR=5 SCEN="deny hit miss" QLOG="" OUT="" EXTRA=""
+A="" B="" FLOOR="" ROUNDS=7 DUR=5 SCEN="deny hit miss" QLOG="" BLOG="" OUT="" EXTRA=""
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	--a) A=$(cd "$2" && pwd); shift 2 ;;
 	--b) B=$(cd "$2" && pwd); shift 2 ;;
+	--b-floor) FLOOR=$(realpath "$2"); shift 2 ;;
+	--b-log) BLOG=$2; shift 2 ;;
 	--rounds) ROUNDS=$2; shift 2 ;;
 	--duration) DUR=$2; shift 2 ;;
 	--scenarios) SCEN=$2; shift 2 ;;
@@ -34,7 +42,8 @@ while [[ $# -gt 0 ]]; do
 	*) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2 ;;
 	esac
 done
-[[ -x $A/moatd && -x $B/moatd ]] || { echo "$0: --a and --b: directories with a moatd" >&2; exit 2; }
+[[ -x $A/moatd && ( -x $B/moatd || -x $FLOOR ) ]] ||
+	{ echo "$0: --a and --b: directories with a moatd (or --b-floor: a bench-floor)" >&2; exit 2; }
 # shellcheck shell=bash source=tests/bench/lib.sh
 source "$SRC/tests/bench/lib.sh"
 bench_root
@@ -65,11 +74,20 @@ start_one() {
 		>>"$WORK/moatd.out" 2>>"$WORK/moatd-$2.log" &
 	STARTED=$!
 }
-ready() { # ready ADDR: the last hit name answers NOERROR (bounded: 30 s)
-	local i
+start_b() { # start_b ADDR LOG: B, a moatd or the floor
+	if [[ -n $FLOOR ]]; then
+		ip netns exec "$NS" taskset -c 0 "$FLOOR" "$1" 53 2>>"$WORK/moatd-$1.log" &
+		STARTED=$!
+	else
+		start_one "$B" "$1" "$2"
+	fi
+}
+ready() { # ready ADDR: the last hit name answers NOERROR, the floor anything (bounded: 30 s)
+	local i want='status: NOERROR'
+	[[ -z $FLOOR || $1 != "$addr_b" ]] || want='status: '
 	for ((i = 0; i < 300; i++)); do
 		ip netns exec "$NS" dig +tries=1 +time=1 @"$1" n0000999.bench.test A 2>/dev/null |
-			grep -q 'status: NOERROR' && return 0
+			grep -q "$want" && return 0
 		sleep 0.1
 	done
 	return 1
@@ -85,9 +103,9 @@ perf_at() { # perf_at ADDR OUT ARGS...: a max-load dnsperf on CPU 1 against ADDR
 for ((r = 1; r <= ROUNDS; r++)); do
 	# The two swap addresses (and the order they start in) every round.
 	if ((r % 2)); then addr_a=127.0.0.1 addr_b=127.0.0.2; else addr_a=127.0.0.2 addr_b=127.0.0.1; fi
-	la=${QLOG:-$WORK/a.jsonl} lb=${QLOG:-$WORK/b.jsonl}
+	la=${QLOG:-$WORK/a.jsonl} lb=${BLOG:-${QLOG:-$WORK/b.jsonl}}
 	start_one "$A" $addr_a "$la" && MPID=$STARTED
-	start_one "$B" $addr_b "$lb" && PIDB=$STARTED
+	start_b $addr_b "$lb" && PIDB=$STARTED
 	ready $addr_a && ready $addr_b || { cat "$WORK"/moatd-*.log >&2; exit 1; }
 	awk -v r="$r" -v n="$NQ" 'BEGIN { for (i = 0; i < n; i++) printf "d%07d.bench.test A\n", r * n + i }' >"$WORK/q-deny.txt"
 	awk -v r="$r" -v n="$NQ" 'BEGIN { for (i = 0; i < n; i++) printf "m%07d.w.bench.test A\n", r * n + i }' >"$WORK/q-miss.txt"
@@ -113,7 +131,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
 			-v qb="$(done_q "$WORK/pb.txt")" -v hz="$HZ" 'BEGIN {
 				ua = qa ? da * 1e6 / hz / qa : 0; ub = qb ? db * 1e6 / hz / qb : 0
 				printf "%s\t%s\t%.3f\t%.3f\t%.4f\t%s\t%s\n", r, s, ua, ub, ub ? ua / ub : 0, qa, qb }' >>"$RAW"
-		[[ -n $QLOG ]] || { : >"$la"; : >"$lb"; }
+		[[ -n $QLOG ]] || : >"$la"
+		[[ -n $BLOG || -n $QLOG ]] || : >"$lb"
 		log "round $r $s: $(tail -n 1 "$RAW" | cut -f3-5)"
 	done
 	kill "$MPID" "$PIDB"
@@ -124,8 +143,12 @@ done
 med() { sort -g | awk '{ a[NR] = $1 } END { if (NR) printf "%.3f", NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 {
 	printf '# moatd A/B, both at once on CPU 0, %s\n\n' "$(date '+%Y-%m-%d %H:%M')"
-	printf -- '- A: %s (%s)\n- B: %s (%s)\n' "$A/moatd" "$("$A/moatd" --version 2>&1 | head -n 1)" \
-		"$B/moatd" "$("$B/moatd" --version 2>&1 | head -n 1)"
+	printf -- '- A: %s (%s), query log %s\n' "$A/moatd" "$("$A/moatd" --version 2>&1 | head -n 1)" "${QLOG:-a file in the work directory}"
+	if [[ -n $FLOOR ]]; then
+		printf -- '- B: the floor responder %s\n' "$FLOOR"
+	else
+		printf -- '- B: %s (%s), query log %s\n' "$B/moatd" "$("$B/moatd" --version 2>&1 | head -n 1)" "${BLOG:-${QLOG:-a file in the work directory}}"
+	fi
 	printf -- '- %s rounds, %s s paired max-load runs (dnsperf -c 1 -q 200 -t 1 each, on CPU 1); extra moatd flags: %s; load average now %s\n\n' \
 		"$ROUNDS" "$DUR" "${EXTRA:-none}" "$(cut -d' ' -f1-3 /proc/loadavg)"
 	printf '| scenario | A µs/query | B µs/query | A/B, median of rounds | A/B per round |\n|---|---|---|---|---|\n'

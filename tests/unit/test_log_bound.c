@@ -344,3 +344,129 @@ Test(log_bound, lines_whole_through_the_ring)
 	             sent);
 	cr_expect_gt(lines, sent / 2, "most were written (%llu lines)", (unsigned long long)lines);
 }
+
+/* log_ring_peek gives a line's bytes while they are in the ring: right after its put, and until
+ * the head has gone so far round that a line formatted there could reach them. */
+Test(log_bound, ring_peek_until_the_ring_goes_round)
+{
+	open_log(0);
+	struct log_ring *r = log_sink_ring(sink, 0);
+	static char line[300];
+	memset(line, 'a', sizeof(line) - 1);
+	line[sizeof(line) - 1] = '\n';
+	uint64_t at = log_ring_head(r);
+	cr_assert(log_ring_put(r, line, sizeof(line)));
+	const char *t = log_ring_peek(r, at, sizeof(line));
+	cr_assert(t && !memcmp(t, line, sizeof(line)), "there right after its put");
+	off_t seen = 0;
+	line[0] = 'b';
+	bool gone = false;
+	for (unsigned i = 0; i < 20000 && !gone; i++) {
+		while (!log_ring_put(r, line, sizeof(line))) { /* the writer is behind */
+			log_ring_kick(r);
+			wait_growth(&seen, 1);
+		}
+		log_ring_kick(r);
+		uint64_t ahead = log_ring_head(r) - at;
+		t = log_ring_peek(r, at, sizeof(line));
+		if (ahead <= LOG_RING_BYTES - LOG_LINE_MAX)
+			cr_assert(t && t[0] == 'a', "%llu bytes on, still there",
+			          (unsigned long long)ahead);
+		else
+			gone = true;
+	}
+	cr_expect(gone);
+	cr_expect_null(t, "once a line at the head could reach it: NULL");
+	/* A line put round the ring's end is not one piece: NULL. */
+	for (unsigned i = 0; i < 20000; i++) {
+		uint64_t h = log_ring_head(r);
+		size_t pos = h & (LOG_RING_BYTES - 1);
+		if (pos + sizeof(line) > LOG_RING_BYTES) {
+			while (!log_ring_put(r, line, sizeof(line))) {
+				log_ring_kick(r);
+				wait_growth(&seen, 1);
+			}
+			cr_expect_null(log_ring_peek(r, h, sizeof(line)));
+			break;
+		}
+		while (!log_ring_put(r, line, 1 + (i % 7) * 40)) {
+			log_ring_kick(r);
+			wait_growth(&seen, 1);
+		}
+	}
+	log_out_free(out);
+	log_sink_close(sink);
+	unlink(path);
+}
+
+/* Lines (in the file) with this name, and the queries their "repeated" counts stand for. */
+static void name_lines(const char *name, uint64_t *plain, uint64_t *repeated)
+{
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f);
+	static char l[LOG_LINE_MAX + 2];
+	char key[64];
+	snprintf(key, sizeof(key), "\"qname\":\"%s\"", name);
+	*plain = *repeated = 0;
+	while (fgets(l, sizeof(l), f)) {
+		if (!strstr(l, key))
+			continue;
+		uint64_t r = num_after(l, "\"repeated\":");
+		if (r)
+			*repeated += r;
+		else
+			++*plain;
+	}
+	fclose(f);
+}
+
+/* run_round(flood): a deny of x1 once, a deny of x2 twice (its first repeat: the slot keeps a
+ * copy), `flood` allowed lines (never counted: they only move the ring on), then both again.
+ * Gives the plain lines and the counted repeats of each name. */
+static void run_round(unsigned flood, uint64_t got[4])
+{
+	open_log(0);
+	struct sockaddr_in c = client(9);
+	struct log_query d1 = q(&c, name_n(1), "deny-not-allowed");
+	struct log_query d2 = q(&c, name_n(2), "deny-not-allowed");
+	log_out_query(out, &d1, 1000);
+	log_out_query(out, &d2, 1000);
+	log_out_query(out, &d2, 1000);
+	off_t seen = 0;
+	for (unsigned i = 0; i < flood; i++) {
+		struct log_query a = q(&c, name_n(10 + i % 900), "allow");
+		log_out_query(out, &a, 1000 + i / 100);
+		log_out_flush(out, 1000 + i / 100);
+		if (i % 500 == 499)
+			wait_growth(&seen, 64 << 10);
+	}
+	log_out_query(out, &d1, 1500);
+	log_out_query(out, &d2, 1500);
+	log_out_close(out, 1600);
+	log_out_free(out);
+	log_sink_close(sink);
+	struct tally t = read_log(path);
+	name_lines("x1.evil.test.", &got[0], &got[1]);
+	name_lines("x2.evil.test.", &got[2], &got[3]);
+	unlink(path);
+	cr_expect_eq(t.suppressed, 0, "the writer kept up");
+	cr_expect_eq(t.plain + t.repeated, 5 + flood, "each query once");
+}
+
+/* A deny's line stays in the ring, not copied, until it repeats. Its repeat is counted while
+ * the line is there; once the ring has gone round (~3.5 MB of allowed lines, 3.5 rings), the
+ * repeat is written again. A count already open was kept at its first repeat and goes on. */
+Test(log_bound, repeat_after_the_ring_went_round)
+{
+	uint64_t near[4], far[4];
+	run_round(100, near); /* ~30 kB: the ring has not gone round */
+	cr_expect_eq(near[0], 1, "x1 once");
+	cr_expect_eq(near[1], 1, "x1's repeat counted");
+	cr_expect_eq(near[2], 1);
+	cr_expect_eq(near[3], 2, "x2's two repeats counted");
+	run_round(12000, far);
+	cr_expect_eq(far[0], 2, "x1 written again: its line was overwritten");
+	cr_expect_eq(far[1], 0);
+	cr_expect_eq(far[2], 1, "x2 once");
+	cr_expect_eq(far[3], 2, "x2's repeats counted: its line was kept");
+}

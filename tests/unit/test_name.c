@@ -242,6 +242,28 @@ Test(name, lower)
 	cr_expect_eq(v[63], 'a');
 }
 
+/* Every byte value at every place of a word (the 8-byte path) and of the tail: only 'A'..'Z'
+ * change, by 32, and the length bytes stay. */
+Test(name, lower_every_byte_every_place)
+{
+	for (unsigned c = 1; c < 256; c++) {
+		for (unsigned at = 1; at <= 11; at++) {
+			uint8_t w[14] = {11}; /* one label of 11 bytes: 8 by word, 4 by byte */
+			for (unsigned k = 1; k <= 11; k++)
+				w[k] = (uint8_t)('0' + k);
+			w[at] = (uint8_t)c;
+			name_lower(w);
+			uint8_t want = c >= 'A' && c <= 'Z' ? (uint8_t)(c + 32) : (uint8_t)c;
+			cr_assert_eq(w[at], want, "byte %u at %u became %u", c, at, w[at]);
+			cr_assert_eq(w[0], 11);
+			cr_assert_eq(w[12], 0);
+			for (unsigned k = 1; k <= 11; k++)
+				if (k != at)
+					cr_assert_eq(w[k], '0' + k);
+		}
+	}
+}
+
 Test(name, equal_and_case)
 {
 	uint8_t a[NAME_MAXWIRE], b[NAME_MAXWIRE];
