@@ -4,7 +4,7 @@
  * refuses the line (the caller counts it; moat/log.h's "suppressed" line says how many). The
  * writer sleeps while the log is quiet and is woken at the end of a worker's loop turn that
  * added lines, so a line reaches the file right after its answer; once lines flow it writes
- * every 1 ms (4 ms when busy) and nobody wakes it.
+ * every 1 ms (up to 8 ms when busy) and nobody wakes it.
  * Start-up order: log_sink_open and log_sink_start (the thread) before privileges drop and the
  * system-call filter is loaded; the thread then needs only writev, futex and nanosleep. */
 #ifndef MOAT_LOG_SINK_H
@@ -17,7 +17,7 @@
 struct log_sink;
 struct log_ring;
 
-#define LOG_RING_BYTES (1u << 20) /* per worker: 3000 lines, 50 ms of a worker at full speed */
+#define LOG_RING_BYTES (1u << 21) /* per worker: ~5000 lines, 35 ms of a worker at full speed */
 
 /* Open path for appending (NULL or "-": stdout) with nrings rings. /dev/null is no log: *out
  * is then NULL and nothing is ever formatted. Ownership: log_sink_close. Returns 0, or

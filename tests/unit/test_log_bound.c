@@ -242,7 +242,8 @@ Test(log_bound, stuck_writer_never_blocks)
 	cr_assert_eq(log_sink_start(sink), 0);
 	out = log_out_new(log_sink_ring(sink, 0), 0);
 	struct sockaddr_in c = client(5);
-	for (unsigned i = 0; i < 20000; i++) { /* 6 MB: the pipe and the 1 MiB ring overflow */
+	_Static_assert(LOG_RING_BYTES < 5u << 20, "6 MB overflow the ring");
+	for (unsigned i = 0; i < 20000; i++) { /* 6 MB: the pipe and the ring overflow */
 		struct log_query e = q(&c, name_n(i), "deny-not-allowed");
 		log_out_query(out, &e, 1000);
 		log_out_flush(out, 1000);
@@ -277,7 +278,7 @@ static void wait_growth(off_t *seen, off_t by)
 
 /* Lines are formatted in place at the ring's head (log_ring_room) when it has the room, else in
  * the worker's own buffer and copied; a count closed on the way goes to the head first. Through
- * ~9 MB (the 1 MiB ring wraps nine times) of allows and denies whose repeats share slots,
+ * ~9 MB (the 2 MiB ring wraps four times) of allows and denies whose repeats share slots,
  * every line in the file is whole and exactly the line of its query (a "repeated" line: that
  * line with its count), and each query is counted once. */
 Test(log_bound, lines_whole_through_the_ring)
@@ -361,7 +362,7 @@ Test(log_bound, ring_peek_until_the_ring_goes_round)
 	off_t seen = 0;
 	line[0] = 'b';
 	bool gone = false;
-	for (unsigned i = 0; i < 20000 && !gone; i++) {
+	for (unsigned i = 0; i < 3 * LOG_RING_BYTES / sizeof(line) && !gone; i++) {
 		while (!log_ring_put(r, line, sizeof(line))) { /* the writer is behind */
 			log_ring_kick(r);
 			wait_growth(&seen, 1);
@@ -378,7 +379,7 @@ Test(log_bound, ring_peek_until_the_ring_goes_round)
 	cr_expect(gone);
 	cr_expect_null(t, "once a line at the head could reach it: NULL");
 	/* A line put round the ring's end is not one piece: NULL. */
-	for (unsigned i = 0; i < 20000; i++) {
+	for (unsigned i = 0; i < 3 * LOG_RING_BYTES / 40; i++) {
 		uint64_t h = log_ring_head(r);
 		size_t pos = h & (LOG_RING_BYTES - 1);
 		if (pos + sizeof(line) > LOG_RING_BYTES) {
@@ -454,7 +455,7 @@ static void run_round(unsigned flood, uint64_t got[4])
 }
 
 /* A deny's line stays in the ring, not copied, until it repeats. Its repeat is counted while
- * the line is there; once the ring has gone round (~3.5 MB of allowed lines, 3.5 rings), the
+ * the line is there; once the ring has gone round (allowed lines of twice its bytes), the
  * repeat is written again. A count already open was kept at its first repeat and goes on. */
 Test(log_bound, repeat_after_the_ring_went_round)
 {
@@ -464,7 +465,7 @@ Test(log_bound, repeat_after_the_ring_went_round)
 	cr_expect_eq(near[1], 1, "x1's repeat counted");
 	cr_expect_eq(near[2], 1);
 	cr_expect_eq(near[3], 2, "x2's two repeats counted");
-	run_round(12000, far);
+	run_round(2 * LOG_RING_BYTES / 250, far); /* lines of ~300 bytes */
 	cr_expect_eq(far[0], 2, "x1 written again: its line was overwritten");
 	cr_expect_eq(far[1], 0);
 	cr_expect_eq(far[2], 1, "x2 once");
