@@ -18,15 +18,15 @@
 
 /* A slot's line stays where it was put in the ring until it repeats: most denies never do (a
  * scan of fresh names), and copying each into a slot wrote 64 slots' 40 kB, most of the L1
- * cache, ~6 lines a deny. Its first repeat keeps a copy (line[] of the slot's index), which the
- * count's closing line needs once the ring has gone round. */
+ * cache, ~6 lines a deny. Its first repeat keeps a copy (rep_line of the slot's index), which
+ * the count's closing line needs once the ring has gone round. */
 struct rep {
 	uint64_t since_ms; /* when its line was logged */
 	uint64_t hash;     /* rep_hash of its question: another question's line is not compared */
 	uint64_t count;    /* identical queries since, not written */
 	uint64_t at;       /* its place in the ring (log_ring_head), while not kept */
 	uint16_t len;      /* 0: empty */
-	bool kept;         /* the text is in the slot's line[], else at `at` (if still there) */
+	bool kept;         /* the text is in the slot's rep_line, else at `at` (if still there) */
 };
 
 struct log_out {

@@ -124,7 +124,7 @@ bool log_ring_put(struct log_ring *r, const char *line, size_t n)
 		memcpy(r->data, line + first, n - first);
 	}
 	__atomic_store_n(&r->head, h + n, __ATOMIC_RELEASE);
-	/* The next line's bytes, for writing: the free part of the ring was written a megabyte ago
+	/* The next line's bytes, for writing: the free part of the ring was written a ring ago
 	 * and left this core's cache since, so the next line's stores would each wait for a line.
 	 */
 	size_t next = (h + n) & (LOG_RING_BYTES - 1);
@@ -265,9 +265,9 @@ static uint64_t mono_ns(void)
 /* How long a writer that just took `most` bytes from its fullest ring, `since` ns after its
  * previous drain began, lets lines gather. A busy log waits until that ring would be a quarter
  * full at the same rate, at most LOG_BATCH_NS: each wake-up costs the worker's CPU two context
- * switches and its caches the writer's bytes, so fewer and larger writes are cheaper (8 ms
- * against 4 ms: 1.3-1.6% less CPU a query, tests/bench/ab.sh), while a faster worker still
- * finds room in its ring. */
+ * switches and its caches the writer's bytes, so fewer and larger writes are cheaper (up to
+ * 8 ms against 4 ms: 0.3-1.6% less CPU a query in tests/bench/ab.sh), while a faster worker
+ * still finds room in its ring. */
 static long pause_ns(size_t most, uint64_t since)
 {
 	if (most < LOG_BUSY_BYTES || !since)

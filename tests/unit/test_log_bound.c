@@ -31,13 +31,16 @@ static uint64_t num_after(const char *l, const char *key)
 	return p ? strtoull(p + strlen(key), NULL, 10) : 0;
 }
 
-static struct tally read_log(const char *path)
+/* The tally of the log's lines holding `only` (NULL: every line). */
+static struct tally read_lines(const char *path, const char *only)
 {
 	struct tally t = {0};
 	FILE *f = fopen(path, "r");
 	cr_assert_not_null(f);
 	char l[LOG_LINE_MAX + 2];
 	while (fgets(l, sizeof(l), f)) {
+		if (only && !strstr(l, only))
+			continue;
 		t.lines++;
 		t.bytes += strlen(l);
 		cr_assert_eq(l[strlen(l) - 1], '\n', "whole lines only");
@@ -58,6 +61,11 @@ static struct tally read_log(const char *path)
 	}
 	fclose(f);
 	return t;
+}
+
+static struct tally read_log(const char *path)
+{
+	return read_lines(path, NULL);
 }
 
 static char path[64];
@@ -400,25 +408,14 @@ Test(log_bound, ring_peek_until_the_ring_goes_round)
 	unlink(path);
 }
 
-/* Lines (in the file) with this name, and the queries their "repeated" counts stand for. */
+/* The plain lines (in the file) with this name, and the queries their "repeated" lines count. */
 static void name_lines(const char *name, uint64_t *plain, uint64_t *repeated)
 {
-	FILE *f = fopen(path, "r");
-	cr_assert_not_null(f);
-	static char l[LOG_LINE_MAX + 2];
 	char key[64];
 	snprintf(key, sizeof(key), "\"qname\":\"%s\"", name);
-	*plain = *repeated = 0;
-	while (fgets(l, sizeof(l), f)) {
-		if (!strstr(l, key))
-			continue;
-		uint64_t r = num_after(l, "\"repeated\":");
-		if (r)
-			*repeated += r;
-		else
-			++*plain;
-	}
-	fclose(f);
+	struct tally t = read_lines(path, key);
+	*plain = t.plain;
+	*repeated = t.repeated;
 }
 
 /* run_round(flood): a deny of x1 once, a deny of x2 twice (its first repeat: the slot keeps a
