@@ -52,6 +52,12 @@ int name_unpack(const uint8_t *msg, size_t msglen, size_t *off, uint8_t *out);
  * The message parsers use this one. */
 #define NAME_MSG_HDR 12
 int name_unpack_msg(const uint8_t *msg, size_t msglen, size_t *off, uint8_t *out);
+/* name_unpack_msg's checks and result without the copy: a name the parser only steps over. */
+int name_skip_msg(const uint8_t *msg, size_t msglen, size_t *off);
+/* Whether msg holds lname (lower-cased wire form) at off written out in full, in any case:
+ * its length, or 0 when it does not (another name, cut short, or a compression pointer
+ * anywhere: then unpack it). No copy. */
+int name_match_plain(const uint8_t *msg, size_t msglen, size_t off, const uint8_t *lname);
 
 /* One step of both walks over a name in a message (name_unpack follows a pointer, svcb.c's
  * target skip stops at one): msg[p]'s label length (0..63, 0 the root), or NAME_POINTER with

@@ -119,6 +119,19 @@ bool policy_set_match(const struct policy_set *set, const uint8_t *lname, struct
  * The match reuses the hash. Only a set built in memory; nothing else changes. */
 void policy_set_prefetch(const struct policy_set *set, const uint8_t *lname);
 
+/* A lower-cased wire name with its wire length and label count, measured once for the several
+ * sets one decision asks (each would walk the name twice). policy_name_of: false if lname is
+ * not a readable wire name (it then matches nothing). */
+struct policy_name {
+	const uint8_t *lname;
+	size_t len;     /* root byte included */
+	unsigned depth; /* labels */
+};
+bool policy_name_of(const uint8_t *lname, struct policy_name *n);
+bool policy_set_match_name(const struct policy_set *set, const struct policy_name *n,
+                           struct policy_rule *rule);
+void policy_set_prefetch_name(const struct policy_set *set, const struct policy_name *n);
+
 /* The nearest wildcard on a proper ancestor of lname ("*.b.c" for "a.b.c" or for "*.a.b.c"),
  * ignoring an exact pattern for lname itself. */
 bool policy_set_match_below(const struct policy_set *set, const uint8_t *lname,
@@ -275,6 +288,18 @@ enum policy_verdict policy_check_chain(const struct policy *p, const struct poli
  * address). False with "moat: answer contained ..." in why. Pure. */
 bool policy_answer_addr_ok(const struct policy *p, bool allow_private, bool passed,
                            const uint8_t *addr, size_t len, char *why, size_t cap);
+
+/* The same, telling the two refusals apart (why filled for both): refused anywhere in the
+ * answer, or only because the client gets it (passed). One walk over an answer checks each
+ * address once: a refusal anywhere outranks one where the client gets it, whatever the order. */
+enum policy_addr_verdict {
+	POLICY_ADDR_OK = 0,
+	POLICY_ADDR_REFUSED,        /* a blocked range: wherever it stands */
+	POLICY_ADDR_REFUSED_PASSED, /* moatd's own or IPv4-mapped, where the client gets it */
+};
+enum policy_addr_verdict policy_answer_addr_check(const struct policy *p, bool allow_private,
+                                                  bool passed, const uint8_t *addr, size_t len,
+                                                  char *why, size_t cap);
 
 /* Each verdict's token, written once: X(suffix, token) for POLICY_<suffix>. policy_verdict_str
  * and metrics.c's decision label (MD_<suffix>, which must equal the log's token) both expand it. */

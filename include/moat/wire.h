@@ -217,6 +217,13 @@ int wire_resp_each_addr(const uint8_t *pkt, size_t len, const struct wire_resp *
 int wire_resp_each_passed_addr(const uint8_t *pkt, size_t len, const struct wire_resp *r,
                                wire_addr_fn fn, void *ctx);
 
+/* Every address, as wire_resp_each_addr, each with whether wire_resp_build passes it to the
+ * client: one walk for the checks that differ between the two. */
+typedef int (*wire_addr_mark_fn)(void *ctx, const uint8_t *addr, size_t len, uint16_t rrtype,
+                                 bool passes);
+int wire_resp_each_addr_marked(const uint8_t *pkt, size_t len, const struct wire_resp *r,
+                               wire_addr_mark_fn fn, void *ctx);
+
 /* Rebuild a parsed answer for the client of q: the client's ID and question, RA set, AA and TC
  * cleared; answer records whose owner is in the chain (or a DNAME owner); authority SOA, NSEC,
  * NSEC3 and RRSIG records only; no additional records but our own OPT (when the client sent
@@ -226,6 +233,22 @@ int wire_resp_each_passed_addr(const uint8_t *pkt, size_t len, const struct wire
 int wire_resp_build(const uint8_t *pkt, size_t len, const struct wire_resp *r,
                     const struct wire_query *q, uint32_t ttl_cap, size_t max_size, uint8_t *out,
                     size_t cap);
+
+/* A hit's answer without the rebuild: wire_resp_template makes, once per upstream answer, what
+ * wire_resp_build would make for (lname, qtype, qclass), with where each TTL sits, into out
+ * (cap: WIRE_TEMPLATE_MAX is always enough); returns its length, MOAT_ESPACE (no template: the
+ * answer is too large) or MOAT_EFORMAT. wire_resp_from_template then makes wire_resp_build's
+ * bytes for the client of q: its ID, flags and question case, TTLs lowered by r->age and capped
+ * at ttl_cap, OPT when the client sent EDNS. Returns the length, 0 when the template cannot
+ * serve (the answer would be truncated under max_size, or q asks another name: call
+ * wire_resp_build), or MOAT_EFORMAT / MOAT_ESPACE. r: the answer's parse (flags, rcode, age). */
+#define WIRE_TEMPLATE_MAX (6 + 6 * WIRE_MAXRR + WIRE_MAXMSG)
+int wire_resp_template(const uint8_t *pkt, size_t len, const struct wire_resp *r,
+                       const uint8_t *lname, uint16_t qtype, uint16_t qclass, uint8_t *out,
+                       size_t cap);
+int wire_resp_from_template(const uint8_t *tpl, size_t tlen, const struct wire_resp *r,
+                            const struct wire_query *q, uint32_t ttl_cap, size_t max_size,
+                            uint8_t *out, size_t cap);
 
 /* The parse of an answer as a compact byte string (the records in use and the chain names, not
  * the whole fixed-size struct), so the cache can keep it beside the packet and a cache hit

@@ -752,23 +752,46 @@ static _Thread_local struct {
 	uint8_t name[NAME_MAXWIRE];
 } tag_memo;
 
+bool policy_name_of(const uint8_t *lname, struct policy_name *n)
+{
+	/* One walk for both (each set asked would walk the name twice). */
+	unsigned d = 0;
+	size_t o = 0;
+	for (;;) {
+		if (o >= NAME_MAXWIRE || lname[o] > 63)
+			return false;
+		if (!lname[o])
+			break;
+		o += 1u + lname[o];
+		d++;
+	}
+	*n = (struct policy_name){lname, o + 1, d};
+	return true;
+}
+
 void policy_set_prefetch(const struct policy_set *s, const uint8_t *lname)
 {
+	struct policy_name n;
+	if (policy_name_of(lname, &n))
+		policy_set_prefetch_name(s, &n);
+}
+
+void policy_set_prefetch_name(const struct policy_set *s, const struct policy_name *n)
+{
 	if (!s || !s->used || s->file || !s->depths_known ||
-	    !(s->exact_depths & depth_bit(name_depth(lname))))
+	    !(s->exact_depths & depth_bit(n->depth)))
 		return; /* compiled, or no exact name this long: nothing to look up there */
-	int len = name_wire_len(lname, NAME_MAXWIRE);
-	if (len <= 0)
-		return;
+	const uint8_t *lname = n->lname;
+	size_t len = n->len;
 	if (s->quick) /* only loaded here, not read: a deny waited for it */
 		__builtin_prefetch(
-		    &s->quick[pquick_hash(lname, (size_t)len, s->quick_seed) & s->quick_mask]);
-	uint32_t tag = set_tag(s, lname, (size_t)len);
+		    &s->quick[pquick_hash(lname, len, s->quick_seed) & s->quick_mask]);
+	uint32_t tag = set_tag(s, lname, len);
 	__builtin_prefetch(&s->slots[tag & (s->cap - 1)]);
-	tag_memo.len = (size_t)len;
+	tag_memo.len = len;
 	tag_memo.tag = tag;
 	memcpy(tag_memo.key, s->key, sizeof(tag_memo.key));
-	memcpy(tag_memo.name, lname, (size_t)len);
+	memcpy(tag_memo.name, lname, len);
 }
 
 /* The slot of name (len bytes in wire form) in s, or NULL. buf: where a compiled set's slot is
@@ -814,32 +837,30 @@ static bool match_below_one(const struct policy_set *s, const uint8_t *lname, un
 	return false;
 }
 
-/* lname's wire length, once for every lookup of a match; an unreadable name matches nothing. */
-static int match_len(const uint8_t *lname, struct policy_rule *rule)
-{
-	int len = name_wire_len(lname, NAME_MAXWIRE);
-	if (len < 0 && rule)
-		*rule = (struct policy_rule){0};
-	return len;
-}
-
 bool policy_set_match(const struct policy_set *s, const uint8_t *lname, struct policy_rule *rule)
 {
-	unsigned depth = name_depth(lname);
-	int len = match_len(lname, rule);
-	if (len < 0)
-		return false;
+	struct policy_name n;
+	if (policy_name_of(lname, &n))
+		return policy_set_match_name(s, &n, rule);
+	if (rule) /* an unreadable name matches nothing */
+		*rule = (struct policy_rule){0};
+	return false;
+}
+
+bool policy_set_match_name(const struct policy_set *s, const struct policy_name *n,
+                           struct policy_rule *rule)
+{
 	for (; s; s = s->next) {
 		struct pslot buf;
-		const struct pslot *sl = !s->depths_known || (s->exact_depths & depth_bit(depth))
-		                             ? set_lookup(s, lname, (size_t)len, &buf)
+		const struct pslot *sl = !s->depths_known || (s->exact_depths & depth_bit(n->depth))
+		                             ? set_lookup(s, n->lname, n->len, &buf)
 		                             : NULL;
 		if (sl && sl->exact) {
 			if (rule)
-				*rule = rule_of(s, sl->exact, false, lname);
+				*rule = rule_of(s, sl->exact, false, n->lname);
 			return true;
 		}
-		if (match_below_one(s, lname, depth, (size_t)len, rule))
+		if (match_below_one(s, n->lname, n->depth, n->len, rule))
 			return true;
 	}
 	return false;
@@ -848,12 +869,14 @@ bool policy_set_match(const struct policy_set *s, const uint8_t *lname, struct p
 bool policy_set_match_below(const struct policy_set *s, const uint8_t *lname,
                             struct policy_rule *rule)
 {
-	unsigned depth = name_depth(lname);
-	int len = match_len(lname, rule);
-	if (len < 0)
+	struct policy_name n;
+	if (!policy_name_of(lname, &n)) {
+		if (rule)
+			*rule = (struct policy_rule){0};
 		return false;
+	}
 	for (; s; s = s->next)
-		if (match_below_one(s, lname, depth, (size_t)len, rule))
+		if (match_below_one(s, lname, n.depth, n.len, rule))
 			return true;
 	return false;
 }

@@ -84,8 +84,9 @@ static bool class_blocks(enum addr_class cls, const struct policy_agent *agent)
 
 static void reason_set(struct policy_decision *out, const char *a, const char *b, int line);
 
-bool policy_answer_addr_ok(const struct policy *p, bool allow_private, bool passed,
-                           const uint8_t *addr, size_t len, char *why, size_t cap)
+enum policy_addr_verdict policy_answer_addr_check(const struct policy *p, bool allow_private,
+                                                  bool passed, const uint8_t *addr, size_t len,
+                                                  char *why, size_t cap)
 {
 	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 	enum addr_class cls = addrguard_check(p->guard, addr, len);
@@ -93,7 +94,7 @@ bool policy_answer_addr_ok(const struct policy *p, bool allow_private, bool pass
 	bool is_mapped = passed && len == 16 && !memcmp(addr, mapped, sizeof(mapped));
 	const char *self = passed && !blocked ? addrguard_label(p->guard, addr, len) : NULL;
 	if (!blocked && !is_mapped && !self)
-		return true;
+		return POLICY_ADDR_OK;
 	char txt[64];
 	addrguard_format(addr, len, txt, sizeof(txt));
 	if (self)
@@ -102,13 +103,21 @@ bool policy_answer_addr_ok(const struct policy *p, bool allow_private, bool pass
 		snprintf(why, cap, "moat: answer contained %s, an IPv4-mapped address", txt);
 	else
 		snprintf(why, cap, "moat: answer contained %s", txt);
-	return false;
+	return blocked ? POLICY_ADDR_REFUSED : POLICY_ADDR_REFUSED_PASSED;
+}
+
+bool policy_answer_addr_ok(const struct policy *p, bool allow_private, bool passed,
+                           const uint8_t *addr, size_t len, char *why, size_t cap)
+{
+	return policy_answer_addr_check(p, allow_private, passed, addr, len, why, cap) ==
+	       POLICY_ADDR_OK;
 }
 
 /* The checks that apply to every name moat would send upstream, in order of severity. */
 static enum policy_verdict check_name(const struct policy *p, const struct policy_agent *agent,
-                                      const uint8_t *lname, struct policy_decision *out)
+                                      const struct policy_name *n, struct policy_decision *out)
 {
+	const uint8_t *lname = n->lname;
 	uint8_t addr[16];
 	size_t alen;
 	char txt[64];
@@ -120,7 +129,7 @@ static enum policy_verdict check_name(const struct policy *p, const struct polic
 		         addrguard_format(addr, alen, txt, sizeof(txt)));
 		return out->verdict;
 	}
-	if (p->highrisk && policy_set_match(p->highrisk, lname, &out->rule)) {
+	if (p->highrisk && policy_set_match_name(p->highrisk, n, &out->rule)) {
 		out->verdict = POLICY_DENY_HIGHRISK;
 		out->alert = true;
 		snprintf(out->reason, sizeof(out->reason), "moat: high-risk name (%s:%u)",
@@ -184,17 +193,24 @@ void policy_decide(const struct policy *p, const struct policy_agent *agent, con
 		snprintf(out->reason, sizeof(out->reason), "moat: class %u is not served", qclass);
 		return;
 	}
-	/* The allowlist is asked last but is the large table: its slot loads during the checks. */
-	policy_set_prefetch(agent->allow, lname);
-	if (check_name(p, agent, lname, out) != POLICY_ALLOW)
+	struct policy_name n;
+	if (!policy_name_of(lname, &n)) {
+		/* Not a wire name (the parser lets none through): listed nowhere. */
+		out->verdict = POLICY_DENY_NOT_ALLOWED;
+		reason_set(out, "moat: not on allowlist of agent ", agent->cfg.name, -1);
 		return;
-	if (agent->decided_deny && policy_set_match(agent->decided_deny, lname, &out->rule)) {
+	}
+	/* The allowlist is asked last but is the large table: its slot loads during the checks. */
+	policy_set_prefetch_name(agent->allow, &n);
+	if (check_name(p, agent, &n, out) != POLICY_ALLOW)
+		return;
+	if (agent->decided_deny && policy_set_match_name(agent->decided_deny, &n, &out->rule)) {
 		out->verdict = POLICY_DENY_NOT_ALLOWED;
 		out->decided = true;
 		reason_set(out, "moat: denied by moatctl deny for agent ", agent->cfg.name, -1);
 		return;
 	}
-	if (policy_set_match(agent->allow, lname, &out->rule)) {
+	if (policy_set_match_name(agent->allow, &n, &out->rule)) {
 		out->verdict = POLICY_ALLOW;
 		reason_set(out, "allowed by ", out->rule.file, (int)out->rule.line);
 		return;
@@ -205,7 +221,7 @@ void policy_decide(const struct policy *p, const struct policy_agent *agent, con
 		           out->rule.line ? (int)out->rule.line : -1);
 		return;
 	}
-	if (agent->decided_allow && policy_set_match(agent->decided_allow, lname, &out->rule)) {
+	if (agent->decided_allow && policy_set_match_name(agent->decided_allow, &n, &out->rule)) {
 		out->verdict = POLICY_ALLOW;
 		reason_set(out, "allowed by ", out->rule.file, (int)out->rule.line);
 		return;
@@ -218,12 +234,18 @@ enum policy_verdict policy_check_chain(const struct policy *p, const struct poli
                                        const uint8_t *lname, struct policy_decision *out)
 {
 	memset(out, 0, sizeof(*out));
-	if (check_name(p, agent, lname, out) != POLICY_ALLOW)
+	struct policy_name n;
+	if (!policy_name_of(lname, &n)) {
+		out->verdict = POLICY_DENY_NOT_ALLOWED;
+		snprintf(out->reason, sizeof(out->reason), "moat: chain name is not a wire name");
+		return out->verdict;
+	}
+	if (check_name(p, agent, &n, out) != POLICY_ALLOW)
 		return out->verdict;
 	bool listed =
-	    policy_set_match(agent->allow, lname, &out->rule) ||
+	    policy_set_match_name(agent->allow, &n, &out->rule) ||
 	    (agent->nallow_rpz && policy_rpz_allows(p, agent, lname, &out->rule)) ||
-	    (agent->decided_allow && policy_set_match(agent->decided_allow, lname, &out->rule));
+	    (agent->decided_allow && policy_set_match_name(agent->decided_allow, &n, &out->rule));
 	if (agent->cfg.strict_chain && !listed) {
 		char txt[NAME_MAXTEXT];
 		name_to_text(lname, txt, sizeof(txt));

@@ -99,6 +99,7 @@ static struct answer *answer_new(struct worker *srv)
 	memset(&a->upstream, 0, sizeof(a->upstream));
 	a->up_us = -1;
 	a->len = 0;
+	a->tpl_len = 0;
 	return a;
 }
 
@@ -173,34 +174,58 @@ static uint32_t cacheable_ttl(const struct wire_resp *r)
 	return r->neg_ttl == UINT32_MAX ? 0 : r->neg_ttl; /* NODATA */
 }
 
-/* A cache value: the packet's length (2 bytes), the packet, and its parse packed
- * (wire_resp_pack), so a hit needs no parse. Built in cache_val; returns its length or < 0. */
-static _Thread_local uint8_t cache_val[2 + WIRE_MAXMSG + WIRE_RESP_PACKED_MAX];
+/* A cache value: the packet's length (2 bytes), the packet, the template's length (2 bytes),
+ * the template (wire_resp_template: a hit's answer is copied, not rebuilt; length 0 when the
+ * answer has none), and the parse packed (wire_resp_pack), so a hit needs no parse either.
+ * Built in cache_val; returns its length or < 0. */
+static _Thread_local uint8_t cache_val[4 + WIRE_MAXMSG + WIRE_TEMPLATE_MAX + WIRE_RESP_PACKED_MAX];
+static _Thread_local uint8_t tpl_buf[WIRE_TEMPLATE_MAX]; /* the template being made */
 
-static int cache_value(const uint8_t *pkt, size_t len, const struct wire_resp *r)
+static int cache_value(const uint8_t *pkt, size_t len, const uint8_t *tpl, size_t tlen,
+                       const struct wire_resp *r)
 {
-	be16_put(cache_val, (uint16_t)len);
-	memcpy(cache_val + 2, pkt, len);
-	int n = wire_resp_pack(r, cache_val + 2 + len, sizeof(cache_val) - 2 - len);
-	return n < 0 ? n : (int)(2 + len) + n;
+	uint8_t *v = cache_val;
+	be16_put(v, (uint16_t)len);
+	memcpy(v + 2, pkt, len);
+	v += 2 + len;
+	be16_put(v, (uint16_t)tlen);
+	memcpy(v + 2, tpl, tlen);
+	v += 2 + tlen;
+	int n = wire_resp_pack(r, v, sizeof(cache_val) - (size_t)(v - cache_val));
+	return n < 0 ? n : (int)(v - cache_val) + n;
 }
 
-/* An answer from a cache value (packet and packed parse), or NULL if it does not decode. */
+/* a's packet and template (tlen bytes at tpl; 0: none) in its own buffer. */
+static bool answer_keep(struct answer *a, const uint8_t *pkt, size_t len, const uint8_t *tpl,
+                        size_t tlen)
+{
+	if (!answer_room(a, len + tlen))
+		return false;
+	memcpy(a->pkt, pkt, len);
+	memcpy(a->pkt + len, tpl, tlen);
+	a->len = len;
+	a->tpl_len = tlen;
+	return true;
+}
+
+/* An answer from a cache value (packet, template and packed parse), or NULL if it does not
+ * decode. */
 static struct answer *answer_from_value(struct worker *srv, const uint8_t *v, size_t vlen,
                                         uint32_t age)
 {
 	size_t len = vlen >= 2 ? be16_get(v) : 0;
-	if (vlen < 2 + len || len < WIRE_HDR)
+	if (vlen < 4 + len || len < WIRE_HDR)
+		return NULL;
+	const uint8_t *t = v + 2 + len;
+	size_t tlen = be16_get(t);
+	if (vlen < 4 + len + tlen)
 		return NULL;
 	struct answer *a = answer_new(srv);
-	if (a && answer_room(a, len)) {
-		memcpy(a->pkt, v + 2, len);
-		a->len = len;
-		if (wire_resp_unpack(v + 2 + len, vlen - 2 - len, &a->resp) == 0) {
-			a->resp.age = age;
-			a->cached = true;
-			return a;
-		}
+	if (a && answer_keep(a, v + 2, len, t + 2, tlen) &&
+	    wire_resp_unpack(t + 2 + tlen, vlen - 4 - len - tlen, &a->resp) == 0) {
+		a->resp.age = age;
+		a->cached = true;
+		return a;
 	}
 	answer_unref(a);
 	return NULL;
@@ -233,13 +258,15 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
 		memcpy(&a->upstream, from,
 		       from->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
 		                                   : sizeof(struct sockaddr_in));
-		if (!answer_room(a, len)) {
+		/* Made once here, the template serves this answer's waiters and every hit. */
+		int tl = wire_resp_template(pkt, len, &a->resp, f->lname, f->qtype, f->qclass,
+		                            tpl_buf, sizeof(tpl_buf));
+		size_t tlen = tl > 0 && tl <= UINT16_MAX ? (size_t)tl : 0;
+		if (!answer_keep(a, pkt, len, tpl_buf, tlen)) {
 			status = MOAT_ENOMEM;
 		} else {
-			memcpy(a->pkt, pkt, len);
-			a->len = len;
 			uint32_t ttl = srv->cache ? cacheable_ttl(&a->resp) : 0;
-			int vl = ttl ? cache_value(pkt, len, &a->resp) : -1;
+			int vl = ttl ? cache_value(pkt, len, tpl_buf, tlen, &a->resp) : -1;
 			if (vl > 0)
 				cache_put(srv->cache, f->lname, f->qtype, f->qclass, f->variant,
 				          cache_val, (size_t)vl, ttl, uv_now(srv->loop));

@@ -26,6 +26,7 @@ struct answer {
 	size_t len;
 	uint8_t *pkt;          /* owned: the upstream's bytes */
 	size_t pkt_cap;        /* pkt's size when from answer_room (0: unknown) */
+	size_t tpl_len;        /* the prebuilt answer (wire_resp_template) at pkt + len; 0: none */
 	struct wire_resp resp; /* parsed pkt; resp.age = seconds in the cache */
 };
 

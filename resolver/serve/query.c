@@ -454,20 +454,35 @@ static void on_answer(struct query *qr)
 struct addr_check {
 	const struct policy *policy;
 	bool allow_private;
-	bool passed;               /* the addresses the client gets (wire_resp_each_passed_addr) */
-	struct addr_list *collect; /* with passed: kept for the log, NULL: not */
+	struct addr_list *collect; /* the passed addresses, kept for the log; NULL: not */
+	bool refused_passed;       /* an address refused where the client gets it: why_passed */
 	char why[sizeof(((struct policy_decision *)0)->reason)];
+	char why_passed[sizeof(((struct policy_decision *)0)->reason)];
 };
 
 static int on_log_addr(void *ctx, const uint8_t *addr, size_t len, uint16_t rrtype);
 
-static int on_answer_addr(void *ctx, const uint8_t *addr, size_t len, uint16_t rrtype)
+/* One walk, each address checked once. A blocked address anywhere stops it and is the reason;
+ * the first refused where the client gets it is the reason only if none is blocked (as a walk
+ * over all addresses, then one over the passed, would find). */
+static int on_answer_addr(void *ctx, const uint8_t *addr, size_t len, uint16_t rrtype, bool passes)
 {
 	struct addr_check *c = ctx;
-	if (!policy_answer_addr_ok(c->policy, c->allow_private, c->passed, addr, len, c->why,
-	                           sizeof(c->why)))
+	bool first = !c->refused_passed;
+	switch (policy_answer_addr_check(c->policy, c->allow_private, passes, addr, len,
+	                                 first ? c->why_passed : c->why, sizeof(c->why))) {
+	case POLICY_ADDR_OK:
+		break;
+	case POLICY_ADDR_REFUSED:
+		if (first)
+			memcpy(c->why, c->why_passed, sizeof(c->why));
 		return 1;
-	if (c->collect)
+	case POLICY_ADDR_REFUSED_PASSED:
+		c->refused_passed = true;
+		c->collect = NULL;
+		return 0;
+	}
+	if (passes && c->collect)
 		on_log_addr(c->collect, addr, len, rrtype); /* a full list still checks the rest */
 	return 0;
 }
@@ -498,15 +513,15 @@ static bool answer_passes(struct query *qr, struct policy_decision *d)
 	struct addr_check c = {.policy = qr->policy,
 	                       .allow_private = qr->agent->cfg.allow_private || a->local ||
 	                                        (qr->fwd && qr->fwd->allow_private)};
-	int rc = wire_resp_each_addr(a->pkt, a->len, r, on_answer_addr, &c);
-	if (rc == 0) {
-		c.passed = true;
-		if (qr->srv->log) { /* the log's list, without walking the answer again */
-			qr->passed.n = 0;
-			qr->passed.used = 0;
-			c.collect = &qr->passed;
-		}
-		rc = wire_resp_each_passed_addr(a->pkt, a->len, r, on_answer_addr, &c);
+	if (qr->srv->log) { /* the log's list, without walking the answer again */
+		qr->passed.n = 0;
+		qr->passed.used = 0;
+		c.collect = &qr->passed;
+	}
+	int rc = wire_resp_each_addr_marked(a->pkt, a->len, r, on_answer_addr, &c);
+	if (rc == 0 && c.refused_passed) {
+		memcpy(c.why, c.why_passed, sizeof(c.why));
+		rc = 1;
 	}
 	qr->have_passed = rc == 0 && c.collect;
 	if (rc == 0)
@@ -633,8 +648,14 @@ static void release(struct query *qr, uint32_t ttl_cap)
 	size_t limit = reply_limit(&qr->to, &qr->q);
 	if (!qr->grant)
 		qr->grant = "none"; /* no firewall, or nothing to grant */
-	int n = wire_resp_build(a->pkt, a->len, &a->resp, &qr->q, answer_ttl_cap(a, ttl_cap), limit,
-	                        out, sizeof(out));
+	ttl_cap = answer_ttl_cap(a, ttl_cap);
+	/* The template makes the same bytes as the rebuild, without walking the answer again. */
+	int n = a->tpl_len ? wire_resp_from_template(a->pkt + a->len, a->tpl_len, &a->resp, &qr->q,
+	                                             ttl_cap, limit, out, sizeof(out))
+	                   : 0;
+	if (n <= 0) /* none, or not for this client: the rebuild decides */
+		n = wire_resp_build(a->pkt, a->len, &a->resp, &qr->q, ttl_cap, limit, out,
+		                    sizeof(out));
 	struct policy_decision cap;
 	if (n > 0 && exfil_answer_over(qr->agent, out, (size_t)n, &cap)) {
 		srv->stats.denied++;

@@ -245,11 +245,9 @@ static bool il_hex8_at(const char *s, uint8_t addr[4])
 	return true;
 }
 
-/* The scan below as a small automaton, one table load a byte for the class and one for the
- * step (it runs on every query name). Classes: 0 other, 1 digit, 2 separator; hex is a bit of
- * its own. States: 0 start, 1 after a digit, 2 after a digit and a separator. A step's entry is
- * the next state, plus 4 when a digit follows a digit and a separator. */
-enum { IL_DIGIT = 1, IL_SEP = 2, IL_KIND = 3, IL_HEX = 4 };
+/* The scan below reads one class a byte from a table: 1 digit, 2 separator ('-'; '.' between
+ * labels is one too), 4 hex. */
+enum { IL_DIGIT = 1, IL_SEP = 2, IL_HEX = 4 };
 #define D (IL_DIGIT | IL_HEX)
 #define H IL_HEX
 static const uint8_t il_class[256] = {
@@ -259,33 +257,40 @@ static const uint8_t il_class[256] = {
 };
 #undef D
 #undef H
-static const uint8_t il_step[3][4] = {{0, 1, 0, 0}, {0, 1, 2, 0}, {0, 1 | 4, 0, 0}};
 
 /* One pass over the wire name for what every match needs: a dotted or dashed quad has three
  * separators ('.' between labels, '-' inside one) each between two digits, a hex form is a
  * label of exactly 8 hex digits. Returns the number of digit-separator-digit places (3 or more
- * means a quad may be there) and collects the hex labels' addresses, left to right, when no quad
- * is possible (then they are the whole answer). */
-static unsigned il_scan(const uint8_t *wire, uint8_t (*addrs)[4], size_t max, size_t *nhex)
+ * means a quad may be there), or -1 if the bytes are not a plain bounded wire name, and
+ * collects the hex labels' addresses, left to right, when no quad is possible (then they are
+ * the whole answer). It runs on every query name: what a byte carries to the next is two flags
+ * (the last byte was a digit; the last two were a digit and a separator), never a table index,
+ * so the loads of the classes do not wait on each other. */
+static int il_scan(const uint8_t *wire, uint8_t (*addrs)[4], size_t max, size_t *nhex)
 {
-	unsigned dsd = 0, st = 0;
+	unsigned dsd = 0, dig = 0, ds = 0;
 	*nhex = 0;
 	for (size_t pos = 0; wire[pos]; pos += 1u + wire[pos]) {
 		uint8_t l = wire[pos];
+		if (l > 63 || pos + 1u + l >= IPLIT_MAXWIRE)
+			return -1;
 		const uint8_t *p = wire + pos + 1;
-		if (pos) /* the '.' between two labels */
-			st = il_step[st][IL_SEP];
+		if (pos) { /* the '.' between two labels */
+			ds = dig;
+			dig = 0;
+		}
 		unsigned all = IL_HEX;
 		for (uint8_t i = 0; i < l; i++) {
-			unsigned f = il_class[p[i]], t = il_step[st][f & IL_KIND];
-			dsd += t >> 2;
-			st = t & 3;
+			unsigned f = il_class[p[i]], d = f & IL_DIGIT;
+			dsd += ds & d;
+			ds = dig & (f >> 1);
+			dig = d;
 			all &= f;
 		}
 		if (l == 8 && all && *nhex < max)
 			il_hex8_val(p, addrs[(*nhex)++]);
 	}
-	return dsd;
+	return (int)dsd;
 }
 
 /* Matches start at the start of the name or right after a '.' or '-'; they are collected left
@@ -295,9 +300,12 @@ size_t iplit_embedded_v4_all(const uint8_t *wire, uint8_t (*addrs)[4], size_t ma
 	char buf[IPLIT_MAXWIRE + 1];
 	size_t found = 0;
 
-	if (!wire || !addrs || il_check_wire(wire) <= 0)
+	if (!wire || !addrs)
 		return 0;
-	if (il_scan(wire, addrs, max, &found) < 3)
+	int dsd = il_scan(wire, addrs, max, &found);
+	if (dsd < 0)
+		return 0; /* not a wire name */
+	if (dsd < 3)
 		return found; /* no quad anywhere: only whole hex labels, found already */
 	found = 0;
 	size_t n = il_join(wire, buf);

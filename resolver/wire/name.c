@@ -208,7 +208,8 @@ bool name_is_under(const uint8_t *child, const uint8_t *parent)
 	return name_equal(child, parent);
 }
 
-/* name_unpack with a floor for pointer targets: 0 for any buffer, the header size in a message. */
+/* name_unpack with a floor for pointer targets: 0 for any buffer, the header size in a message.
+ * out NULL: checked and measured only (name_skip_msg). */
 static int unpack(const uint8_t *msg, size_t msglen, size_t *off, uint8_t *out, size_t min_target)
 {
 	size_t p = *off;
@@ -232,7 +233,8 @@ static int unpack(const uint8_t *msg, size_t msglen, size_t *off, uint8_t *out, 
 		/* A label needs room for the root after it; the root itself only for itself. */
 		if (p + 1 + n > msglen || w + 1 + n + (n ? 1 : 0) > NAME_MAXWIRE)
 			return MOAT_EFORMAT;
-		memcpy(out + w, msg + p, 1u + n);
+		if (out)
+			memcpy(out + w, msg + p, 1u + n);
 		w += 1u + n;
 		p += 1u + n;
 		if (n == 0)
@@ -250,4 +252,25 @@ int name_unpack(const uint8_t *msg, size_t msglen, size_t *off, uint8_t *out)
 int name_unpack_msg(const uint8_t *msg, size_t msglen, size_t *off, uint8_t *out)
 {
 	return unpack(msg, msglen, off, out, NAME_MSG_HDR);
+}
+
+int name_skip_msg(const uint8_t *msg, size_t msglen, size_t *off)
+{
+	return unpack(msg, msglen, off, NULL, NAME_MSG_HDR);
+}
+
+int name_match_plain(const uint8_t *msg, size_t msglen, size_t off, const uint8_t *lname)
+{
+	size_t o = 0;
+	for (;;) {
+		uint8_t n = lname[o];
+		if (off + o + 1u + n > msglen || msg[off + o] != n || o + 1u + n > NAME_MAXWIRE)
+			return 0; /* cut short, another label (or a pointer), or too long */
+		if (n == 0)
+			return (int)(o + 1);
+		for (uint8_t k = 1; k <= n; k++)
+			if (lower(msg[off + o + k]) != lname[o + k])
+				return 0;
+		o += 1u + n;
+	}
 }

@@ -146,10 +146,12 @@ static int parse_question(const uint8_t *pkt, size_t len, uint16_t id, const uin
 	for (int s = 0; s < 3; s++)
 		r->counts[s] = be16_get(pkt + 6 + 2 * s);
 	size_t off = WIRE_HDR;
-	if (name_unpack_msg(pkt, len, &off, name) < 0 || off + 4 > len)
+	int plain = name_match_plain(pkt, len, off, lname); /* the usual case: no copy */
+	if (plain > 0)
+		off += (size_t)plain;
+	else if (name_unpack_msg(pkt, len, &off, name) < 0 || !name_equal(name, lname))
 		return MOAT_EMISMATCH;
-	if (!name_equal(name, lname) || be16_get(pkt + off) != qtype ||
-	    be16_get(pkt + off + 2) != qclass)
+	if (off + 4 > len || be16_get(pkt + off) != qtype || be16_get(pkt + off + 2) != qclass)
 		return MOAT_EMISMATCH;
 	return (int)(off + 4);
 }
@@ -159,14 +161,15 @@ static int parse_question(const uint8_t *pkt, size_t len, uint16_t id, const uin
 static int parse_records(const uint8_t *pkt, size_t len, size_t off, uint16_t qclass,
                          struct wire_resp *r)
 {
-	uint8_t name[NAME_MAXWIRE];
 	if ((size_t)r->counts[0] + r->counts[1] + r->counts[2] > WIRE_MAXRR)
 		return MOAT_EFORMAT;
 	for (int s = 0; s < 3; s++)
 		for (unsigned i = 0; i < r->counts[s]; i++) {
 			struct wire_rr *rr = &r->rr[r->nrr];
 			rr->owner_off = (uint16_t)off;
-			if (name_unpack_msg(pkt, len, &off, name) < 0 || off + 10 > len)
+			/* Checked here, read later only where needed (owner_of). */
+			int nl = name_skip_msg(pkt, len, &off);
+			if (nl < 0 || off + 10 > len)
 				return MOAT_EFORMAT;
 			rr->type = be16_get(pkt + off);
 			rr->rclass = be16_get(pkt + off + 2);
@@ -188,7 +191,7 @@ static int parse_records(const uint8_t *pkt, size_t len, size_t off, uint16_t qc
 			if (rr->ttl > 0x7FFFFFFF)
 				rr->ttl = 0; /* RFC 2181 8: the top bit set means zero */
 			if (rr->type == WIRE_OPT) {
-				if (s != WIRE_SEC_AR || r->has_opt || name[0] != 0)
+				if (s != WIRE_SEC_AR || r->has_opt || nl != 1) /* owner: the root */
 					return MOAT_EFORMAT;
 				r->has_opt = true;
 				r->ext_rcode = (uint8_t)(rr->ttl >> 24);
@@ -238,9 +241,15 @@ static int answer_ttls(const uint8_t *pkt, size_t len, struct wire_resp *r)
 		}
 		if (rr->section != WIRE_SEC_AN)
 			continue;
-		if (owner_of(pkt, len, &r->rr[i], name) < 0)
+		/* An owner that points at the question's name is chain[0] (parse_question compared
+		 * them): nothing to read. Upstreams write most owners so. */
+		if (rr->owner_off + 2u <= len && pkt[rr->owner_off] == (WIRE_NAME_PTR >> 8) &&
+		    pkt[rr->owner_off + 1] == WIRE_HDR)
+			r->rr[i].passes = true;
+		else if (owner_of(pkt, len, &r->rr[i], name) < 0)
 			return MOAT_EFORMAT;
-		r->rr[i].passes = wire_resp_on_chain(r, name);
+		else
+			r->rr[i].passes = wire_resp_on_chain(r, name);
 		if (rr->passes && rr->ttl < r->min_ttl)
 			r->min_ttl = rr->ttl;
 	}
@@ -272,19 +281,20 @@ int wire_resp_parse(const uint8_t *pkt, size_t len, uint16_t id, const uint8_t *
 }
 
 struct hint_ctx {
-	wire_addr_fn fn;
+	wire_addr_mark_fn fn;
 	void *ctx;
 	uint16_t type;
+	bool passes;
 };
 
 static int on_hint(void *c, const uint8_t *addr, size_t alen)
 {
 	struct hint_ctx *h = c;
-	return h->fn(h->ctx, addr, alen, h->type);
+	return h->fn(h->ctx, addr, alen, h->type, h->passes);
 }
 
-static int each_addr(const uint8_t *pkt, size_t len, const struct wire_resp *r, wire_addr_fn fn,
-                     void *ctx, bool passed_only)
+static int each_addr(const uint8_t *pkt, size_t len, const struct wire_resp *r,
+                     wire_addr_mark_fn fn, void *ctx, bool passed_only)
 {
 	for (unsigned i = 0; i < r->nrr; i++) {
 		const struct wire_rr *rr = &r->rr[i];
@@ -303,10 +313,10 @@ static int each_addr(const uint8_t *pkt, size_t len, const struct wire_resp *r, 
 					return MOAT_EFORMAT;
 				continue;
 			}
-			if ((rc = fn(ctx, pkt + rr->rdata_off, want, rr->type)))
+			if ((rc = fn(ctx, pkt + rr->rdata_off, want, rr->type, rr->passes)))
 				return rc;
 		} else {
-			struct hint_ctx h = {fn, ctx, rr->type};
+			struct hint_ctx h = {fn, ctx, rr->type, rr->passes};
 			rc = svcb_each_hint(pkt, len, rr->rdata_off, rr->rdlen, on_hint, &h);
 			if (rc)
 				return rc;
@@ -315,16 +325,36 @@ static int each_addr(const uint8_t *pkt, size_t len, const struct wire_resp *r, 
 	return 0;
 }
 
+struct plain_ctx {
+	wire_addr_fn fn;
+	void *ctx;
+};
+
+static int on_plain(void *c, const uint8_t *addr, size_t alen, uint16_t rrtype, bool passes)
+{
+	struct plain_ctx *p = c;
+	(void)passes;
+	return p->fn(p->ctx, addr, alen, rrtype);
+}
+
 int wire_resp_each_addr(const uint8_t *pkt, size_t len, const struct wire_resp *r, wire_addr_fn fn,
                         void *ctx)
 {
-	return each_addr(pkt, len, r, fn, ctx, false);
+	struct plain_ctx p = {fn, ctx};
+	return each_addr(pkt, len, r, on_plain, &p, false);
 }
 
 int wire_resp_each_passed_addr(const uint8_t *pkt, size_t len, const struct wire_resp *r,
                                wire_addr_fn fn, void *ctx)
 {
-	return each_addr(pkt, len, r, fn, ctx, true);
+	struct plain_ctx p = {fn, ctx};
+	return each_addr(pkt, len, r, on_plain, &p, true);
+}
+
+int wire_resp_each_addr_marked(const uint8_t *pkt, size_t len, const struct wire_resp *r,
+                               wire_addr_mark_fn fn, void *ctx)
+{
+	return each_addr(pkt, len, r, fn, ctx, false);
 }
 
 /* ---- rebuilding with name compression ---- */
@@ -447,9 +477,16 @@ static bool authority_keeps(uint16_t type)
 	return type == WIRE_SOA || type == WIRE_NSEC || type == WIRE_NSEC3 || type == WIRE_RRSIG;
 }
 
-int wire_resp_build(const uint8_t *pkt, size_t len, const struct wire_resp *r,
-                    const struct wire_query *q, uint32_t ttl_cap, size_t max_size, uint8_t *out,
-                    size_t cap)
+/* Where build writes each record's TTL and the TTL, as a template keeps them (big-endian, 16
+ * and 32 bits), or NULL. */
+struct ttl_marks {
+	uint8_t *off, *ttl;
+	unsigned n, max;
+};
+
+static int build(const uint8_t *pkt, size_t len, const struct wire_resp *r,
+                 const struct wire_query *q, uint32_t age, uint32_t ttl_cap, size_t max_size,
+                 uint8_t *out, size_t cap, struct ttl_marks *marks)
 {
 	struct wire_writer w = {out, cap, 0, 0};
 	struct comp c;
@@ -485,7 +522,13 @@ int wire_resp_build(const uint8_t *pkt, size_t len, const struct wire_resp *r,
 			put_name(&w, &c, owner, true);
 			ww_u16(&w, rr->type);
 			ww_u16(&w, rr->rclass);
-			uint32_t ttl = rr->ttl > r->age ? rr->ttl - r->age : 0;
+			if (marks) {
+				if (w.len > UINT16_MAX || marks->n >= marks->max)
+					return MOAT_ESPACE;
+				be16_put(marks->off + 2 * marks->n, (uint16_t)w.len);
+				be32_put(marks->ttl + 4 * marks->n++, rr->ttl);
+			}
+			uint32_t ttl = rr->ttl > age ? rr->ttl - age : 0;
 			ww_u32(&w, ttl < ttl_cap ? ttl : ttl_cap);
 			put_rdata(&w, &c, pkt, len, rr);
 			count[s]++;
@@ -495,6 +538,8 @@ int wire_resp_build(const uint8_t *pkt, size_t len, const struct wire_resp *r,
 	size_t opt = q->edns ? 11 : 0;
 	if (w.err || w.len + opt > max_size) {
 		/* Does not fit: the question alone with TC, so the client retries over TCP. */
+		if (marks)
+			return MOAT_ESPACE; /* a template is the whole answer or nothing */
 		w.err = 0;
 		w.len = question_end;
 		count[0] = count[1] = 0;
@@ -507,6 +552,88 @@ int wire_resp_build(const uint8_t *pkt, size_t len, const struct wire_resp *r,
 	if (!q->edns)
 		return (int)w.len;
 	return wire_append_opt(out, w.len, cap, WIRE_EDNS_SIZE, q->edns_do, r->ext_rcode, NULL);
+}
+
+int wire_resp_build(const uint8_t *pkt, size_t len, const struct wire_resp *r,
+                    const struct wire_query *q, uint32_t ttl_cap, size_t max_size, uint8_t *out,
+                    size_t cap)
+{
+	return build(pkt, len, r, q, r->age, ttl_cap, max_size, out, cap, NULL);
+}
+
+/* ---- the prebuilt answer (wire_resp_template) ---- */
+
+/* A template: a header of three 16-bit fields (body length, question name length, TTL count),
+ * the TTLs' offsets (16 bits each) and values (32 bits each), then the body: the answer as
+ * wire_resp_build makes it for no EDNS, ID 0, flags 0, the lower-cased question, age 0, no cap. */
+#define TPL_HEAD 6
+
+int wire_resp_template(const uint8_t *pkt, size_t len, const struct wire_resp *r,
+                       const uint8_t *lname, uint16_t qtype, uint16_t qclass, uint8_t *out,
+                       size_t cap)
+{
+	struct wire_query q;
+	int nl = name_wire_len(lname, NAME_MAXWIRE);
+	if (nl < 0)
+		return nl;
+	memset(&q, 0, offsetof(struct wire_query, qname));
+	memcpy(q.qname, lname, (size_t)nl);
+	q.qname_len = (uint16_t)nl;
+	q.qtype = qtype;
+	q.qclass = qclass;
+	/* The records build writes, so the body is made where it stays. */
+	unsigned nrec = 0;
+	for (unsigned i = 0; i < r->nrr; i++)
+		nrec += r->rr[i].section == WIRE_SEC_AN ? r->rr[i].passes
+		        : r->rr[i].section == WIRE_SEC_NS ? authority_keeps(r->rr[i].type)
+		                                          : 0;
+	size_t head = TPL_HEAD + 6 * (size_t)nrec;
+	if (cap < head + WIRE_HDR)
+		return MOAT_ESPACE;
+	size_t room = cap - head < WIRE_MAXMSG ? cap - head : WIRE_MAXMSG;
+	struct ttl_marks marks = {out + TPL_HEAD, out + TPL_HEAD + 2 * nrec, 0, nrec};
+	int n = build(pkt, len, r, &q, 0, UINT32_MAX, room, out + head, room, &marks);
+	if (n < 0)
+		return n;
+	if (marks.n != nrec)
+		return MOAT_EFORMAT; /* not what was counted: never serve it */
+	be16_put(out, (uint16_t)n);
+	be16_put(out + 2, (uint16_t)nl);
+	be16_put(out + 4, (uint16_t)nrec);
+	return (int)(head + (size_t)n);
+}
+
+int wire_resp_from_template(const uint8_t *tpl, size_t tlen, const struct wire_resp *r,
+                            const struct wire_query *q, uint32_t ttl_cap, size_t max_size,
+                            uint8_t *out, size_t cap)
+{
+	if (tlen < TPL_HEAD)
+		return MOAT_EFORMAT;
+	size_t n = be16_get(tpl), nl = be16_get(tpl + 2), nttl = be16_get(tpl + 4);
+	size_t head = TPL_HEAD + 6 * nttl;
+	if (head + n != tlen || n < WIRE_HDR + nl + 4)
+		return MOAT_EFORMAT;
+	if (nl != q->qname_len || n + (q->edns ? 11 : 0) > max_size || n > cap)
+		return 0; /* another question's, or truncated here: wire_resp_build's to make */
+	const uint8_t *body = tpl + head;
+	memcpy(out, body, n);
+	bool want_ad = q->edns_do || (q->flags & WIRE_FLAG_AD);
+	be16_put(out, q->id);
+	be16_put(out + 2, (uint16_t)(WIRE_FLAG_QR | (q->flags & WIRE_FLAG_RD) | WIRE_FLAG_RA |
+	                             (want_ad ? (r->flags & WIRE_FLAG_AD) : 0) |
+	                             (q->flags & WIRE_FLAG_CD) | (r->rcode & WIRE_FLAG_RCODE)));
+	memcpy(out + WIRE_HDR, q->qname, nl); /* the client's case, as build writes it */
+	for (size_t i = 0; i < nttl; i++) {
+		size_t off = be16_get(tpl + TPL_HEAD + 2 * i);
+		uint32_t t = be32_get(tpl + TPL_HEAD + 2 * nttl + 4 * i);
+		t = t > r->age ? t - r->age : 0;
+		if (off + 4 > n)
+			return MOAT_EFORMAT;
+		be32_put(out + off, t < ttl_cap ? t : ttl_cap);
+	}
+	if (!q->edns)
+		return (int)n;
+	return wire_append_opt(out, n, cap, WIRE_EDNS_SIZE, q->edns_do, r->ext_rcode, NULL);
 }
 
 /* ---- the packed parse (for the cache) ---- */

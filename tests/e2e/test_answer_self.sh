@@ -31,8 +31,19 @@ mixed    IN A    192.0.2.2
 mapped   IN AAAA ::ffff:10.0.0.5
 mappedpub IN AAAA ::ffff:192.0.2.10
 Z
-e2e_nsd 192.0.2.53 53 "$E2E_WORK/self.test.zone"
-printf '*.self.test\n' >"$E2E_WORK/allow.txt"
+# A zone whose glue (additional section, never passed) is the metadata address: the answer
+# naming moatd's own address is refused for the glue, which is blocked wherever it stands (the
+# reason a walk over every address finds first, whatever the order of the records).
+cat >"$E2E_WORK/glue.test.zone" <<'Z'
+$ORIGIN glue.test.
+$TTL 300
+@        IN SOA  ns1.glue.test. hostmaster.glue.test. 2024010101 3600 600 86400 300
+         IN NS   ns1.glue.test.
+ns1      IN A    169.254.169.254
+listen   IN A    192.0.2.2
+Z
+e2e_nsd 192.0.2.53 53 "$E2E_WORK/self.test.zone" "$E2E_WORK/glue.test.zone"
+printf '*.self.test\n*.glue.test\n' >"$E2E_WORK/allow.txt"
 start_moatd moatd --listen 192.0.2.2:53 --upstream 192.0.2.53:53 --metrics 192.0.2.3:9153 \
 	--allow "$E2E_WORK/allow.txt" --allow-private
 
@@ -59,6 +70,8 @@ refused mixed.self.test A "192.0.2.2, moatd's own listen address"
 # IPv4-mapped: never a valid AAAA, with private answers allowed and for a public address too
 refused mapped.self.test AAAA "::ffff:10.0.0.5, an IPv4-mapped address"
 refused mappedpub.self.test AAAA "::ffff:192.0.2.10, an IPv4-mapped address"
+# Blocked glue outranks moatd's own address in the answer
+refused listen.glue.test A "169.254.169.254"
 stop_moatd moatd
 
 # --- moat-fw: a grant of the resolver's address, sent directly, is refused ---

@@ -465,3 +465,44 @@ Test(unpack, longest_name)
 	off = start;
 	cr_expect_eq(name_unpack(msg, o, &off, out), 255);
 }
+
+/* name_skip_msg is name_unpack_msg without the copy: the same result and the same new offset
+ * from every start and every cut of a message with pointers, loops, a pointer into the header
+ * and reserved label types. */
+Test(unpack, skip_agrees_with_unpack_msg)
+{
+	static const uint8_t msg[] = "\x12\x34\x81\x80\0\1\0\1\0\0\0\0" /* header */
+	                             "\7example\3com\0"                 /* 12 */
+	                             "\3www\xc0\x0c"                    /* 25 */
+	                             "\xc0\x19"                         /* 31 */
+	                             "\1a\xc0\x21"                      /* 33: a loop */
+	                             "\xc0\x02"                         /* 37: into the header */
+	                             "\x40\0\x80\0\3ab";                /* reserved, cut */
+	size_t len = sizeof(msg) - 1;
+	uint8_t out[NAME_MAXWIRE];
+	for (size_t cut = 0; cut <= len; cut++)
+		for (size_t start = 0; start <= cut; start++) {
+			size_t o1 = start, o2 = start;
+			int a = name_unpack_msg(msg, cut, &o1, out);
+			int b = name_skip_msg(msg, cut, &o2);
+			cr_assert_eq(a, b, "start %zu cut %zu: %d, skip %d", start, cut, a, b);
+			cr_assert_eq(o1, o2, "start %zu cut %zu: offset", start, cut);
+		}
+}
+
+/* The question's shortcut: lname written out in full, in any case, is found with its length;
+ * another name, a pointer and every cut are not (the caller then unpacks). */
+Test(unpack, match_plain)
+{
+	static const uint8_t msg[] = "\0\0\3WwW\7Example\3com\0"
+	                             "\3www\xc0\x02";
+	const uint8_t *lname = (const uint8_t *)"\3www\7example\3com";
+	size_t len = sizeof(msg) - 1;
+	cr_expect_eq(name_match_plain(msg, len, 2, lname), 17);
+	cr_expect_eq(name_match_plain(msg, len, 19, lname), 0, "a pointer: unpack it");
+	cr_expect_eq(name_match_plain(msg, len, 2, (const uint8_t *)"\3www\7example\3org"), 0);
+	cr_expect_eq(name_match_plain(msg, len, 2, (const uint8_t *)"\3www\7example"), 0,
+	             "a longer name in the message");
+	for (size_t cut = 0; cut < 19; cut++)
+		cr_expect_eq(name_match_plain(msg, cut, 2, lname), 0, "cut %zu", cut);
+}

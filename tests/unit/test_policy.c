@@ -884,12 +884,22 @@ static void own_addresses(void)
 	cfg.has_metrics = true;
 }
 
-static bool answer_ok(bool allow_private, bool passed, const char *text, char *why)
+static enum policy_addr_verdict answer_check(bool allow_private, bool passed, const char *text,
+                                             char *why)
 {
 	uint8_t a[16];
 	bool v6 = strchr(text, ':') != NULL;
 	cr_assert_eq(inet_pton(v6 ? AF_INET6 : AF_INET, text, a), 1, "%s", text);
-	return policy_answer_addr_ok(pol, allow_private, passed, a, v6 ? 16 : 4, why, 160);
+	enum policy_addr_verdict v =
+	    policy_answer_addr_check(pol, allow_private, passed, a, v6 ? 16 : 4, why, 160);
+	cr_assert_eq(policy_answer_addr_ok(pol, allow_private, passed, a, v6 ? 16 : 4, why, 160),
+	             v == POLICY_ADDR_OK, "%s: the two forms disagree", text);
+	return v;
+}
+
+static bool answer_ok(bool allow_private, bool passed, const char *text, char *why)
+{
+	return answer_check(allow_private, passed, text, why) == POLICY_ADDR_OK;
 }
 
 /* The answer check: blocked ranges anywhere; moatd's own addresses (any embedding form) and
@@ -922,7 +932,16 @@ Test(snapshot, answer_addresses)
 		cr_expect(!answer_ok(true, true, own[i].addr, why), "%s passed", own[i].addr);
 		cr_expect_str_eq(why, own[i].why);
 		cr_expect(answer_ok(true, false, own[i].addr, why), "%s as glue", own[i].addr);
+		cr_expect_eq(answer_check(true, true, own[i].addr, why), POLICY_ADDR_REFUSED_PASSED,
+		             "%s: refused only where the client gets it", own[i].addr);
 	}
+	/* A blocked range is refused wherever it stands, passed or not: the refusal one walk
+	 * over an answer lets outrank the others. */
+	cr_expect_eq(answer_check(false, true, "169.254.169.254", why), POLICY_ADDR_REFUSED);
+	cr_expect_eq(answer_check(false, false, "169.254.169.254", why), POLICY_ADDR_REFUSED);
+	cr_expect_eq(answer_check(false, true, "10.0.0.5", why), POLICY_ADDR_REFUSED);
+	cr_expect_eq(answer_check(false, true, "::ffff:10.0.0.5", why), POLICY_ADDR_REFUSED,
+	             "a mapped private address is blocked first");
 }
 
 /* A configured sinkhole: 0.0.0.0 and :: with a warning; 240/4 and 100::/64 fine; other blocked

@@ -1287,3 +1287,118 @@ Test(resp_chain, passes_marks_the_answer_records_on_the_chain)
 	for (unsigned i = 0; i < r.nrr; i++)
 		cr_expect_eq(r.rr[i].passes, want[i], "record %u (section %u)", i, r.rr[i].section);
 }
+
+/* ---- the prebuilt answer ---- */
+
+/* The question text with its letters' case flipped by mask, bit i for letter i. */
+static void recase(const char *in, unsigned mask, char *out)
+{
+	unsigned k = 0;
+	for (; *in; in++, out++) {
+		char c = *in;
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
+			c = (mask >> (k++ % 32)) & 1 ? (char)(c ^ 0x20) : c;
+		*out = c;
+	}
+	*out = 0;
+}
+
+/* For spec's answer, the template's bytes are the rebuild's for every client: case, ID, RD, CD
+ * and AD bits, EDNS with and without DO, the answer's age, the TTL cap and the size limit (0
+ * from the template exactly where the rebuild truncates). Returns how many clients it served. */
+static int template_same_as_rebuild(const struct rspec *spec)
+{
+	static uint8_t pkt[4096], tpl[WIRE_TEMPLATE_MAX], o1[8192], o2[8192];
+	static struct wire_resp r;
+	size_t len = make_resp(spec, pkt, sizeof(pkt));
+	cr_assert_eq(parse(pkt, len, spec, &r), 0);
+	int tl = wire_resp_template(pkt, len, &r, W(spec->qname), (uint16_t)spec->qtype,
+	                            LDNS_RR_CLASS_IN, tpl, sizeof(tpl));
+	cr_assert_gt(tl, 0, "%s: no template (%d)", spec->qname, tl);
+	static const uint16_t flags[] = {0, LDNS_RD, LDNS_RD | LDNS_CD, LDNS_AD, LDNS_RD | LDNS_AD};
+	static const uint32_t ages[] = {0, 10, 299, 100000}, caps[] = {UINT32_MAX, 3600, 5, 0};
+	static const size_t limits[] = {WIRE_UDP_MIN, 100, 60, WIRE_EDNS_SIZE, WIRE_MAXMSG};
+	int served = 0;
+	for (unsigned v = 0; v < 3 * 5 * 4 * 4 * 5 * 3; v++) {
+		unsigned x = v;
+		unsigned ecase = x % 3, fi = (x /= 3) % 5, ai = (x /= 5) % 4, ci = (x /= 4) % 4,
+		         li = (x /= 4) % 5, casei = (x / 5) % 3;
+		char name[NAME_MAXTEXT];
+		recase(spec->qname, casei == 0 ? 0 : casei == 1 ? ~0u : 0x5a5a5a5au, name);
+		struct wire_query q;
+		client_query(name, spec->qtype, (uint16_t)(v * 2654435761u), flags[fi], ecase > 0,
+		             ecase == 2, &q);
+		r.age = ages[ai];
+		int a = wire_resp_build(pkt, len, &r, &q, caps[ci], limits[li], o1, sizeof(o1));
+		int b = wire_resp_from_template(tpl, (size_t)tl, &r, &q, caps[ci], limits[li], o2,
+		                                sizeof(o2));
+		cr_assert_gt(a, 0);
+		if (b == 0) {
+			cr_expect(o1[2] & 0x02,
+			          "%s (case %s, variant %u): the template declined an "
+			          "answer the rebuild did not truncate",
+			          spec->qname, name, v);
+			continue;
+		}
+		cr_assert_eq(a, b, "%s (case %s, variant %u): %d bytes, the template's %d",
+		             spec->qname, name, v, a, b);
+		cr_assert_arr_eq(o1, o2, (size_t)a, "%s (case %s, variant %u): other bytes",
+		                 spec->qname, name, v);
+		served++;
+	}
+	r.age = 0;
+	/* Another name of the same length is never answered from it. */
+	struct wire_query other;
+	client_query("www.example.org.", spec->qtype, 1, 0, false, false, &other);
+	if (other.qname_len != strlen(spec->qname) + 1)
+		cr_expect_eq(wire_resp_from_template(tpl, (size_t)tl, &r, &other, UINT32_MAX,
+		                                     WIRE_MAXMSG, o2, sizeof(o2)),
+		             0);
+	/* Every cut of a template is refused, never read past. */
+	for (int cut = 0; cut < tl; cut++)
+		cr_expect_leq(wire_resp_from_template(tpl, (size_t)cut, &r, &other, UINT32_MAX,
+		                                      WIRE_MAXMSG, o2, sizeof(o2)),
+		              0, "cut %d", cut);
+	return served;
+}
+
+Test(resp_template, same_bytes_as_the_rebuild)
+{
+	cr_expect_gt(template_same_as_rebuild(&basic), 0);
+	cr_expect_gt(template_same_as_rebuild(&mixed), 0);
+	struct rspec dname = {
+	    .id = 7,
+	    .qname = "a.b.example.com.",
+	    .qtype = LDNS_RR_TYPE_A,
+	    .an = {"example.com. 300 IN DNAME Example.NET.", "a.b.example.net. 60 IN A 192.0.2.7"},
+	};
+	cr_expect_gt(template_same_as_rebuild(&dname), 0);
+	struct rspec nx = {
+	    .id = 7,
+	    .qname = "nope.example.com.",
+	    .qtype = LDNS_RR_TYPE_AAAA,
+	    .rcode = LDNS_RCODE_NXDOMAIN,
+	    .flags = LDNS_AD,
+	    .ns = {"example.com. 300 IN SOA ns.example.com. h.example.com. 1 2 3 4 120",
+	           "example.com. 300 IN NS ns.example.com."},
+	};
+	cr_expect_gt(template_same_as_rebuild(&nx), 0);
+	struct rspec https = {
+	    .id = 7,
+	    .qname = "svc.Example.com.",
+	    .qtype = LDNS_RR_TYPE_MX,
+	    .an = {"svc.example.com. 120 IN MX 10 mail.svc.example.com.",
+	           "svc.example.com. 60 IN MX 20 mail2.example.com."},
+	    .ar = {"mail.svc.example.com. 60 IN A 192.0.2.25"},
+	};
+	cr_expect_gt(template_same_as_rebuild(&https), 0);
+	/* Large enough that every UDP limit truncates it: served only where it fits. */
+	static char many[30][80];
+	struct rspec big = {.id = 7, .qname = "big.example.com.", .qtype = LDNS_RR_TYPE_AAAA};
+	for (int i = 0; i < 30; i++) {
+		snprintf(many[i], sizeof(many[i]), "big.example.com. %d IN AAAA 2001:db8::%x",
+		         100 + i, i + 1);
+		big.an[i] = many[i];
+	}
+	cr_expect_gt(template_same_as_rebuild(&big), 0);
+}
