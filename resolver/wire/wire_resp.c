@@ -477,6 +477,23 @@ static bool authority_keeps(uint16_t type)
 	return type == WIRE_SOA || type == WIRE_NSEC || type == WIRE_NSEC3 || type == WIRE_RRSIG;
 }
 
+/* A record the client gets: an answer record on the chain, or an authority record kept. */
+static bool rr_kept(const struct wire_rr *rr)
+{
+	return rr->section == WIRE_SEC_AN   ? rr->passes
+	       : rr->section == WIRE_SEC_NS ? authority_keeps(rr->type)
+	                                    : false;
+}
+
+/* The answer's flags for the client of q: RD and CD echoed, RA set, AD only when asked. */
+static uint16_t answer_flags(const struct wire_resp *r, const struct wire_query *q)
+{
+	bool want_ad = q->edns_do || (q->flags & WIRE_FLAG_AD);
+	return (uint16_t)(WIRE_FLAG_QR | (q->flags & WIRE_FLAG_RD) | WIRE_FLAG_RA |
+	                  (want_ad ? (r->flags & WIRE_FLAG_AD) : 0) | (q->flags & WIRE_FLAG_CD) |
+	                  (r->rcode & WIRE_FLAG_RCODE));
+}
+
 /* Where build writes each record's TTL and the TTL, as a template keeps them (big-endian, 16
  * and 32 bits), or NULL. */
 struct ttl_marks {
@@ -492,14 +509,10 @@ static int build(const uint8_t *pkt, size_t len, const struct wire_resp *r,
 	struct comp c;
 	uint8_t owner[NAME_MAXWIRE];
 	uint16_t count[2] = {0, 0};
-	bool want_ad = q->edns_do || (q->flags & WIRE_FLAG_AD);
-
 	c.n = 0;
 	c.used = 0;
 	ww_u16(&w, q->id);
-	ww_u16(&w, (uint16_t)(WIRE_FLAG_QR | (q->flags & WIRE_FLAG_RD) | WIRE_FLAG_RA |
-	                      (want_ad ? (r->flags & WIRE_FLAG_AD) : 0) |
-	                      (q->flags & WIRE_FLAG_CD) | (r->rcode & WIRE_FLAG_RCODE)));
+	ww_u16(&w, answer_flags(r, q));
 	ww_u16(&w, 1);
 	ww_u16(&w, 0);
 	ww_u16(&w, 0);
@@ -514,8 +527,7 @@ static int build(const uint8_t *pkt, size_t len, const struct wire_resp *r,
 	for (int s = WIRE_SEC_AN; s <= WIRE_SEC_NS; s++)
 		for (unsigned i = 0; i < r->nrr; i++) {
 			const struct wire_rr *rr = &r->rr[i];
-			if (rr->section != s ||
-			    (s == WIRE_SEC_AN ? !rr->passes : !authority_keeps(rr->type)))
+			if (rr->section != s || !rr_kept(rr))
 				continue; /* records of unrelated owners are dropped */
 			if (owner_of(pkt, len, rr, owner) < 0)
 				return MOAT_EFORMAT;
@@ -584,9 +596,7 @@ int wire_resp_template(const uint8_t *pkt, size_t len, const struct wire_resp *r
 	/* The records build writes, so the body is made where it stays. */
 	unsigned nrec = 0;
 	for (unsigned i = 0; i < r->nrr; i++)
-		nrec += r->rr[i].section == WIRE_SEC_AN ? r->rr[i].passes
-		        : r->rr[i].section == WIRE_SEC_NS ? authority_keeps(r->rr[i].type)
-		                                          : 0;
+		nrec += rr_kept(&r->rr[i]);
 	size_t head = TPL_HEAD + 6 * (size_t)nrec;
 	if (cap < head + WIRE_HDR)
 		return MOAT_ESPACE;
@@ -617,11 +627,8 @@ int wire_resp_from_template(const uint8_t *tpl, size_t tlen, const struct wire_r
 		return 0; /* another question's, or truncated here: wire_resp_build's to make */
 	const uint8_t *body = tpl + head;
 	memcpy(out, body, n);
-	bool want_ad = q->edns_do || (q->flags & WIRE_FLAG_AD);
 	be16_put(out, q->id);
-	be16_put(out + 2, (uint16_t)(WIRE_FLAG_QR | (q->flags & WIRE_FLAG_RD) | WIRE_FLAG_RA |
-	                             (want_ad ? (r->flags & WIRE_FLAG_AD) : 0) |
-	                             (q->flags & WIRE_FLAG_CD) | (r->rcode & WIRE_FLAG_RCODE)));
+	be16_put(out + 2, answer_flags(r, q));
 	memcpy(out + WIRE_HDR, q->qname, nl); /* the client's case, as build writes it */
 	for (size_t i = 0; i < nttl; i++) {
 		size_t off = be16_get(tpl + TPL_HEAD + 2 * i);
