@@ -62,15 +62,29 @@ static inline void put_c(struct lw *w, char c)
 		*w->p++ = c;
 }
 
+/* "00".."99": two digits a step, one division by 100 where there were two by 10. */
+static const char digits2[201] = "0001020304050607080910111213141516171819"
+                                 "2021222324252627282930313233343536373839"
+                                 "4041424344454647484950515253545556575859"
+                                 "6061626364656667686970717273747576777879"
+                                 "8081828384858687888990919293949596979899";
+
 /* v in decimal, ending at d + UINT_TEXT - 1 where a NUL is put; returns where it starts. */
 #define UINT_TEXT 21
 static char *uint_text(char d[UINT_TEXT], uint64_t v)
 {
 	char *p = d + UINT_TEXT - 1;
 	*p = 0;
-	do
-		*--p = (char)('0' + v % 10);
-	while (v /= 10);
+	for (; v >= 100; v /= 100) {
+		p -= 2;
+		memcpy(p, digits2 + 2 * (v % 100), 2);
+	}
+	if (v >= 10) {
+		p -= 2;
+		memcpy(p, digits2 + 2 * v, 2);
+	} else {
+		*--p = (char)('0' + v);
+	}
 	return p;
 }
 
@@ -150,11 +164,17 @@ static char *ip4_text(char *o, const uint8_t *a)
 		unsigned v = a[i];
 		if (i)
 			*o++ = '.';
-		if (v >= 100)
+		if (v >= 100) {
 			*o++ = (char)('0' + v / 100);
-		if (v >= 10)
-			*o++ = (char)('0' + v / 10 % 10);
-		*o++ = (char)('0' + v % 10);
+			v %= 100;
+			memcpy(o, digits2 + 2 * v, 2);
+			o += 2;
+		} else if (v >= 10) {
+			memcpy(o, digits2 + 2 * v, 2);
+			o += 2;
+		} else {
+			*o++ = (char)('0' + v);
+		}
 	}
 	return o;
 }
@@ -305,7 +325,7 @@ struct amemo { /* an address (and port): family, bytes, port */
 static _Thread_local struct {
 	struct cmemo c[16];
 	struct vmemo agent, reason, rule;
-	struct amemo client, upstream;
+	struct amemo upstream;
 } memo;
 
 /* A string constant (transport, decision, rcode, grant). */
@@ -357,8 +377,9 @@ static void put_str(struct lw *w, const char *s, struct vmemo *m)
  * text each line (its number), so put_str's memo misses and the whole of it was escaped again
  * (~250 instructions a hit). When it is checked to be exactly "allowed by ", the rule file
  * kept from an earlier line, ':' and rule_line, it is written from that file's kept text.
- * Returns false (nothing written) otherwise. */
-static bool put_rule_reason(struct lw *w, const struct log_query *e)
+ * line (llen bytes) is rule_line's text, NULL without a rule. Returns false (nothing written)
+ * otherwise. */
+static bool put_rule_reason(struct lw *w, const struct log_query *e, const char *line, size_t llen)
 {
 	static const char lead[] = "allowed by ";
 	const size_t ll = sizeof(lead) - 1;
@@ -366,17 +387,14 @@ static bool put_rule_reason(struct lw *w, const struct log_query *e)
 	const char *r = e->reason;
 	/* strncmp stops at the end of r: every byte read below is r's own. What is written is
 	 * checked against r piece by piece, so it is r whatever the rule file is. */
-	if (!r || !m->len || strncmp(r, lead, ll) != 0 || strncmp(r + ll, m->raw, m->rawlen) != 0 ||
-	    r[ll + m->rawlen] != ':')
-		return false;
-	char d[UINT_TEXT];
-	const char *line = uint_text(d, e->rule_line);
-	if (strcmp(r + ll + m->rawlen + 1, line) != 0)
+	if (!r || !line || !m->len || strncmp(r, lead, ll) != 0 ||
+	    strncmp(r + ll, m->raw, m->rawlen) != 0 || r[ll + m->rawlen] != ':' ||
+	    strcmp(r + ll + m->rawlen + 1, line) != 0)
 		return false;
 	PUT_LIT(w, "\"allowed by ");
 	put(w, m->text + 1, m->len - 2u); /* the file's text without its quotes */
 	put_c(w, ':');
-	put(w, line, (size_t)(d + UINT_TEXT - 1 - line));
+	put(w, line, llen);
 	put_c(w, '"');
 	return true;
 }
@@ -433,10 +451,19 @@ static char *qname_json(char *o, const uint8_t *p)
 		*o++ = '.';
 	while (*p) {
 		unsigned n = *p++, plain = 1;
-		for (unsigned k = 0; k < n; k++)
+		/* Copied as it is checked (a call to memcpy a label cost more than the label): a
+		 * label that is not plain is written again over it. */
+		unsigned k = 0;
+		for (; k + 4 <= n; k += 4) {
+			memcpy(o + k, p + k, 4);
+			plain &= name_plain[p[k]] & name_plain[p[k + 1]] & name_plain[p[k + 2]] &
+			         name_plain[p[k + 3]];
+		}
+		for (; k < n; k++) {
+			o[k] = (char)p[k];
 			plain &= name_plain[p[k]];
-		if (plain) { /* nearly every label: one copy */
-			memcpy(o, p, n);
+		}
+		if (plain) { /* nearly every label */
 			o += n, p += n;
 			*o++ = '.';
 			continue;
@@ -518,60 +545,83 @@ void log_format_ts(int64_t unix_ms, char ts[LOG_TS_LEN])
 	ts[23] = 'Z';
 }
 
-/* The version 2 keys (see log.h) and the closing brace. */
-static void put_v2(struct lw *w, const struct log_query *e)
+/* ---------------------------------------------------------------- runs -- */
+
+/* A run of fields whose values are constants (log.h: kept by pointer) and numbers: the text of
+ * the last one a thread wrote is kept with the key it was made of, so the same run again is one
+ * copy. Nearly every line is four such runs around the few values of its own (ts, name,
+ * reason, rule, addresses): field by field, a line took ~30 bounded copies. */
+#define RUN_TEXT 128
+struct run {
+	uint64_t key[4];
+	uint16_t len; /* 0: empty */
+	char text[RUN_TEXT];
+};
+
+static _Thread_local struct {
+	struct run head, question, result, grant;
+} runs;
+
+/* The kept text of r if it was made of key (written, true), else false. */
+static inline bool run_put(struct lw *w, const struct run *r, const uint64_t key[4])
 {
-	PUT_LIT(w, ",\"v\":2,\"rule\":");
-	if (e->rule_file) {
-		put_str(w, e->rule_file, &memo.rule);
-		w->p--; /* reopen the string for ":line" */
-		put_c(w, ':');
-		put_uint(w, e->rule_line);
-		put_c(w, '"');
-	} else {
-		PUT_LIT(w, "null");
-	}
-	PUT_LIT(w, ",\"answer\":");
-	if (e->has_answer) {
-		put_c(w, '[');
-		const uint8_t *a = e->answer;
-		for (unsigned i = 0; i < e->nanswer; i++) {
-			char t[LOG_IP_MAX + 3];
-			t[0] = i ? ',' : '"';
-			size_t n = 1;
-			if (i)
-				t[n++] = '"';
-			n += log_format_ip(t + n, a, e->alen[i]);
-			t[n++] = '"';
-			put(w, t, n);
-			a += e->alen[i];
-		}
-		put_c(w, ']');
-	} else {
-		PUT_LIT(w, "null");
-	}
-	PUT_LIT(w, ",\"grant\":");
-	put_const(w, e->grant);
-	PUT_LIT(w, ",\"grant_lifetime\":");
-	if (e->has_grant_life)
-		put_uint(w, e->grant_life);
-	else
-		PUT_LIT(w, "null");
-	put_c(w, '}');
+	/* Word by word: memcmp was a call. */
+	if (!r->len || ((r->key[0] ^ key[0]) | (r->key[1] ^ key[1]) | (r->key[2] ^ key[2]) |
+	                (r->key[3] ^ key[3])))
+		return false;
+	PUT_UPTO(w, r->text, r->len, RUN_TEXT);
+	return true;
 }
 
-/* Close the line: an overlong one is cut, never left without its brace and newline. */
-static size_t line_end(struct lw *w, char *out)
+/* Keep what was written since start as r's text (a cut one is not kept). */
+static void run_keep(struct run *r, const uint64_t key[4], const char *start, const struct lw *w)
 {
-	if (w->p == w->end)
-		w->p--;
-	*w->p++ = '\n';
-	return (size_t)(w->p - out);
+	size_t n = (size_t)(w->p - start);
+	r->len = 0;
+	if (w->p == w->end || n == 0 || n > RUN_TEXT)
+		return;
+	memcpy(r->key, key, sizeof(r->key));
+	memcpy(r->text, start, n);
+	r->len = (uint16_t)n;
 }
 
-/* Everything after the name: the same for every deny of an agent, so it is kept (below). */
-static void put_tail(struct lw *w, const struct log_query *e)
+/* ","client":"ADDR","transport":"udp","agent": (after the ts). */
+static void put_head(struct lw *w, const struct log_query *e)
 {
+	uint64_t key[4] = {0, 0, 0, (uintptr_t)e->transport};
+	const struct sockaddr *sa = e->client;
+	if (sa && sa->sa_family == AF_INET) {
+		key[0] = 4;
+		memcpy(&key[1], &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
+	} else if (sa && sa->sa_family == AF_INET6) {
+		key[0] = 6;
+		memcpy(&key[1], ((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr.s6_addr,
+		       16);
+	}
+	if (run_put(w, &runs.head, key))
+		return;
+	char *start = w->p;
+	char t[LOG_IP_MAX + 2];
+	t[0] = '"';
+	size_t n = 1 + addr_text(sa, false, t + 1);
+	t[n++] = '"';
+	PUT_LIT(w, "\",\"client\":");
+	put(w, t, n);
+	PUT_LIT(w, ",\"transport\":");
+	put_const(w, e->transport);
+	PUT_LIT(w, ",\"agent\":");
+	run_keep(&runs.head, key, start, w);
+}
+
+/* ,"qtype":"A","qclass":1,"decision":"allow","reason": */
+static void put_question(struct lw *w, const struct log_query *e)
+{
+	const uint64_t key[4] = {(uint64_t)e->qtype | (uint64_t)e->qclass << 16 |
+	                             (uint64_t)(e->qname != NULL) << 32,
+	                         (uintptr_t)e->decision, 0, 0};
+	if (run_put(w, &runs.question, key))
+		return;
+	char *start = w->p;
 	PUT_LIT(w, ",\"qtype\":");
 	if (e->qname)
 		put_qtype(w, e->qtype);
@@ -582,8 +632,18 @@ static void put_tail(struct lw *w, const struct log_query *e)
 	PUT_LIT(w, ",\"decision\":");
 	put_const(w, e->decision);
 	PUT_LIT(w, ",\"reason\":");
-	if (!put_rule_reason(w, e))
-		put_str(w, e->reason, &memo.reason);
+	run_keep(&runs.question, key, start, w);
+}
+
+/* ,"rcode":"NOERROR","upstream":null,"upstream_ms":null,"alert":false,"v":2,"rule":
+ * A forwarded answer's upstream and time are its own: written field by field. */
+static void put_result(struct lw *w, const struct log_query *e)
+{
+	bool local = !e->upstream && e->upstream_us < 0;
+	const uint64_t key[4] = {(uint64_t)(uint32_t)e->rcode | (uint64_t)e->alert << 32, 0, 0, 0};
+	if (local && run_put(w, &runs.result, key))
+		return;
+	char *start = w->p;
 	PUT_LIT(w, ",\"rcode\":");
 	put_const(w, e->rcode < 0 ? NULL : wire_rcode_str((uint8_t)e->rcode));
 	PUT_LIT(w, ",\"upstream\":");
@@ -602,89 +662,63 @@ static void put_tail(struct lw *w, const struct log_query *e)
 		PUT_LIT(w, "null");
 	}
 	if (e->alert)
-		PUT_LIT(w, ",\"alert\":true");
+		PUT_LIT(w, ",\"alert\":true,\"v\":2,\"rule\":");
 	else
-		PUT_LIT(w, ",\"alert\":false");
-	put_v2(w, e);
+		PUT_LIT(w, ",\"alert\":false,\"v\":2,\"rule\":");
+	if (local)
+		run_keep(&runs.result, key, start, w);
 }
 
-/* The tail of the last line without an upstream or an address (a deny, a refusal): what it
- * was made of, and its text. */
-struct tail_key {
-	const char *decision, *grant; /* constants: by pointer */
-	int rcode;
-	uint32_t rule_line, grant_life;
-	uint16_t qtype, qclass;
-	bool has_qname, alert, has_answer, has_grant_life, has_reason, has_rule;
-};
-
-static _Thread_local struct {
-	bool valid;
-	struct tail_key k;
-	char reason[MEMO_TEXT], rule[MEMO_TEXT];
-	uint16_t len;
-	char text[MEMO_TEXT * 14];
-} tail;
-
-static struct tail_key tail_key_of(const struct log_query *e)
+/* ,"grant":"none","grant_lifetime":null} */
+static void put_grant(struct lw *w, const struct log_query *e)
 {
-	struct tail_key k;
-	memset(&k, 0, sizeof(k)); /* the padding too: keys are compared as bytes */
-	k.decision = e->decision;
-	k.grant = e->grant;
-	k.rcode = e->rcode;
-	k.rule_line = e->rule_line;
-	k.grant_life = e->grant_life;
-	k.qtype = e->qtype;
-	k.qclass = e->qclass;
-	k.has_qname = e->qname != NULL;
-	k.alert = e->alert;
-	k.has_answer = e->has_answer;
-	k.has_grant_life = e->has_grant_life;
-	k.has_reason = e->reason != NULL;
-	k.has_rule = e->rule_file != NULL;
-	return k;
-}
-
-/* Both NULL or both the same text (a kept string is never longer than MEMO_TEXT - 1). */
-static bool same_text(const char *s, bool has, const char *kept)
-{
-	return s ? has && strcmp(s, kept) == 0 : !has;
-}
-
-static bool keep_text(char *kept, const char *s)
-{
-	size_t n = s ? strnlen(s, MEMO_TEXT) : 0;
-	if (n >= MEMO_TEXT)
-		return false;
-	memcpy(kept, s ? s : "", n + 1);
-	return true;
-}
-
-static void put_tail_kept(struct lw *w, const struct log_query *e)
-{
-	bool plain = !e->upstream && e->upstream_us < 0 && e->nanswer == 0;
-	if (!plain) {
-		put_tail(w, e);
+	const uint64_t key[4] = {(uintptr_t)e->grant,
+	                         (uint64_t)e->grant_life << 1 | e->has_grant_life, 0, 0};
+	if (run_put(w, &runs.grant, key))
 		return;
-	}
-	struct tail_key k = tail_key_of(e);
-	if (tail.valid && !memcmp(&k, &tail.k, sizeof(k)) &&
-	    same_text(e->reason, k.has_reason, tail.reason) &&
-	    same_text(e->rule_file, k.has_rule, tail.rule)) {
-		put(w, tail.text, tail.len);
-		return;
-	}
 	char *start = w->p;
-	put_tail(w, e);
-	size_t n = (size_t)(w->p - start);
-	tail.valid = w->p < w->end && n <= sizeof(tail.text) && keep_text(tail.reason, e->reason) &&
-	             keep_text(tail.rule, e->rule_file);
-	if (tail.valid) {
-		tail.k = k;
-		tail.len = (uint16_t)n;
-		memcpy(tail.text, start, n);
+	PUT_LIT(w, ",\"grant\":");
+	put_const(w, e->grant);
+	PUT_LIT(w, ",\"grant_lifetime\":");
+	if (e->has_grant_life)
+		put_uint(w, e->grant_life);
+	else
+		PUT_LIT(w, "null");
+	put_c(w, '}');
+	run_keep(&runs.grant, key, start, w);
+}
+
+/* The addresses passed: a list of strings, or null. */
+static void put_answer(struct lw *w, const struct log_query *e)
+{
+	PUT_LIT(w, ",\"answer\":");
+	if (!e->has_answer) {
+		PUT_LIT(w, "null");
+		return;
 	}
+	put_c(w, '[');
+	const uint8_t *a = e->answer;
+	for (unsigned i = 0; i < e->nanswer; i++) {
+		char t[LOG_IP_MAX + 3];
+		t[0] = i ? ',' : '"';
+		size_t n = 1;
+		if (i)
+			t[n++] = '"';
+		n += log_format_ip(t + n, a, e->alen[i]);
+		t[n++] = '"';
+		put(w, t, n);
+		a += e->alen[i];
+	}
+	put_c(w, ']');
+}
+
+/* Close the line: an overlong one is cut, never left without its brace and newline. */
+static size_t line_end(struct lw *w, char *out)
+{
+	if (w->p == w->end)
+		w->p--;
+	*w->p++ = '\n';
+	return (size_t)(w->p - out);
 }
 
 size_t log_format_query(char out[LOG_LINE_MAX], const struct log_query *e,
@@ -693,18 +727,32 @@ size_t log_format_query(char out[LOG_LINE_MAX], const struct log_query *e,
 	struct lw w = {out, out + LOG_LINE_MAX - 1}; /* the last byte: the newline */
 	PUT_LIT(&w, "{\"ts\":\"");
 	put(&w, ts, LOG_TS_LEN);
-	PUT_LIT(&w, "\",\"client\":");
-	put_addr(&w, e->client, false, &memo.client);
-	PUT_LIT(&w, ",\"transport\":");
-	put_const(&w, e->transport);
-	PUT_LIT(&w, ",\"agent\":");
+	put_head(&w, e);
 	put_str(&w, e->agent, &memo.agent);
 	PUT_LIT(&w, ",\"qname\":");
 	if (e->qname)
 		put_qname(&w, e->qname);
 	else
 		PUT_LIT(&w, "null");
-	put_tail_kept(&w, e);
+	put_question(&w, e);
+	/* The rule's line number, in the reason and the rule: its text made once. */
+	char d[UINT_TEXT];
+	const char *line = e->rule_file ? uint_text(d, e->rule_line) : NULL;
+	size_t llen = line ? (size_t)(d + UINT_TEXT - 1 - line) : 0;
+	if (!put_rule_reason(&w, e, line, llen))
+		put_str(&w, e->reason, &memo.reason);
+	put_result(&w, e);
+	if (line) {
+		put_str(&w, e->rule_file, &memo.rule);
+		w.p--; /* reopen the string for ":line" */
+		put_c(&w, ':');
+		put(&w, line, llen);
+		put_c(&w, '"');
+	} else {
+		PUT_LIT(&w, "null");
+	}
+	put_answer(&w, e);
+	put_grant(&w, e);
 	return line_end(&w, out);
 }
 

@@ -115,7 +115,10 @@ static bool emit(struct log_out *o, const char *line, size_t n, uint64_t stands)
 static bool repeatable(const struct log_query *e)
 {
 	const char *d = e->decision;
-	return e->qname && d && (!strncmp(d, "deny-", 5) || !strcmp(d, "refuse-client"));
+	/* The first byte first: an allowed line makes no call. */
+	return e->qname && d &&
+	       ((d[0] == 'd' && !strncmp(d, "deny-", 5)) ||
+	        (d[0] == 'r' && !strcmp(d, "refuse-client")));
 }
 
 /* FNV-1a over the client's address, the name (a word at a time) and the type: picks the two
@@ -125,18 +128,19 @@ static bool repeatable(const struct log_query *e)
 static uint64_t rep_hash(const struct log_query *e)
 {
 	uint64_t h = 0xcbf29ce484222325ull ^ e->qtype ^ ((uint64_t)e->qclass << 16);
-	const uint8_t *a = NULL;
-	size_t n = 0;
+	/* The address a word at a time, as the name below. */
+	uint64_t a[2] = {0, 0};
 	if (e->client && e->client->sa_family == AF_INET)
-		a = (const uint8_t *)&((const struct sockaddr_in *)(const void *)e->client)
-		        ->sin_addr,
-		n = 4;
+		memcpy(a, &((const struct sockaddr_in *)(const void *)e->client)->sin_addr, 4);
 	else if (e->client && e->client->sa_family == AF_INET6)
-		a = ((const struct sockaddr_in6 *)(const void *)e->client)->sin6_addr.s6_addr,
-		n = 16;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ a[i]) * 0x100000001b3ull;
-	/* The name eight bytes at a time (its length first: the labels end it). */
+		memcpy(a, ((const struct sockaddr_in6 *)(const void *)e->client)->sin6_addr.s6_addr,
+		       16);
+	h = (h ^ a[0] ^ (uint64_t)(e->client ? e->client->sa_family : 0) << 56) * 0x100000001b3ull;
+	h ^= h >> 32;
+	h = (h ^ a[1]) * 0x100000001b3ull;
+	h ^= h >> 32;
+	/* The name eight bytes at a time (its length first: the labels end it), the last few
+	 * gathered into one word. */
 	const uint8_t *p = e->qname;
 	size_t len = 1;
 	while (p[len - 1])
@@ -147,8 +151,10 @@ static uint64_t rep_hash(const struct log_query *e)
 		h = (h ^ v) * 0x100000001b3ull;
 		h ^= h >> 32;
 	}
+	uint64_t v = len;
 	for (; len; p++, len--)
-		h = (h ^ *p) * 0x100000001b3ull;
+		v = v << 8 | *p;
+	h = (h ^ v) * 0x100000001b3ull;
 	return h ^ h >> 29;
 }
 

@@ -258,35 +258,44 @@ static const uint8_t il_class[256] = {
 #undef D
 #undef H
 
+/* The digit-'-'-digit places inside one label of l bytes (a label with a '-'). */
+static unsigned il_dashes(const uint8_t *p, uint8_t l)
+{
+	unsigned n = 0;
+	for (unsigned i = 1; i + 1u < l; i++)
+		n += p[i] == '-' && (il_class[p[i - 1]] & IL_DIGIT) &&
+		     (il_class[p[i + 1]] & IL_DIGIT);
+	return n;
+}
+
 /* One pass over the wire name for what every match needs: a dotted or dashed quad has three
  * separators ('.' between labels, '-' inside one) each between two digits, a hex form is a
  * label of exactly 8 hex digits. Returns the number of digit-separator-digit places (3 or more
  * means a quad may be there), or -1 if the bytes are not a plain bounded wire name, and
  * collects the hex labels' addresses, left to right, when no quad is possible (then they are
- * the whole answer). It runs on every query name: what a byte carries to the next is two flags
- * (the last byte was a digit; the last two were a digit and a separator), never a table index,
- * so the loads of the classes do not wait on each other. */
+ * the whole answer). It runs on every query name, so a byte costs two operations on its class
+ * (any and all of a label's); the places are counted at each label's ends, and inside only a
+ * label that has a '-' (~14 instructions a byte before, now ~5). */
 static int il_scan(const uint8_t *wire, uint8_t (*addrs)[4], size_t max, size_t *nhex)
 {
-	unsigned dsd = 0, dig = 0, ds = 0;
+	unsigned dsd = 0, last_digit = 0;
 	*nhex = 0;
 	for (size_t pos = 0; wire[pos]; pos += 1u + wire[pos]) {
 		uint8_t l = wire[pos];
 		if (l > 63 || pos + 1u + l >= IPLIT_MAXWIRE)
 			return -1;
 		const uint8_t *p = wire + pos + 1;
-		if (pos) { /* the '.' between two labels */
-			ds = dig;
-			dig = 0;
-		}
-		unsigned all = IL_HEX;
+		unsigned any = 0, all = IL_HEX;
 		for (uint8_t i = 0; i < l; i++) {
-			unsigned f = il_class[p[i]], d = f & IL_DIGIT;
-			dsd += ds & d;
-			ds = dig & (f >> 1);
-			dig = d;
+			unsigned f = il_class[p[i]];
+			any |= f;
 			all &= f;
 		}
+		/* the '.' before this label, between two digits (a label is never empty here) */
+		dsd += last_digit & il_class[p[0]] & IL_DIGIT;
+		if (any & IL_SEP)
+			dsd += il_dashes(p, l);
+		last_digit = il_class[p[l - 1]] & IL_DIGIT;
 		if (l == 8 && all && *nhex < max)
 			il_hex8_val(p, addrs[(*nhex)++]);
 	}

@@ -671,8 +671,9 @@ Test(log, kept_text_follows_the_values)
 	EXPECT_STR(&o, "reason", longr);
 }
 
-/* The part after the name of a line without upstream or address (every deny) is kept whole:
- * each value it is made of, changed alone (a reason or rule buffer rewritten in place), shows. */
+/* The runs of a line (log.c: the fields around the name, reason and rule) are kept with what
+ * they were made of: each value, changed alone (a reason or rule buffer rewritten in place),
+ * shows. */
 Test(log, kept_tail_follows_the_values)
 {
 	struct sockaddr_in c = v4("10.0.0.1", 1);
@@ -715,6 +716,99 @@ Test(log, kept_tail_follows_the_values)
 		write_and_read(&e, &o);
 		cr_expect_str_eq(line, first);
 	}
+}
+
+/* Each value a kept run is made of, changed alone from the line before, shows in its line, and
+ * the line after (the first again) is the first's: the client (its address, its family), the
+ * transport, whether there is a question, the rcode and alert of an answer moatd gave itself,
+ * the grant and its lifetime, and a forwarded answer's own upstream and time. */
+static struct sockaddr_in run_c4a, run_c4b, run_up;
+static struct sockaddr_in6 run_c6;
+static uint8_t run_qn[NAME_MAXWIRE];
+
+static struct log_query run_line(int change)
+{
+	struct log_query e = plain_allow(&run_c4a);
+	e.qname = run_qn;
+	e.qtype = 28;
+	e.grant = "OK";
+	e.has_grant_life = true;
+	e.grant_life = 30;
+	switch (change) {
+	case 1:
+		e.client = (const struct sockaddr *)&run_c4b;
+		break;
+	case 2:
+		e.client = (const struct sockaddr *)&run_c6;
+		break;
+	case 3:
+		e.transport = "tcp";
+		break;
+	case 4:
+		e.qname = NULL;
+		break;
+	case 5:
+		e.rcode = 2;
+		break;
+	case 6:
+		e.alert = true;
+		break;
+	case 7:
+		e.grant = "none", e.has_grant_life = false;
+		break;
+	case 8:
+		e.grant_life = 31;
+		break;
+	case 9:
+		e.upstream = (const struct sockaddr *)&run_up, e.upstream_us = 2500;
+		break;
+	}
+	return e;
+}
+
+static void run_check(int change)
+{
+	struct log_query e = run_line(change);
+	struct jobj o;
+	write_and_read(&e, &o);
+	EXPECT_STR(&o, "client", change == 1 ? "10.0.0.11" : change == 2 ? "a00:1::" : "10.0.0.1");
+	EXPECT_STR(&o, "transport", change == 3 ? "tcp" : "udp");
+	if (change == 4) {
+		EXPECT_KIND(&o, "qname", 'z', NULL);
+		EXPECT_KIND(&o, "qtype", 'z', NULL);
+	} else {
+		EXPECT_STR(&o, "qname", "a.test.");
+		EXPECT_STR(&o, "qtype", "AAAA");
+	}
+	EXPECT_STR(&o, "rcode", change == 5 ? "SERVFAIL" : "NOERROR");
+	EXPECT_KIND(&o, "alert", 'b', change == 6 ? "true" : "false");
+	EXPECT_STR(&o, "grant", change == 7 ? "none" : "OK");
+	if (change == 7)
+		EXPECT_KIND(&o, "grant_lifetime", 'z', NULL);
+	else
+		EXPECT_KIND(&o, "grant_lifetime", 'n', change == 8 ? "31" : "30");
+	if (change == 9) {
+		EXPECT_STR(&o, "upstream", "192.0.2.53:53");
+		EXPECT_KIND(&o, "upstream_ms", 'n', "2.500");
+	} else {
+		EXPECT_KIND(&o, "upstream", 'z', NULL);
+		EXPECT_KIND(&o, "upstream_ms", 'z', NULL);
+	}
+}
+
+Test(log, runs_follow_every_value)
+{
+	run_c4a = v4("10.0.0.1", 1);
+	run_c4b = v4("10.0.0.11", 1);
+	run_c6 = v6("a00:1::", 1); /* its bytes: 10.0.0.1's, then zeros */
+	run_up = v4("192.0.2.53", 53);
+	cr_assert_gt(name_from_text("a.test", 6, run_qn), 0);
+	for (int change = 1; change <= 9; change++)
+		for (int k = 0; k < 2; k++) {
+			run_check(0);
+			run_check(change);
+		}
+	run_check(0);
 }
 
 /* A line longer than LOG_LINE_MAX is cut to the longest it may be (LOG_LINE_MAX - 1 bytes and
