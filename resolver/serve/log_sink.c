@@ -29,7 +29,7 @@
 #include "serve/log_sink.h"
 
 #define LOG_BUSY_BYTES (16u << 10) /* a drain this large: the log is busy, batch the next */
-#define LOG_BATCH_NS 8000000       /* how long a busy writer lets lines gather, at most */
+#define LOG_BATCH_NS 16000000      /* how long a busy writer lets lines gather, at most */
 #define LOG_LINGER_NS 1000000      /* after any drain: the next lines come without a wake-up */
 
 struct log_ring {
@@ -265,9 +265,11 @@ static uint64_t mono_ns(void)
 /* How long a writer that just took `most` bytes from its fullest ring, `since` ns after its
  * previous drain began, lets lines gather. A busy log waits until that ring would be a quarter
  * full at the same rate, at most LOG_BATCH_NS: each wake-up costs the worker's CPU two context
- * switches and its caches the writer's bytes, so fewer and larger writes are cheaper (up to
- * 8 ms against 4 ms: 0.3-1.6% less CPU a query in tests/bench/ab.sh), while a faster worker
- * still finds room in its ring. */
+ * switches and its caches the writer's bytes (a drain's copy through the 1 MB L2 evicts the
+ * worker's tables), so fewer and larger writes are cheaper (8 ms against 4 ms: 0.3-1.6% less
+ * CPU a query in tests/bench/ab.sh; 16 ms and a 4 MiB ring against 8 ms and 2 MiB: 0.6-0.9%;
+ * 32 ms and 8 MiB against 16 ms: no difference, 0.993-1.005), while a faster worker still finds
+ * room in its ring. */
 static long pause_ns(size_t most, uint64_t since)
 {
 	if (most < LOG_BUSY_BYTES || !since)

@@ -17,7 +17,7 @@
 struct log_sink;
 struct log_ring;
 
-#define LOG_RING_BYTES (1u << 21) /* per worker: ~5000 lines, 35 ms of a worker at full speed */
+#define LOG_RING_BYTES (1u << 22) /* per worker: ~10000 lines, 50 ms of a worker at full speed */
 
 /* Open path for appending (NULL or "-": stdout) with nrings rings. /dev/null is no log: *out
  * is then NULL and nothing is ever formatted. Ownership: log_sink_close. Returns 0, or

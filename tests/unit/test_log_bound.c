@@ -286,7 +286,7 @@ static void wait_growth(off_t *seen, off_t by)
 
 /* Lines are formatted in place at the ring's head (log_ring_room) when it has the room, else in
  * the worker's own buffer and copied; a count closed on the way goes to the head first. Through
- * ~9 MB (the 2 MiB ring wraps four times) of allows and denies whose repeats share slots,
+ * ~9 MB (the 4 MiB ring wraps twice) of allows and denies whose repeats share slots,
  * every line in the file is whole and exactly the line of its query (a "repeated" line: that
  * line with its count), and each query is counted once. */
 Test(log_bound, lines_whole_through_the_ring)
