@@ -275,7 +275,7 @@ static unsigned il_dashes(const uint8_t *p, uint8_t l)
  * collects the hex labels' addresses, left to right, when no quad is possible (then they are
  * the whole answer). It runs on every query name, so a byte costs two operations on its class
  * (any and all of a label's); the places are counted at each label's ends, and inside only a
- * label that has a '-' (~14 instructions a byte before, now ~5). */
+ * label that has a '-' (14 instructions a byte before, 7 now, -O2 and -O3 alike). */
 static int il_scan(const uint8_t *wire, uint8_t (*addrs)[4], size_t max, size_t *nhex)
 {
 	unsigned dsd = 0, last_digit = 0;
