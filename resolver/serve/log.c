@@ -590,13 +590,12 @@ static void put_head(struct lw *w, const struct log_query *e)
 {
 	uint64_t key[4] = {0, 0, 0, (uintptr_t)e->transport};
 	const struct sockaddr *sa = e->client;
-	if (sa && sa->sa_family == AF_INET) {
-		key[0] = 4;
-		memcpy(&key[1], &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
-	} else if (sa && sa->sa_family == AF_INET6) {
-		key[0] = 6;
-		memcpy(&key[1], ((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr.s6_addr,
-		       16);
+	size_t alen;
+	unsigned port;
+	const uint8_t *a = sa_addr(sa, &alen, &port);
+	if (a) { /* its length tells the family */
+		key[0] = alen;
+		memcpy(&key[1], a, alen);
 	}
 	if (run_put(w, &runs.head, key))
 		return;
