@@ -85,6 +85,9 @@ struct metrics_worker {
 	/* the worker's own memo for metrics_agent_slot; not a counter */
 	const char *memo_key[METRICS_SLOT_CACHE];
 	uint8_t memo_slot[METRICS_SLOT_CACHE];
+	/* and of metrics_count_query: the last decision token's address and its counter */
+	const char *memo_decision;
+	uint8_t memo_md;
 };
 
 /* Process-wide facts, written by the main thread (start-up, reload); damaged_blocks and
@@ -134,7 +137,8 @@ const char *metrics_decision_str(enum metrics_decision d);
  * costs a pointer compare. Thread-safe for distinct m. */
 unsigned metrics_agent_slot(struct metrics_worker *m, const char *agent);
 
-/* Count one logged query. */
+/* Count one logged query. decision is a token with static storage (the log's): its counter is
+ * memoised by address, so a worker's run of one decision costs a pointer compare. */
 void metrics_count_query(struct metrics_worker *m, const char *agent, const char *decision,
                          bool tcp, int rcode);
 

@@ -102,7 +102,11 @@ void metrics_count_query(struct metrics_worker *m, const char *agent, const char
                          bool tcp, int rcode)
 {
 	unsigned slot = metrics_agent_slot(m, agent);
-	metrics_inc(&m->queries[slot][metrics_decision_of(decision)][tcp]);
+	if (!decision || decision != m->memo_decision) { /* a token is never freed or rewritten */
+		m->memo_md = (uint8_t)metrics_decision_of(decision);
+		m->memo_decision = decision;
+	}
+	metrics_inc(&m->queries[slot][m->memo_md][tcp]);
 	if (rcode >= 0 && rcode < 16)
 		metrics_inc(&m->rcodes[rcode]);
 }
