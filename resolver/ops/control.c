@@ -36,7 +36,10 @@
 #include "serve/worker.h"
 
 #define REPLY_MAX (512u << 10)
-#define CONNS_MAX 16               /* local operators only: a few at a time is plenty */
+/* Connections served at once. One past it is not accepted (libuv holds it and stops taking
+ * more; the kernel's backlog keeps the rest) until one of them closes: a burst of clients (20
+ * moat runs ending together, each with its agent del) waits its turn instead of being cut off. */
+#define CONNS_MAX 16
 #define AGENT_BODY_MAX (64u << 20) /* bytes of pattern lines one agent add may send */
 
 /* A reply held until the commit of its agent command: body on success, or err. */
@@ -78,6 +81,7 @@ static uv_pipe_t server;
 static bool started;
 static struct dlist conns;
 static unsigned nconns;
+static bool accept_waiting; /* a connection past CONNS_MAX, not accepted yet */
 
 #define EXPLAIN_ADDRS 32 /* addresses explain lists from the caches */
 
@@ -112,6 +116,8 @@ static void addbody_free(struct ctl_addbody *b)
 	free(b);
 }
 
+static void conn_accept(void);
+
 static void on_closed(uv_handle_t *h)
 {
 	struct ctl_conn *c = h->data;
@@ -122,6 +128,8 @@ static void on_closed(uv_handle_t *h)
 	}
 	free(c->held);
 	free(c);
+	if (accept_waiting && started && nconns < CONNS_MAX)
+		conn_accept();
 }
 
 static void conn_close(struct ctl_conn *c)
@@ -789,22 +797,32 @@ static void conn_resume(struct ctl_conn *c)
 		uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
 }
 
-static void on_connection(uv_stream_t *s, int status)
+/* Accept the connection libuv holds. Past CONNS_MAX, or without memory, it stays held (and the
+ * server unread) until a connection closes. */
+static void conn_accept(void)
 {
-	if (status < 0)
-		return;
 	struct ctl_conn *c = calloc(1, sizeof(*c));
-	if (!c)
-		return;
-	uv_pipe_init(s->loop, &c->pipe, 0);
-	c->pipe.data = c;
-	dlist_add(&conns, &c->link);
-	nconns++;
-	if (uv_accept(s, (uv_stream_t *)&c->pipe) < 0 || nconns > CONNS_MAX) {
-		conn_close(c);
+	accept_waiting = !c || nconns >= CONNS_MAX;
+	if (accept_waiting) {
+		free(c);
 		return;
 	}
+	uv_pipe_init(server.loop, &c->pipe, 0);
+	c->pipe.data = c;
+	if (uv_accept((uv_stream_t *)&server, (uv_stream_t *)&c->pipe) < 0) {
+		uv_close((uv_handle_t *)&c->pipe, on_closed);
+		return;
+	}
+	dlist_add(&conns, &c->link);
+	nconns++;
 	uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+}
+
+static void on_connection(uv_stream_t *s, int status)
+{
+	(void)s;
+	if (status == 0)
+		conn_accept();
 }
 
 int control_start(uv_loop_t *loop, const char *path, const char *group, const struct control_ops *o,

@@ -4,7 +4,8 @@
 # and 3 come back, SIGINT to moat run comes back as 130 and SIGTERM as 143 (both forwarded to
 # the command, which dies of them); after each nothing of the run is left. After kill -9 of
 # moat run itself, the sandbox's processes die with it, and `moat run --gc` removes what is
-# left (the record says what: link, table, runtime agent and sandbox range). Sequential runs
+# left (the record says what: link, table, runtime agent and sandbox range); so does a run that
+# could not reach the system's moatd as it ended (its record stays). Sequential runs
 # leak nothing: 100 with the system's daemons (links, set elements, runtime agents,
 # namespaces, the daemons' descriptors), 20 with private ones (no daemon process stays).
 source "$(dirname "$0")/lib.sh"
@@ -61,6 +62,34 @@ killed() {
 	out=$(moat_run "${MODEARGS[@]}" --gc 2>&1) || e2e_fail "$mode: --gc failed: $out"
 	e2e_assert_contains "$out" "1 slot(s) cleaned" "$mode: --gc"
 	run_leftovers "$mode: after kill -9 and --gc" "$ino"
+}
+
+# unreachable: the system's moatd cannot be reached as a run ends (its control socket moved
+# away): the run says so and keeps its record (a runtime agent left in moatd would refuse the
+# slot's next run), and --gc, once moatd is back, removes the agent and the record.
+unreachable() {
+	local st=0 out
+	printf 'self\nwait %s 30\n' "$RUN_BIN/go-unreach" >"$RUN_BIN/unreach"
+	chmod 0644 "$RUN_BIN/unreach"
+	: >"$E2E_WORK/unreach.out"
+	moat_run_bg "$E2E_WORK/unreach.out" "$E2E_WORK/unreach.err" "${MODEARGS[@]}" --quiet \
+		--allow a.test -- "${RUN_PEER[@]}" script "$RUN_BIN/unreach"
+	wait_line -F "$E2E_WORK/unreach.out" "self: uid" 10
+	mv "$RUN_SYS/ctl.sock" "$RUN_SYS/ctl.away"
+	touch "$RUN_BIN/go-unreach"
+	wait "$RUN_BG_PID" || st=$?
+	mv "$RUN_SYS/ctl.away" "$RUN_SYS/ctl.sock"
+	out=$(cat "$E2E_WORK/unreach.err")
+	e2e_assert_eq 0 "$st" "unreachable moatd: the command's exit status: $out"
+	e2e_assert_contains "$out" "moatd: agent del moat-run-" "unreachable moatd: the run says so"
+	e2e_assert_contains "$out" "its record stays" "unreachable moatd: the record stays"
+	[[ -n "$(find "$RUN_STATE" -mindepth 1 -maxdepth 1 -type d)" ]] ||
+		e2e_fail "unreachable moatd: no record left for the clean-up"
+	e2e_assert_contains "$(ip netns exec "$RUN_HOST" "$MOAT_BUILD/moatctl" -s "$RUN_SYS/ctl.sock" --json agents)" \
+		'"moat-run-' "unreachable moatd: the agent the run could not remove"
+	out=$(moat_run "${MODEARGS[@]}" --gc 2>&1) || e2e_fail "unreachable moatd: --gc failed: $out"
+	e2e_assert_contains "$out" "1 slot(s) cleaned" "unreachable moatd: --gc"
+	run_leftovers "after a run that could not reach moatd and --gc"
 }
 
 # Not root: no rootless mode, refused clearly (exit 125, the reason and what the machine has).
@@ -122,6 +151,7 @@ status system 3 sh -c 'exit 3'
 signal system INT 130
 signal system TERM 143
 killed system
+unreachable
 cat >"$RUN_BIN/seq" <<'P'
 self
 resolve a.test

@@ -522,10 +522,13 @@ int main(int argc, char **argv)
 	if (sigfd < 0)
 		return RUN_EXIT_FAIL;
 	if (o.gc) {
-		int n = slot_gc(&o);
+		unsigned left = 0;
+		int n = slot_gc(&o, &left);
 		if (n >= 0 && !o.quiet)
 			run_err("--gc: %d slot(s) cleaned", n);
-		return n < 0 ? RUN_EXIT_FAIL : 0;
+		if (left)
+			run_err("--gc: %u slot(s) not cleaned (why above)", left);
+		return n < 0 || left ? RUN_EXIT_FAIL : 0;
 	}
 	return run(&o, sigfd);
 }

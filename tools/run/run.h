@@ -81,6 +81,7 @@ struct run_state {
 	int host_ns, sbx_ns; /* namespace descriptors (-1 when closed) */
 	int fw_fd;           /* system: the connection to moat-fw */
 	bool made_link, made_table, added_sandbox, added_agent;
+	bool keep_record; /* a daemon's removal failed: the record stays for the next clean-up */
 };
 
 /* --- slot.c ---------------------------------------------------------------------------------- */
@@ -90,11 +91,14 @@ int slot_take(const struct run_opts *o, struct run_state *st);
 /* Write st's record (what to clean up) into its slot; 0 or -1. */
 int slot_record(const struct run_state *st, const struct run_opts *o);
 /* Remove st's link and table and the slot's files (from_record: also its runtime agent and
- * range in the system's daemons, for a run that died); the lock stays until slot_release. */
+ * range in the system's daemons, for a run that died); the lock stays until slot_release. With
+ * st->keep_record (a removal in the daemons failed) the record stays, so that the next run or
+ * --gc finishes the job: a runtime agent left in moatd would refuse the slot's next run. */
 void slot_clean(struct run_state *st, const struct run_opts *o, bool from_record);
 void slot_release(struct run_state *st);
-/* --gc: clean every stale slot; the number cleaned, or -1. */
-int slot_gc(const struct run_opts *o);
+/* --gc: clean every stale slot; the number cleaned (those whose record stays counted in *left
+ * when left is not NULL), or -1. */
+int slot_gc(const struct run_opts *o, unsigned *left);
 
 /* --- rtnl.c ---------------------------------------------------------------------------------- */
 /* The veth pair: st->ifname here, eth0 in st->sbx_ns; addresses and routes on both ends. */
@@ -138,7 +142,8 @@ void daemons_stop(struct run_state *st);
 bool system_present(const struct run_opts *o);
 int system_attach(struct run_state *st, const struct run_opts *o);
 /* Remove the runtime agent and sandbox range named by st (each step only if made, or from a
- * record: all, ignoring what is already gone). */
+ * record: all, ignoring what is already gone). A removal that failed (said) sets
+ * st->keep_record. */
 void system_detach(struct run_state *st, const struct run_opts *o, bool all);
 
 /* --- drops.c --------------------------------------------------------------------------------- */

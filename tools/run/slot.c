@@ -124,6 +124,13 @@ void slot_clean(struct run_state *st, const struct run_opts *o, bool from_record
 		        "and table %s are left to that namespace",
 		        st->slot, st->netns, st->ifname, st->table);
 	}
+	if (st->keep_record) {
+		run_err(
+		    "slot %u: its record stays in %s: the next moat run or moat run --gc removes "
+		    "what is left in the system's daemons",
+		    st->slot, st->dir);
+		return;
+	}
 	slot_rmtree(st->dir);
 }
 
@@ -142,8 +149,9 @@ static int slot_lock(const struct run_opts *o, unsigned n)
 	return fd;
 }
 
-/* Slot n is locked by us and has a directory: a dead run's. Clean it. */
-static void slot_clean_stale(const struct run_opts *o, unsigned n)
+/* Slot n is locked by us and has a directory: a dead run's. Clean it; false when its record
+ * stays (a daemon could not remove what it names). */
+static bool slot_clean_stale(const struct run_opts *o, unsigned n)
 {
 	struct run_state st = {.lock_fd = -1, .host_ns = -1, .sbx_ns = -1, .fw_fd = -1};
 	struct run_opts ro = *o;
@@ -154,9 +162,10 @@ static void slot_clean_stale(const struct run_opts *o, unsigned n)
 		if (!o->quiet)
 			run_err("cleaning up slot %u, left by a run that died", n);
 		slot_clean(&st, &ro, true);
-	} else {
-		slot_rmtree(st.dir);
+		return !st.keep_record;
 	}
+	slot_rmtree(st.dir);
+	return true;
 }
 
 /* The state directory: root's, writable by no one else, and searchable (not readable) by
@@ -185,7 +194,7 @@ static unsigned slot_count(const struct run_opts *o)
 	return n > RUN_SLOTS_MAX ? RUN_SLOTS_MAX : n;
 }
 
-int slot_gc(const struct run_opts *o)
+int slot_gc(const struct run_opts *o, unsigned *left)
 {
 	if (slot_dir_ok(o) < 0)
 		return -1;
@@ -202,9 +211,11 @@ int slot_gc(const struct run_opts *o)
 		int fd = slot_lock(o, n);
 		if (fd < 0)
 			continue; /* a live run */
-		slot_clean_stale(o, n);
+		if (slot_clean_stale(o, n))
+			cleaned++;
+		else if (left)
+			(*left)++;
 		close(fd);
-		cleaned++;
 	}
 	closedir(d);
 	return cleaned;
@@ -212,7 +223,7 @@ int slot_gc(const struct run_opts *o)
 
 int slot_take(const struct run_opts *o, struct run_state *st)
 {
-	if (slot_gc(o) < 0)
+	if (slot_gc(o, NULL) < 0)
 		return RUN_EXIT_FAIL;
 	unsigned max = slot_count(o);
 	for (unsigned n = 0; n < max; n++) {
@@ -220,9 +231,12 @@ int slot_take(const struct run_opts *o, struct run_state *st)
 		if (fd < 0)
 			continue;
 		slot_names(st, o, n);
-		/* Another run may have died there since the sweep above. */
-		if (access(st->dir, F_OK) == 0)
-			slot_clean_stale(o, n);
+		/* Another run may have died there since the sweep above; a record that stays
+		 * keeps its slot out of use. */
+		if (access(st->dir, F_OK) == 0 && !slot_clean_stale(o, n)) {
+			close(fd);
+			continue;
+		}
 		if (mkdir(st->dir, 0711) != 0) {
 			run_err("%s: %s", st->dir, strerror(errno));
 			close(fd);

@@ -210,8 +210,10 @@ void system_detach(struct run_state *st, const struct run_opts *o, bool all)
 		snprintf(req, sizeof(req), "agent del %s\n", st->agent);
 		/* A record's agent may never have been added: "no such" is done too. */
 		if (sys_ctl(o->ctl_socket, req, reply, sizeof(reply)) < 0 &&
-		    !strstr(reply, "no agent '") && !all)
+		    !strstr(reply, "no agent '")) {
 			run_err("moatd: agent del %s: %s", st->agent, reply);
+			st->keep_record = true;
+		}
 		st->added_agent = false;
 	}
 	if (st->added_sandbox || all) {
@@ -219,12 +221,15 @@ void system_detach(struct run_state *st, const struct run_opts *o, bool all)
 		if (st->fw_fd < 0)
 			st->fw_fd = sys_connect(o->fw_socket, SOCK_SEQPACKET);
 		if (st->fw_fd < 0 ||
-		    sys_fw_request(st->fw_fd, FWPROTO_SANDBOX_DEL, st, &r, err, sizeof(err)) < 0)
+		    sys_fw_request(st->fw_fd, FWPROTO_SANDBOX_DEL, st, &r, err, sizeof(err)) < 0) {
 			run_err("moat-fw: removing sandbox %u.%u.%u.%u: %s", st->sbx4[0],
 			        st->sbx4[1], st->sbx4[2], st->sbx4[3],
 			        st->fw_fd < 0 ? strerror(errno) : err);
-		else if (r.status != FWPROTO_OK)
+			st->keep_record = true;
+		} else if (r.status != FWPROTO_OK) {
 			run_err("moat-fw: removing sandbox: %s", r.text);
+			st->keep_record = true;
+		}
 		st->added_sandbox = false;
 	}
 	if (st->fw_fd >= 0)
