@@ -350,6 +350,7 @@ static int start_shared(const struct policy *policy)
 		fprintf(stderr, "moatd: out of memory for the rate limiter\n");
 		return 1;
 	}
+	ratelimit_share(limiter, cfg.workers); /* one worker: no lock a query */
 	if (limits_fit_nofile(&cfg, err, sizeof(err)) < 0) {
 		fprintf(stderr, "moatd: %s\n", err);
 		return 1;

@@ -52,6 +52,13 @@ void cache_free(struct cache *c);
 int cache_put(struct cache *c, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
               uint32_t variant, const uint8_t *pkt, size_t len, uint32_t ttl, uint64_t now_ms);
 
+/* cache_put for a caller that kept the key's hash (cache_key_hash of the same key, as a table
+ * of questions in flight does): the key is not hashed again (~250 instructions a forwarded
+ * answer, once later questions have taken cache_prefetch's memo). */
+int cache_put_hashed(struct cache *c, uint64_t hash, const uint8_t *lname, uint16_t qtype,
+                     uint16_t qclass, uint32_t variant, const uint8_t *pkt, size_t len,
+                     uint32_t ttl, uint64_t now_ms);
+
 /* Look a key up at now_ms. On a live hit returns the stored bytes (borrowed: valid until the
  * next cache_put, cache_get or cache_free, since a get may remove an expired entry), their length
  * in *len and the whole seconds since insertion in *age (callers subtract it from every TTL,

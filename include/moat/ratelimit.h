@@ -2,8 +2,9 @@
  * one host can hold a whole /64), so one noisy or hostile client cannot take the resolver from
  * the others. Buckets live in a fixed table indexed by SipHash of the client under a random key:
  * no allocation per client, bounded memory, and clients cannot aim collisions (a collision only
- * makes two clients share one budget, never gives either a fresh one). Thread-safe: moatd's workers
- * share one table (a mutex; uncontended it costs ~20 ns a query). */
+ * makes two clients share one budget, never gives either a fresh one). Thread-safe once shared:
+ * moatd's workers share one table behind a mutex (uncontended ~20 ns a query), which a table
+ * used by one thread does without (ratelimit_share). */
 #ifndef MOAT_RATELIMIT_H
 #define MOAT_RATELIMIT_H
 
@@ -18,6 +19,10 @@ struct ratelimit;
  * two. Ownership: caller frees with ratelimit_free. NULL on allocation failure or qps == 0. */
 struct ratelimit *ratelimit_new(uint32_t qps, uint32_t burst, size_t nbuckets);
 void ratelimit_free(struct ratelimit *rl);
+
+/* How many threads take tokens from rl (call before any does): with one, ratelimit_allow takes
+ * no lock. A new table counts as shared. ratelimit_limited may be read from any thread. */
+void ratelimit_share(struct ratelimit *rl, unsigned nthreads);
 
 /* Take one token for client at now_ms (a monotonic clock). False: over the limit. */
 bool ratelimit_allow(struct ratelimit *rl, const struct sockaddr *client, uint64_t now_ms);

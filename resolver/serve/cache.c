@@ -237,12 +237,19 @@ static int cache_admit(const struct cache *c, uint32_t *ttl, size_t len, size_t 
 int cache_put(struct cache *c, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
               uint32_t variant, const uint8_t *pkt, size_t len, uint32_t ttl, uint64_t now_ms)
 {
+	return cache_put_hashed(c, cache_key_hash(c, lname, qtype, qclass, variant), lname, qtype,
+	                        qclass, variant, pkt, len, ttl, now_ms);
+}
+
+int cache_put_hashed(struct cache *c, uint64_t hash, const uint8_t *lname, uint16_t qtype,
+                     uint16_t qclass, uint32_t variant, const uint8_t *pkt, size_t len,
+                     uint32_t ttl, uint64_t now_ms)
+{
 	uint8_t key[CACHE_MAXKEY];
 	int kl = cache_key(key, lname, qtype, qclass, variant);
 	if (kl < 0)
 		return kl;
 	size_t keylen = (size_t)kl;
-	uint64_t hash = cache_hash(c, key, keylen);
 
 	size_t size = sizeof(struct cache_entry) + keylen + len;
 	int rc = cache_admit(c, &ttl, len, size);

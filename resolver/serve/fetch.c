@@ -268,8 +268,9 @@ static void on_upstream(void *ctx, int status, const uint8_t *pkt, size_t len,
 			uint32_t ttl = srv->cache ? cacheable_ttl(&a->resp) : 0;
 			int vl = ttl ? cache_value(pkt, len, tpl_buf, tlen, &a->resp) : -1;
 			if (vl > 0)
-				cache_put(srv->cache, f->lname, f->qtype, f->qclass, f->variant,
-				          cache_val, (size_t)vl, ttl, uv_now(srv->loop));
+				cache_put_hashed(srv->cache, f->hash, f->lname, f->qtype, f->qclass,
+				                 f->variant, cache_val, (size_t)vl, ttl,
+				                 uv_now(srv->loop)); /* f->hash: question_hash */
 		}
 	}
 	/* Serve-stale (RFC 8767): no upstream answered, or one said SERVFAIL/REFUSED; an answer

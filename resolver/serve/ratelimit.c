@@ -18,7 +18,8 @@ struct bucket {
 
 struct ratelimit {
 	pthread_mutex_t lock; /* workers share one table: a client's budget is the same on all */
-	uint64_t limited;     /* queries refused a token, ever */
+	bool shared;          /* false: one thread takes tokens, the lock is not needed */
+	uint64_t limited;     /* queries refused a token, ever (read with relaxed loads) */
 	uint8_t hkey[crypto_shorthash_KEYBYTES];
 	uint64_t rate;  /* tokens x 1000 per millisecond = qps */
 	uint64_t burst; /* tokens x 1000 */
@@ -40,8 +41,15 @@ struct ratelimit *ratelimit_new(uint32_t qps, uint32_t burst, size_t nbuckets)
 	rl->rate = qps;
 	rl->burst = (uint64_t)(burst ? burst : qps) * 1000;
 	rl->mask = n - 1;
+	rl->shared = true;
 	pthread_mutex_init(&rl->lock, NULL);
 	return rl;
+}
+
+void ratelimit_share(struct ratelimit *rl, unsigned nthreads)
+{
+	if (rl)
+		rl->shared = nthreads > 1;
 }
 
 void ratelimit_free(struct ratelimit *rl)
@@ -53,10 +61,7 @@ void ratelimit_free(struct ratelimit *rl)
 
 uint64_t ratelimit_limited(struct ratelimit *rl)
 {
-	pthread_mutex_lock(&rl->lock);
-	uint64_t n = rl->limited;
-	pthread_mutex_unlock(&rl->lock);
-	return n;
+	return __atomic_load_n(&rl->limited, __ATOMIC_RELAXED);
 }
 
 void ratelimit_client_id(const struct sockaddr *client, uint8_t id[RATELIMIT_CLIENT_ID])
@@ -90,7 +95,8 @@ bool ratelimit_allow(struct ratelimit *rl, const struct sockaddr *client, uint64
 	uint64_t h = ratelimit_client_hash(&last, rl, rl->hkey, client);
 	struct bucket *b = &rl->b[h & rl->mask];
 	bool ok = false;
-	pthread_mutex_lock(&rl->lock);
+	if (rl->shared)
+		pthread_mutex_lock(&rl->lock);
 	if (b->last_ms == 0) {
 		/* A bucket nobody used yet starts with a full burst. */
 		b->last_ms = now_ms ? now_ms : 1;
@@ -103,9 +109,10 @@ bool ratelimit_allow(struct ratelimit *rl, const struct sockaddr *client, uint64
 	if (b->milli >= 1000) {
 		b->milli -= 1000;
 		ok = true;
-	} else {
-		rl->limited++;
+	} else { /* one writer at a time (the lock, or the only thread); any thread reads */
+		__atomic_store_n(&rl->limited, rl->limited + 1, __ATOMIC_RELAXED);
 	}
-	pthread_mutex_unlock(&rl->lock);
+	if (rl->shared)
+		pthread_mutex_unlock(&rl->lock);
 	return ok;
 }

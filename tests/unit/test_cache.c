@@ -144,6 +144,26 @@ Test(cache, key_hash_is_the_keys)
 	cache_free(c);
 }
 
+/* A put with the hash a question table kept files the answer where a get finds it, and replaces
+ * what a plain put stored under the same key (one entry, the newer bytes), while another
+ * prefetch holds the memo. */
+Test(cache, put_with_kept_hash)
+{
+	struct cache *c = cache_new(1 << 20, 0, 86400);
+	uint8_t n[NAME_MAXWIRE], other[NAME_MAXWIRE], p1[40], p2[50];
+	wire("example.com", n);
+	wire("example.org", other);
+	fill(p1, sizeof(p1), 1);
+	fill(p2, sizeof(p2), 2);
+	uint64_t h = cache_key_hash(c, n, T_A, C_IN, 0);
+	cr_assert_eq(cache_put(c, n, T_A, C_IN, 0, p1, sizeof(p1), 60, 0), 0);
+	cache_prefetch(c, other, T_A, C_IN, 0);
+	cr_assert_eq(cache_put_hashed(c, h, n, T_A, C_IN, 0, p2, sizeof(p2), 60, 0), 0);
+	cr_expect_eq(stats(c).entries, 1, "the kept hash found the older entry");
+	expect_hit(c, n, T_A, C_IN, false, 1, p2, sizeof(p2));
+	cache_free(c);
+}
+
 Test(cache, keys_coexist)
 {
 	struct cache *c = cache_new(1 << 20, 0, 86400);

@@ -70,9 +70,8 @@ static void *hammer_run(void *arg)
 
 /* Workers share one table: two threads taking from one client's bucket at the same instant
  * get exactly its burst between them, and every refusal is counted. */
-Test(ratelimit, shared_by_threads)
+static void two_threads_share(struct ratelimit *rl)
 {
-	struct ratelimit *rl = ratelimit_new(10, 5000, 64);
 	struct hammer a = {rl, 0}, b = {rl, 0};
 	pthread_t ta, tb;
 	pthread_create(&ta, NULL, hammer_run, &a);
@@ -82,6 +81,30 @@ Test(ratelimit, shared_by_threads)
 	cr_expect_eq(a.ok + b.ok, 5000);
 	cr_expect_eq(ratelimit_limited(rl), 40000 - 5000);
 	ratelimit_free(rl);
+}
+
+Test(ratelimit, shared_by_threads)
+{
+	two_threads_share(ratelimit_new(10, 5000, 64));
+}
+
+/* A table only one worker uses takes no lock (ratelimit_share): the same budget, the same
+ * count of refusals; and shared again by two threads, exactly the burst between them. */
+Test(ratelimit, one_thread_then_shared)
+{
+	struct ratelimit *rl = ratelimit_new(100, 20, 1024);
+	cr_assert_not_null(rl);
+	ratelimit_share(rl, 1);
+	struct sockaddr_in c = v4("192.0.2.1");
+	cr_expect_eq(allowed(rl, &c, 1000, 50), 20, "a burst of 20, then nothing");
+	cr_expect_eq(allowed(rl, &c, 1100, 50), 10, "100 qps: 10 tokens after 100 ms");
+	cr_expect_eq(ratelimit_limited(rl), 70, "every refusal counted without the lock");
+	ratelimit_free(rl);
+
+	rl = ratelimit_new(10, 5000, 64);
+	ratelimit_share(rl, 1);
+	ratelimit_share(rl, 2);
+	two_threads_share(rl);
 }
 
 /* Regression (issue 12): a bucket taken over by a new owner started full, so two clients whose
