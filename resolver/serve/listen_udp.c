@@ -253,11 +253,12 @@ int listen_udp_start(struct worker *srv, const struct sockaddr *addr)
 	 * while moatd is still root, past net.core.rmem_max; the plain option otherwise). */
 	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size)) < 0)
 		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
-	/* IPv4 answers leave with DF set and the path MTU ignored (a forged "fragmentation needed"
-	 * cannot shrink them): an answer is never fragmented (RFC 9715; UDP answers are at most
-	 * WIRE_EDNS_SIZE, under any link's MTU). It also spares the kernel the IP ID hash it
-	 * computes for every non-DF datagram of an unconnected socket (__ip_select_ident, ~2 % of
-	 * a denied query). Best effort: without it the kernel's default applies. */
+	/* IPv4 answers are never fragmented (RFC 9715): DF always, the path MTU ignored. The
+	 * default (IP_PMTUDISC_WANT) drops DF and fragments where a route's locked MTU or a forged
+	 * ICMP "fragmentation needed" says the path is smaller; UDP answers are at most
+	 * WIRE_EDNS_SIZE, under any link's MTU. It also spares the kernel the IP ID hash of every
+	 * datagram the default lets be fragmented (__ip_select_ident, ~2 % of a denied query's
+	 * samples). Best effort: without it the kernel's default applies. */
 	if (addr->sa_family == AF_INET) {
 		int pmtu = IP_PMTUDISC_PROBE;
 		(void)setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));

@@ -87,6 +87,19 @@ denied_lines=$(grep -c '"decision":"deny-not-allowed"' "$E2E_WORK/moatd.jsonl")
 grep -q '"qname":"evil.test.","qtype":"HTTPS","qclass":1,"decision":"deny-not-allowed","reason":"moat: not on allowlist of agent default","rcode":"NXDOMAIN","upstream":null' \
 	"$E2E_WORK/moatd.jsonl" || e2e_fail "query log line for a deny is missing its fields"
 
+# --- IPv4 answers are never fragmented: DF set whatever the route's MTU says (a forged ICMP
+# "fragmentation needed" lowers it the same way); the kernel's default would send them without DF
+# to a client behind a route of locked MTU 552, and fragment them. Seen on the wire. ---
+e2e_run ip route replace local 127.0.0.9 dev lo table local mtu lock 552
+for spec in "127.0.0.1 www.example.test NOERROR" "127.0.0.9 www.example.test NOERROR" \
+	"127.0.0.9 evil.test NXDOMAIN"; do
+	set -- $spec
+	out=$(e2e_run "$E2E_PY" "$E2E_DIR/peers/answer_df.py" --src "$1" 127.0.0.1 53 "$2")
+	e2e_assert_contains "$out" "df=1 frag=0 " "answer for $2 to $1 without DF: $out"
+	e2e_assert_contains "$out" "rcode=$3" "the DF answer for $2 is moatd's: $out"
+done
+e2e_run ip route del local 127.0.0.9 dev lo table local
+
 # --- the upstream query carries only moatd's own question and EDNS ---
 e2e_upstream_reset
 q +subnet=198.51.100.0/24 +cookie +nsid fresh1.wild.example.test A >/dev/null
