@@ -234,23 +234,10 @@ static int cache_admit(const struct cache *c, uint32_t *ttl, size_t len, size_t 
 	return 1;
 }
 
-int cache_put(struct cache *c, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
-              uint32_t variant, const uint8_t *pkt, size_t len, uint32_t ttl, uint64_t now_ms)
+/* cache_put of a key made already, filed under hash (the key's own, or a caller's kept one). */
+static int put_key(struct cache *c, uint64_t hash, const uint8_t *key, size_t keylen,
+                   const uint8_t *pkt, size_t len, uint32_t ttl, uint64_t now_ms)
 {
-	return cache_put_hashed(c, cache_key_hash(c, lname, qtype, qclass, variant), lname, qtype,
-	                        qclass, variant, pkt, len, ttl, now_ms);
-}
-
-int cache_put_hashed(struct cache *c, uint64_t hash, const uint8_t *lname, uint16_t qtype,
-                     uint16_t qclass, uint32_t variant, const uint8_t *pkt, size_t len,
-                     uint32_t ttl, uint64_t now_ms)
-{
-	uint8_t key[CACHE_MAXKEY];
-	int kl = cache_key(key, lname, qtype, qclass, variant);
-	if (kl < 0)
-		return kl;
-	size_t keylen = (size_t)kl;
-
 	size_t size = sizeof(struct cache_entry) + keylen + len;
 	int rc = cache_admit(c, &ttl, len, size);
 	struct cache_entry *e = NULL, *old = cache_find(c, hash, key, keylen);
@@ -301,6 +288,25 @@ int cache_put_hashed(struct cache *c, uint64_t hash, const uint8_t *lname, uint1
 	c->st.bytes += size;
 	c->st.inserts++;
 	return 0;
+}
+
+int cache_put(struct cache *c, const uint8_t *lname, uint16_t qtype, uint16_t qclass,
+              uint32_t variant, const uint8_t *pkt, size_t len, uint32_t ttl, uint64_t now_ms)
+{
+	uint8_t key[CACHE_MAXKEY];
+	int kl = cache_key(key, lname, qtype, qclass, variant);
+	return kl < 0 ? kl
+	              : put_key(c, cache_hash(c, key, (size_t)kl), key, (size_t)kl, pkt, len, ttl,
+	                        now_ms);
+}
+
+int cache_put_hashed(struct cache *c, uint64_t hash, const uint8_t *lname, uint16_t qtype,
+                     uint16_t qclass, uint32_t variant, const uint8_t *pkt, size_t len,
+                     uint32_t ttl, uint64_t now_ms)
+{
+	uint8_t key[CACHE_MAXKEY];
+	int kl = cache_key(key, lname, qtype, qclass, variant);
+	return kl < 0 ? kl : put_key(c, hash, key, (size_t)kl, pkt, len, ttl, now_ms);
 }
 
 const uint8_t *cache_get(struct cache *c, const uint8_t *lname, uint16_t qtype, uint16_t qclass,

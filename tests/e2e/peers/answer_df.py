@@ -3,9 +3,9 @@
 
 usage: answer_df.py [--src ADDR] ADDR PORT NAME
 
-Sends one A query for NAME to ADDR:PORT (IPv4) from a fresh socket (bound to --src) and reads, on a raw socket
-opened before it (root in the test's namespace), the datagram that came back to that socket's
-port. Prints one line: "df=1 frag=0 id=N rcode=R" (DF set, fragment offset and MF clear, the
+Sends one A query for NAME to ADDR:PORT (IPv4) from a fresh socket (bound to --src) and reads,
+on a raw socket opened before it (root in the test's namespace), the datagram that came back to
+that socket's port. Prints one line: "df=1 frag=0 id=N rcode=R" (DF set, fragment offset and MF clear, the
 IP ID) or "none" when no answer arrived within 3 s. (A raw socket sees a datagram after
 reassembly: DF is what tells whether the sender would have let it be fragmented.)"""
 import random
