@@ -45,6 +45,8 @@ struct log_query {
 	/* version 2 */
 	const char *rule_file; /* NULL: no rule */
 	uint32_t rule_line;
+	bool reason_rule; /* the reason is the rule's, "allowed by FILE:LINE": made from rule_file
+	                   * and rule_line, not reason (what policy_decide leaves to the rule) */
 	const uint8_t *answer; /* addresses passed: 4 bytes (IPv4) or 16 (IPv6) each, see alen */
 	const uint8_t *alen;   /* per address: 4 or 16; NULL with nanswer 0: null in the log */
 	unsigned nanswer;

@@ -263,9 +263,15 @@ struct policy_decision {
 	bool nodata;             /* deny as NOERROR without records (an RPZ "CNAME *." trigger) */
 	bool audit;   /* allowed only by audit mode: enforce would deny it (moat/policy_audit.h) */
 	bool decided; /* denied by a runtime decision (moatctl deny): never asked about again */
-	char
-	    reason[160]; /* for the EDE text and the log: "moat: not on allowlist of agent ci-42" */
+	/* For the EDE text and the log: "moat: not on allowlist of agent ci-42". Empty for an
+	 * allow by a listed rule: that reason is the rule's, "allowed by FILE:LINE", and only the
+	 * log and moatctl explain show it (policy_reason writes it; the log from the rule). */
+	char reason[160];
 };
+
+/* d's reason as text: d->reason, or the rule's ("allowed by FILE:LINE") written into buf
+ * where policy_decide left it to the rule. Returns d->reason or buf. */
+const char *policy_reason(const struct policy_decision *d, char *buf, size_t cap);
 
 /* Decide one question for an agent. lname is the lower-cased wire name. Pure. */
 void policy_decide(const struct policy *p, const struct policy_agent *agent, const uint8_t *lname,

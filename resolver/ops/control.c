@@ -387,7 +387,8 @@ static void cmd_explain(struct ctl_conn *c, const struct ctl_request *r)
 	} else {
 		snprintf(rule, sizeof(rule), "null");
 	}
-	log_json_quote(d.reason, reason, sizeof(reason));
+	char why[sizeof(d.reason)]; /* as long as any reason */
+	log_json_quote(policy_reason(&d, why, sizeof(why)), reason, sizeof(reason));
 	char ports[160] = "null";
 	if (d.verdict == POLICY_ALLOW && d.rule.file) {
 		ports[0] = '"';

@@ -158,7 +158,7 @@ static enum policy_verdict check_name(const struct policy *p, const struct polic
 	return POLICY_ALLOW;
 }
 
-/* reason = a + b [+ ":" line]: the two verdicts of nearly every query, without printf (which
+/* reason = a + b [+ ":" line]: the reason of nearly every denied query, without printf (which
  * was ~1.5% of a denied query). Cut to fit, always terminated. */
 static void reason_set(struct policy_decision *out, const char *a, const char *b, int line)
 {
@@ -182,6 +182,14 @@ static void reason_set(struct policy_decision *out, const char *a, const char *b
 			out->reason[n++] = d[--k];
 	}
 	out->reason[n] = 0;
+}
+
+const char *policy_reason(const struct policy_decision *d, char *buf, size_t cap)
+{
+	if (d->reason[0] || !d->rule.file || d->verdict != POLICY_ALLOW || !cap)
+		return d->reason;
+	snprintf(buf, cap, "allowed by %s:%u", d->rule.file, d->rule.line);
+	return buf;
 }
 
 void policy_decide(const struct policy *p, const struct policy_agent *agent, const uint8_t *lname,
@@ -210,9 +218,10 @@ void policy_decide(const struct policy *p, const struct policy_agent *agent, con
 		reason_set(out, "moat: denied by moatctl deny for agent ", agent->cfg.name, -1);
 		return;
 	}
+	/* An allow by a listed rule leaves the reason to the rule (policy_reason): a hit's text
+	 * would be built, copied and checked again by the log, ~250 instructions of ~7500. */
 	if (policy_set_match_name(agent->allow, &n, &out->rule)) {
 		out->verdict = POLICY_ALLOW;
-		reason_set(out, "allowed by ", out->rule.file, (int)out->rule.line);
 		return;
 	}
 	if (agent->nallow_rpz && policy_rpz_allows(p, agent, lname, &out->rule)) {
@@ -223,7 +232,6 @@ void policy_decide(const struct policy *p, const struct policy_agent *agent, con
 	}
 	if (agent->decided_allow && policy_set_match_name(agent->decided_allow, &n, &out->rule)) {
 		out->verdict = POLICY_ALLOW;
-		reason_set(out, "allowed by ", out->rule.file, (int)out->rule.line);
 		return;
 	}
 	out->verdict = POLICY_DENY_NOT_ALLOWED;

@@ -310,8 +310,8 @@ struct cmemo { /* a string constant: its pointer says it all */
 	char text[64];
 };
 
-struct vmemo {                /* any string: compared before its text is reused */
-	uint16_t len, rawlen; /* of text and of raw; len 0: empty */
+struct vmemo {        /* any string: compared before its text is reused */
+	uint16_t len; /* of text; 0: empty */
 	char raw[MEMO_TEXT];
 	char text[MEMO_TEXT * 6 + 2];
 };
@@ -350,53 +350,58 @@ static void put_const(struct lw *w, const char *s)
 	PUT_UPTO(w, m->text, m->len, 32);
 }
 
+/* m made to hold s's JSON text: compared first, escaped again only when s changed. False when
+ * s is too long to keep (the caller escapes it itself). */
+static bool memo_hold(struct vmemo *m, const char *s)
+{
+	if (m->len && strcmp(s, m->raw) == 0)
+		return true;
+	struct lw t = {m->text, m->text + sizeof(m->text)};
+	size_t n = json_str(&t, s);
+	if (n >= MEMO_TEXT || t.p == t.end) {
+		m->len = 0;
+		return false;
+	}
+	memcpy(m->raw, s, n + 1);
+	m->len = (uint16_t)(t.p - m->text);
+	return true;
+}
+
 /* Any string, NULL as null. */
 static void put_str(struct lw *w, const char *s, struct vmemo *m)
 {
-	if (!s) {
+	if (!s)
 		PUT_LIT(w, "null");
-		return;
-	}
-	if (m->len && strcmp(s, m->raw) == 0) {
+	else if (memo_hold(m, s))
 		PUT_UPTO(w, m->text, m->len, 64);
-		return;
-	}
-	char *start = w->p;
-	size_t n = json_str(w, s);
-	if (n < MEMO_TEXT && w->p < w->end) { /* kept for next time */
-		memcpy(m->raw, s, n + 1);
-		m->rawlen = (uint16_t)n;
-		m->len = (uint16_t)(w->p - start);
-		memcpy(m->text, start, m->len);
-	} else {
-		m->len = 0;
-	}
+	else
+		json_str(w, s);
 }
 
-/* The reason of nearly every allowed line is "allowed by FILE:LINE", FILE:LINE its rule: a new
- * text each line (its number), so put_str's memo misses and the whole of it was escaped again
- * (~250 instructions a hit). When it is checked to be exactly "allowed by ", the rule file
- * kept from an earlier line, ':' and rule_line, it is written from that file's kept text.
- * line (llen bytes) is rule_line's text, NULL without a rule. Returns false (nothing written)
- * otherwise. */
-static bool put_rule_reason(struct lw *w, const struct log_query *e, const char *line, size_t llen)
+/* An allow's reason left to its rule (log.h's reason_rule): "allowed by FILE:LINE",
+ * from the rule file's kept text (rule: memo.rule holding rule_file, or NULL if too long to
+ * keep). line (llen bytes) is rule_line's text. */
+static void put_rule_reason(struct lw *w, const struct log_query *e, const struct vmemo *rule,
+                            const char *line, size_t llen)
 {
-	static const char lead[] = "allowed by ";
-	const size_t ll = sizeof(lead) - 1;
-	const struct vmemo *m = &memo.rule;
-	const char *r = e->reason;
-	/* strncmp stops at the end of r: every byte read below is r's own. What is written is
-	 * checked against r piece by piece, so it is r whatever the rule file is. */
-	if (!r || !line || !m->len || strncmp(r, lead, ll) != 0 ||
-	    strncmp(r + ll, m->raw, m->rawlen) != 0 || r[ll + m->rawlen] != ':' ||
-	    strcmp(r + ll + m->rawlen + 1, line) != 0)
-		return false;
+	if (!rule) { /* the whole text made, then escaped as any reason */
+		static const char lead[] = "allowed by ";
+		char t[LOG_LINE_MAX];
+		size_t n = sizeof(lead) - 1, f = strnlen(e->rule_file, sizeof(t) - n - llen - 2);
+		memcpy(t, lead, n);
+		memcpy(t + n, e->rule_file, f);
+		n += f;
+		t[n++] = ':';
+		memcpy(t + n, line, llen);
+		t[n + llen] = 0;
+		json_str(w, t);
+		return;
+	}
 	PUT_LIT(w, "\"allowed by ");
-	put(w, m->text + 1, m->len - 2u); /* the file's text without its quotes */
+	put(w, rule->text + 1, rule->len - 2u); /* the file's text without its quotes */
 	put_c(w, ':');
 	put(w, line, llen);
 	put_c(w, '"');
-	return true;
 }
 
 /* An address as a JSON string (its text never needs escaping). */
@@ -734,15 +739,22 @@ size_t log_format_query(char out[LOG_LINE_MAX], const struct log_query *e,
 	else
 		PUT_LIT(&w, "null");
 	put_question(&w, e);
-	/* The rule's line number, in the reason and the rule: its text made once. */
+	/* The rule, in the reason and the rule: its file's text and its line's made once. */
 	char d[UINT_TEXT];
 	const char *line = e->rule_file ? uint_text(d, e->rule_line) : NULL;
 	size_t llen = line ? (size_t)(d + UINT_TEXT - 1 - line) : 0;
-	if (!put_rule_reason(&w, e, line, llen))
+	const struct vmemo *rule =
+	    e->rule_file && memo_hold(&memo.rule, e->rule_file) ? &memo.rule : NULL;
+	if (e->reason_rule && line)
+		put_rule_reason(&w, e, rule, line, llen);
+	else
 		put_str(&w, e->reason, &memo.reason);
 	put_result(&w, e);
 	if (line) {
-		put_str(&w, e->rule_file, &memo.rule);
+		if (rule)
+			put(&w, rule->text, rule->len);
+		else
+			json_str(&w, e->rule_file);
 		w.p--; /* reopen the string for ":line" */
 		put_c(&w, ':');
 		put(&w, line, llen);

@@ -687,8 +687,8 @@ static void release(struct query *qr, uint32_t ttl_cap)
 		               : a->cached ? "allow-cached"
 		               : a->local  ? "allow-local"
 		                           : "allow",
-		               qr->decision.reason, be16_get(out + 2) & WIRE_FLAG_RCODE, false,
-		               true);
+		               qr->decision.reason[0] ? qr->decision.reason : NULL /* the rule's */,
+		               be16_get(out + 2) & WIRE_FLAG_RCODE, false, true);
 	}
 	query_free(qr);
 }
@@ -729,7 +729,8 @@ static int on_log_addr(void *ctx, const uint8_t *addr, size_t len, uint16_t rrty
 }
 
 /* The log line of an allowed query once its answer is settled: v2 adds the rule that allowed
- * it, the addresses released (when released) and the grant's outcome. */
+ * it, the addresses released (when released) and the grant's outcome. reason NULL: the rule's
+ * (an allow by a listed rule, whose reason policy_decide leaves to the rule). */
 static void log_query_done(struct query *qr, const char *decision, const char *reason, int rcode,
                            bool alert, bool released)
 {
@@ -759,6 +760,7 @@ static void log_query_done(struct query *qr, const char *decision, const char *r
 	    .alert = alert,
 	    .rule_file = qr->decision.rule.file,
 	    .rule_line = qr->decision.rule.line,
+	    .reason_rule = !reason, /* policy_decide left it to the rule */
 	    .answer = al->addr,
 	    .alen = al->len,
 	    .nanswer = released ? al->n : 0,

@@ -56,6 +56,7 @@ refused "client range 127.0.0.1/32 is agent 'lab''s already" add same --clients 
 # none of them took a client over: 10.1.2.3 is still ops's
 out=$(ctl explain www.example.test client=10.1.2.3)
 e2e_assert_contains "$out" '"agent":"ops"' "a refused agent took 10.1.2.3 over"
+e2e_assert_contains "$out" "\"reason\":\"allowed by $E2E_WORK/ops.txt:1\"" "explain: the rule's reason"
 e2e_assert_eq "" "$(ctl agents | grep -o '"name":"\(wide\|wide6\|inside\|outside\|same\)"' || true)" \
 	"a refused agent is in the policy"
 

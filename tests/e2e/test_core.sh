@@ -86,6 +86,13 @@ denied_lines=$(grep -c '"decision":"deny-not-allowed"' "$E2E_WORK/moatd.jsonl")
 ((denied_lines >= ${#denied[@]} * 12)) || e2e_fail "query log has only $denied_lines deny lines"
 grep -q '"qname":"evil.test.","qtype":"HTTPS","qclass":1,"decision":"deny-not-allowed","reason":"moat: not on allowlist of agent default","rcode":"NXDOMAIN","upstream":null' \
 	"$E2E_WORK/moatd.jsonl" || e2e_fail "query log line for a deny is missing its fields"
+# An allowed line's reason and rule name the rule that allowed it (the wildcard, line 3),
+# forwarded and from the cache alike.
+for d in allow allow-cached; do
+	l=$(grep -F "\"qname\":\"www.example.test.\",\"qtype\":\"A\",\"qclass\":1,\"decision\":\"$d\",\"reason\":\"allowed by $E2E_WORK/allow.txt:3\"," \
+		"$E2E_WORK/moatd.jsonl" | head -1)
+	e2e_assert_contains "$l" "\"rule\":\"$E2E_WORK/allow.txt:3\"" "$d line: its reason and rule"
+done
 
 # --- IPv4 answers are never fragmented: DF set whatever the route's MTU says (a forged ICMP
 # "fragmentation needed" lowers it the same way); the kernel's default would send them without DF

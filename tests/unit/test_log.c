@@ -843,10 +843,10 @@ Test(log, overlong_line_cut_at_the_limit)
 		cr_assert_eq(out[i], 'r', "byte %zu", i);
 }
 
-/* "allowed by FILE:LINE" is written from the rule's kept file text (log.c's put_rule_reason)
- * only when it is exactly that: any other reason, near it or not, comes out as given. Each case
- * is written three times, so the rule's text is kept from the line before. */
-Test(log, rule_reason_only_when_it_is_the_rule)
+/* A reason given as text comes out as given, whatever the rule, even when it is near or equal
+ * to the rule's own. Each case is written three times, so the rule's text is kept from the line
+ * before. */
+Test(log, given_reason_as_given)
 {
 	static const struct {
 		const char *file;
@@ -886,4 +886,42 @@ Test(log, rule_reason_only_when_it_is_the_rule)
 			snprintf(want, sizeof(want), "%s:%u", cases[i].file, cases[i].line);
 			EXPECT_STR(&o, "rule", want);
 		}
+}
+
+/* A reason left to the rule (reason_rule, what policy_decide leaves for an allow by a listed
+ * rule) is "allowed by FILE:LINE" of this line's rule: escaped as the rule is, right after a line
+ * of another rule, for a file too long for the formatter to keep, and null without a rule. */
+Test(log, reason_left_to_the_rule)
+{
+	char longf[400];
+	memset(longf, 'f', sizeof(longf) - 1);
+	longf[sizeof(longf) - 1] = 0;
+	static const char *files[] = {"allow/ci.txt", "allow/b.txt", "al\"l\\ow\x01.txt", NULL};
+	static const uint32_t lines[] = {12, 0, 4294967295u, 7};
+	struct sockaddr_in c = v4("10.0.0.1", 1);
+	struct jobj o;
+	for (int round = 0; round < 2; round++)
+		for (size_t i = 0; i < 4; i++)
+			for (int k = 0; k < 2; k++) {
+				const char *file = files[i] ? files[i] : longf;
+				uint32_t line = lines[(i + (size_t)k + (size_t)round) % 4];
+				struct log_query e = plain_allow(&c);
+				e.rule_file = file;
+				e.rule_line = line;
+				e.reason = "not this";
+				e.reason_rule = true;
+				write_and_read(&e, &o);
+				char want[512];
+				snprintf(want, sizeof(want), "allowed by %s:%u", file, line);
+				EXPECT_STR(&o, "reason", want);
+				snprintf(want, sizeof(want), "%s:%u", file, line);
+				EXPECT_STR(&o, "rule", want);
+			}
+	struct log_query e = plain_allow(&c);
+	e.rule_file = NULL;
+	e.reason = NULL;
+	e.reason_rule = true;
+	write_and_read(&e, &o);
+	EXPECT_KIND(&o, "reason", 'z', NULL);
+	EXPECT_KIND(&o, "rule", 'z', NULL);
 }

@@ -685,9 +685,10 @@ Test(snapshot, decide_allowed)
 	cr_expect_not(d.alert);
 	cr_expect_str_eq(d.rule.file, allow_path);
 	cr_expect_eq(d.rule.line, 1);
-	char want[256];
+	char want[256], why[sizeof(d.reason)];
 	snprintf(want, sizeof(want), "allowed by %s:1", allow_path);
-	cr_expect_str_eq(d.reason, want);
+	cr_expect_str_eq(d.reason, "", "left to the rule: the log writes it from there");
+	cr_expect_str_eq(policy_reason(&d, why, sizeof(why)), want);
 	decide("10.1.2.4", "a.b.EXAMPLE.com", 1, &d);
 	cr_expect_eq(d.verdict, POLICY_ALLOW);
 	cr_expect(d.rule.wildcard);
@@ -706,6 +707,8 @@ Test(snapshot, decide_not_allowed)
 	decide("10.1.2.4", "www.example.org", 1, &d);
 	cr_expect_eq(d.verdict, POLICY_DENY_NOT_ALLOWED);
 	cr_expect_str_eq(d.reason, "moat: not on allowlist of agent ci-42");
+	char why[sizeof(d.reason)];
+	cr_expect_eq(policy_reason(&d, why, sizeof(why)), d.reason, "a deny's reason is its text");
 	cr_expect_not(d.alert);
 	cr_expect_null(d.rule.file);
 	/* another agent, another allowlist */
