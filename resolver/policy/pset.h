@@ -93,16 +93,26 @@ static inline void pset_huge_hint(void *p, size_t n)
 		madvise((void *)a, e - a, MADV_HUGEPAGE);
 }
 
+/* n bytes, not zeroed, on huge pages when large. Ownership: the caller frees (free). */
+static inline void *pset_huge_alloc(size_t n)
+{
+	if (n < ((size_t)4 << 20))
+		return malloc(n ? n : 1);
+	void *p = NULL;
+	if (posix_memalign(&p, PSET_HUGE, n) != 0)
+		return NULL;
+	pset_huge_hint(p, n);
+	return p;
+}
+
 /* n zeroed bytes, on huge pages when large. Ownership: the caller frees (free). */
 static inline void *pset_huge_calloc(size_t n)
 {
 	if (n < ((size_t)4 << 20))
 		return calloc(1, n ? n : 1);
-	void *p = NULL;
-	if (posix_memalign(&p, PSET_HUGE, n) != 0)
-		return NULL;
-	pset_huge_hint(p, n);
-	memset(p, 0, n);
+	void *p = pset_huge_alloc(n);
+	if (p)
+		memset(p, 0, n);
 	return p;
 }
 

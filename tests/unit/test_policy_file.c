@@ -28,6 +28,7 @@
 static char dir[] = "/tmp/moat-test-pfile-XXXXXX";
 static char err[1024];
 #include "tmpfiles.h"
+#include "policy/pfile.h"
 
 static void setup(void)
 {
@@ -368,6 +369,49 @@ Test(pfile, lazy_round_trip)
 	cr_assert_geq(in.blocks, 3);
 	cr_assert_eq(in.bad_blocks, 0);
 	policy_set_free(s);
+}
+
+/* LAZY reads the filter, the port rules and the file names at open, each straight into its
+ * place and hashed there with the rest of its blocks: a byte flipped at either end of each
+ * section, or in a block it shares with its neighbour just outside it, is refused at open. */
+Test(pfile, lazy_open_checks_the_blocks_of_what_it_keeps)
+{
+	const char *path = compile("edges", LIST, false);
+	struct pfile_header h;
+	int fd = open(path, O_RDONLY);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pread(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+	close(fd);
+	const int secs[] = {SEC_FILTER, SEC_PORTS, SEC_FILES};
+	long at[4 * 3];
+	size_t n = 0;
+	for (size_t i = 0; i < 3; i++) {
+		uint64_t o = h.sec[secs[i]].off, l = h.sec[secs[i]].len;
+		if (!l)
+			continue;
+		at[n++] = (long)o;           /* its first byte */
+		at[n++] = (long)(o + l - 1); /* its last */
+		if (o % PF_BLOCK && o - 1 >= h.data_off)
+			at[n++] = (long)o - 1; /* its first block's byte before it */
+		if ((o + l) % PF_BLOCK && o + l < h.file_len)
+			at[n++] = (long)(o + l); /* its last block's byte after it */
+	}
+	cr_assert_geq(n, 6, "the filter and the file names at least");
+	for (size_t i = 0; i < n; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "edge%zu", i);
+		path = compile(name, LIST, false);
+		struct policy_set *s = NULL;
+		cr_assert_eq(open_mode(path, POLICY_VERIFY_LAZY, &s), 0, "%s", err);
+		cr_assert(policy_set_match(s, W("example.com"), NULL));
+		policy_set_free(s);
+		s = NULL;
+		flip(path, at[i]);
+		cr_assert_eq(open_mode(path, POLICY_VERIFY_LAZY, &s), MOAT_EFORMAT,
+		             "byte %ld flipped: opened", at[i]);
+		cr_assert(strstr(err, "body checksum mismatch"), "%s", err);
+		cr_assert_null(s);
+	}
 }
 
 /* A damaged slot block opens (nothing at open uses it) but fails the lookups that need it
