@@ -7,14 +7,17 @@
 # stays. They share the CPU's caches as two workers would, so a ratio is what a change does,
 # not a figure of moatd alone (tests/bench/run's). Run as root, after building both.
 #
-# Usage: tests/bench/ab.sh --a DIR (--b DIR | --b-floor FILE) [--rounds N] [--duration S]
-#                          [--scenarios "..."] [--log FILE|/dev/null] [--b-log FILE|/dev/null]
-#                          [--moatd-args "..."] [--out FILE]
+# Usage: tests/bench/ab.sh --a DIR (--b DIR | --b-floor FILE [--floor-forward]) [--rounds N]
+#                          [--duration S] [--scenarios "..."] [--log FILE|/dev/null]
+#                          [--b-log FILE|/dev/null] [--moatd-args "..."] [--out FILE]
 #   --a DIR, --b DIR  the two builds: DIR/moatd each (a copied binary finds the shipped lists in
 #                     DIR/../share/moat, as installed); the same DIR twice compares flags
 #   --b-floor FILE    B is the floor responder (FILE: a built bench-floor) in place of a moatd:
 #                     A/B is then moatd's ratio to the floor, paired (issue 27's deny and hit
 #                     targets; the floor answers every scenario alike)
+#   --floor-forward   the floor forwards every question to the upstream moatd uses and relays
+#                     the answers (bench-floor's forwarding mode): the miss's floor, four
+#                     datagrams a query, for --scenarios miss
 #   --b-log FILE      B's query log when it differs from A's: --b-log /dev/null with the same DIR
 #                     twice is log on against log off, paired
 #   --rounds N        rounds (default 7); the two swap listen addresses every round
@@ -26,13 +29,14 @@
 # Prints per scenario A's and B's server µs/query (medians) and A/B per round and its median.
 set -euo pipefail
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-A="" B="" FLOOR="" ROUNDS=7 DUR=5 SCEN="deny hit miss" QLOG="" BLOG="" OUT="" EXTRA=""
+A="" B="" FLOOR="" FLOOR_UP=() ROUNDS=7 DUR=5 SCEN="deny hit miss" QLOG="" BLOG="" OUT="" EXTRA=""
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	--a) A=$(cd "$2" && pwd); shift 2 ;;
 	--b) B=$(cd "$2" && pwd); shift 2 ;;
 	--b-floor) FLOOR=$(realpath "$2"); shift 2 ;;
 	--b-log) BLOG=$2; shift 2 ;;
+	--floor-forward) FLOOR_UP=(127.0.0.1 5300); shift ;;
 	--rounds) ROUNDS=$2; shift 2 ;;
 	--duration) DUR=$2; shift 2 ;;
 	--scenarios) SCEN=$2; shift 2 ;;
@@ -76,7 +80,7 @@ start_one() {
 }
 start_b() { # start_b ADDR LOG: B, a moatd or the floor
 	if [[ -n $FLOOR ]]; then
-		ip netns exec "$NS" taskset -c 0 "$FLOOR" "$1" 53 2>>"$WORK/moatd-$1.log" &
+		ip netns exec "$NS" taskset -c 0 "$FLOOR" "$1" 53 "${FLOOR_UP[@]}" 2>>"$WORK/moatd-$1.log" &
 		STARTED=$!
 	else
 		start_one "$B" "$1" "$2"
@@ -145,7 +149,8 @@ med() { sort -g | awk '{ a[NR] = $1 } END { if (NR) printf "%.3f", NR % 2 ? a[(N
 	printf '# moatd A/B, both at once on CPU 0, %s\n\n' "$(date '+%Y-%m-%d %H:%M')"
 	printf -- '- A: %s (%s), query log %s\n' "$A/moatd" "$("$A/moatd" --version 2>&1 | head -n 1)" "${QLOG:-a file in the work directory}"
 	if [[ -n $FLOOR ]]; then
-		printf -- '- B: the floor responder %s\n' "$FLOOR"
+		printf -- '- B: the floor responder %s%s\n' "$FLOOR" \
+			"${FLOOR_UP:+, forwarding to the upstream (${FLOOR_UP[*]})}"
 	else
 		printf -- '- B: %s (%s), query log %s\n' "$B/moatd" "$("$B/moatd" --version 2>&1 | head -n 1)" "${BLOG:-${QLOG:-a file in the work directory}}"
 	fi
