@@ -4,6 +4,9 @@
 # it); configure_file rewrites OUT only when its text changes, so nothing rebuilds for nothing.
 # In: IN, OUT, SRC, PROJECT_VERSION, GIT_EXECUTABLE (may be empty).
 set(MOAT_VERSION_FULL "${PROJECT_VERSION}")
+# --dirty refreshes the index: without the optional lock, a commit made during a build never
+# meets ours.
+set(ENV{GIT_OPTIONAL_LOCKS} 0)
 if(GIT_EXECUTABLE AND EXISTS "${SRC}/.git")
   execute_process(COMMAND "${GIT_EXECUTABLE}" describe --always --dirty
     WORKING_DIRECTORY "${SRC}" OUTPUT_VARIABLE MOAT_GIT_DESCRIBE

@@ -310,8 +310,8 @@ struct cmemo { /* a string constant: its pointer says it all */
 	char text[64];
 };
 
-struct vmemo {        /* any string: compared before its text is reused */
-	uint16_t len; /* of text; 0: empty */
+struct vmemo {                /* any string: compared before its text is reused */
+	uint16_t len, rawlen; /* of text and of raw; len 0: empty */
 	char raw[MEMO_TEXT];
 	char text[MEMO_TEXT * 6 + 2];
 };
@@ -363,6 +363,7 @@ static bool memo_hold(struct vmemo *m, const char *s)
 		return false;
 	}
 	memcpy(m->raw, s, n + 1);
+	m->rawlen = (uint16_t)n;
 	m->len = (uint16_t)(t.p - m->text);
 	return true;
 }
@@ -378,22 +379,30 @@ static void put_str(struct lw *w, const char *s, struct vmemo *m)
 		json_str(w, s);
 }
 
-/* An allow's reason left to its rule (log.h's reason_rule): "allowed by FILE:LINE",
- * from the rule file's kept text (rule: memo.rule holding rule_file, or NULL if too long to
- * keep). line (llen bytes) is rule_line's text. */
+/* A reason's text at most, as a decision holds it (policy_decision's reason[160]): the rule's
+ * reason is cut where policy_reason and moatctl explain cut it, and a long file name cannot
+ * push the line past LOG_LINE_MAX (it is also in "rule"). */
+#define RULE_REASON_MAX 159
+
+/* An allow's reason left to its rule (log.h's reason_rule): "allowed by FILE:LINE", from the rule
+ * file's kept text (rule: memo.rule holding rule_file, or NULL if too long to keep). line (llen
+ * bytes) is rule_line's text. */
 static void put_rule_reason(struct lw *w, const struct log_query *e, const struct vmemo *rule,
                             const char *line, size_t llen)
 {
-	if (!rule) { /* the whole text made, then escaped as any reason */
-		static const char lead[] = "allowed by ";
-		char t[LOG_LINE_MAX];
-		size_t n = sizeof(lead) - 1, f = strnlen(e->rule_file, sizeof(t) - n - llen - 2);
-		memcpy(t, lead, n);
-		memcpy(t + n, e->rule_file, f);
-		n += f;
-		t[n++] = ':';
-		memcpy(t + n, line, llen);
-		t[n + llen] = 0;
+	static const char lead[] = "allowed by ";
+	const size_t ll = sizeof(lead) - 1;
+	if (!rule || ll + rule->rawlen + 1 + llen > RULE_REASON_MAX) {
+		/* The text made and cut, then escaped as any reason. */
+		char t[RULE_REASON_MAX + 1];
+		size_t f = strnlen(e->rule_file, RULE_REASON_MAX - ll), n = ll + f;
+		memcpy(t, lead, ll);
+		memcpy(t + ll, e->rule_file, f);
+		if (n < RULE_REASON_MAX)
+			t[n++] = ':';
+		size_t k = llen < RULE_REASON_MAX - n ? llen : RULE_REASON_MAX - n;
+		memcpy(t + n, line, k);
+		t[n + k] = 0;
 		json_str(w, t);
 		return;
 	}

@@ -62,6 +62,17 @@ static void respond(int fd)
 	}
 }
 
+/* The first m messages, however many sendmmsg takes a call (a failure ends the batch). */
+static void send_all(int fd, int m)
+{
+	for (int sent = 0; sent < m;) {
+		int r = sendmmsg(fd, msgs + sent, (unsigned)(m - sent), 0);
+		if (r <= 0)
+			break;
+		sent += r;
+	}
+}
+
 /* A question waiting for its answer, at the slot its upstream ID names. */
 static struct {
 	struct sockaddr_in client;
@@ -77,34 +88,42 @@ static void forward(int fd, int up)
 			continue;
 		if (p[0].revents & POLLIN) { /* questions: to the upstream under our IDs */
 			arm(1);
-			int n = recvmmsg(fd, msgs, BATCH, MSG_DONTWAIT, NULL);
+			int n = recvmmsg(fd, msgs, BATCH, MSG_DONTWAIT, NULL), m = 0;
 			for (int i = 0; i < n; i++) {
 				if (msgs[i].msg_len < 12)
-					continue; /* sent empty: the upstream drops it */
+					continue; /* no header: not sent on */
 				waiting[next].client = from[i];
 				memcpy(waiting[next].id, buf[i], 2);
 				buf[i][0] = (uint8_t)(next >> 8);
 				buf[i][1] = (uint8_t)next;
 				next++;
-				iov[i].iov_len = msgs[i].msg_len;
-				msgs[i].msg_hdr.msg_name = NULL;
-				msgs[i].msg_hdr.msg_namelen = 0;
+				/* the kept ones moved down: the batch sends exactly them */
+				iov[m] =
+				    (struct iovec){.iov_base = buf[i], .iov_len = msgs[i].msg_len};
+				msgs[m].msg_hdr =
+				    (struct msghdr){.msg_iov = &iov[m], .msg_iovlen = 1};
+				m++;
 			}
-			if (n > 0)
-				sendmmsg(up, msgs, (unsigned)n, 0);
+			send_all(up, m);
 		}
 		if (p[1].revents & POLLIN) { /* answers: back to their clients with their IDs */
 			arm(0);
-			int n = recvmmsg(up, msgs, BATCH, MSG_DONTWAIT, NULL);
+			int n = recvmmsg(up, msgs, BATCH, MSG_DONTWAIT, NULL), m = 0;
 			for (int i = 0; i < n; i++) {
 				unsigned k = (unsigned)buf[i][0] << 8 | buf[i][1];
+				if (msgs[i].msg_len < 12 || waiting[k].client.sin_family != AF_INET)
+					continue; /* not an answer to a question sent */
 				memcpy(buf[i], waiting[k].id, 2);
-				iov[i].iov_len = msgs[i].msg_len;
-				msgs[i].msg_hdr.msg_name = &waiting[k].client;
-				msgs[i].msg_hdr.msg_namelen = sizeof(waiting[k].client);
+				iov[m] =
+				    (struct iovec){.iov_base = buf[i], .iov_len = msgs[i].msg_len};
+				msgs[m].msg_hdr =
+				    (struct msghdr){.msg_name = &waiting[k].client,
+				                    .msg_namelen = sizeof(waiting[k].client),
+				                    .msg_iov = &iov[m],
+				                    .msg_iovlen = 1};
+				m++;
 			}
-			if (n > 0)
-				sendmmsg(fd, msgs, (unsigned)n, 0);
+			send_all(fd, m);
 		}
 	}
 }

@@ -12,6 +12,7 @@
 
 #include "moat/log.h"
 #include "moat/name.h"
+#include "moat/policy.h"
 
 /* ---- a strict JSON reader for one flat object ---- */
 
@@ -893,17 +894,28 @@ Test(log, given_reason_as_given)
  * of another rule, for a file too long for the formatter to keep, and null without a rule. */
 Test(log, reason_left_to_the_rule)
 {
-	char longf[400];
+	/* Files the formatter keeps and does not (over 200 bytes), a reason cut in its line number
+	 * (145) and in its file name (190), a long name of bytes escaped six for one. */
+	char longf[400], cutl[146], cutf[191], wide[400] = "/srv/";
 	memset(longf, 'f', sizeof(longf) - 1);
 	longf[sizeof(longf) - 1] = 0;
-	static const char *files[] = {"allow/ci.txt", "allow/b.txt", "al\"l\\ow\x01.txt", NULL};
+	memset(cutl, 'g', sizeof(cutl) - 1);
+	cutl[sizeof(cutl) - 1] = 0;
+	memset(cutf, 'h', sizeof(cutf) - 1);
+	cutf[sizeof(cutf) - 1] = 0;
+	for (int i = 0; i < 175; i++)
+		strcat(wide, "\xc3\xa9");
+	strcat(wide, ".txt");
+	const char *files[] = {"allow/ci.txt", "allow/b.txt", "al\"l\\ow\x01.txt", longf, cutl,
+	                       cutf,           wide};
+	enum { NF = sizeof(files) / sizeof(files[0]) };
 	static const uint32_t lines[] = {12, 0, 4294967295u, 7};
 	struct sockaddr_in c = v4("10.0.0.1", 1);
 	struct jobj o;
 	for (int round = 0; round < 2; round++)
-		for (size_t i = 0; i < 4; i++)
+		for (size_t i = 0; i < NF; i++)
 			for (int k = 0; k < 2; k++) {
-				const char *file = files[i] ? files[i] : longf;
+				const char *file = files[i];
 				uint32_t line = lines[(i + (size_t)k + (size_t)round) % 4];
 				struct log_query e = plain_allow(&c);
 				e.rule_file = file;
@@ -911,11 +923,14 @@ Test(log, reason_left_to_the_rule)
 				e.reason = "not this";
 				e.reason_rule = true;
 				write_and_read(&e, &o);
-				char want[512];
-				snprintf(want, sizeof(want), "allowed by %s:%u", file, line);
-				EXPECT_STR(&o, "reason", want);
+				/* cut as a decision's reason is (policy_reason, moatctl explain) */
+				char want[512], cut[sizeof(((struct policy_decision *)0)->reason)];
+				snprintf(cut, sizeof(cut), "allowed by %s:%u", file, line);
+				EXPECT_STR(&o, "reason", cut);
 				snprintf(want, sizeof(want), "%s:%u", file, line);
 				EXPECT_STR(&o, "rule", want);
+				EXPECT_KIND(&o, "grant_lifetime", 'z',
+				            NULL); /* the line's end is there */
 			}
 	struct log_query e = plain_allow(&c);
 	e.rule_file = NULL;
