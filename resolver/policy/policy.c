@@ -807,7 +807,8 @@ static const struct pslot *set_lookup(const struct policy_set *s, const uint8_t 
 	                       !memcmp(tag_memo.key, s->key, sizeof(s->key))
 	                   ? tag_memo.tag
 	                   : set_tag(s, name, len);
-	if (s->filter && !pfilter_maybe(s->filter, s->filter_blocks, tag))
+	/* A compiled set asks its filter itself (it checks the filter's block first). */
+	if (s->filter && !s->file && !pfilter_maybe(s->filter, s->filter_blocks, tag))
 		return NULL;
 	const struct pslot *sl =
 	    s->file ? s->file->find(s, name, len, tag, buf) : set_find(s, name, len, tag);

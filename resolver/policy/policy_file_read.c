@@ -39,7 +39,8 @@ struct pfile_blocks {
 	uint64_t *verified; /* bitmap, atomic: shared by the workers (a race hashes twice) */
 	const uint8_t *hash;
 	uint8_t *filter; /* owned (pset_huge_alloc): the private copy s->filter is */
-	off_t size;      /* the file as opened: a change of either taints the set */
+	uint64_t filter_off, filter_len; /* its section (LAZY: its inner blocks hashed on use) */
+	off_t size;                      /* the file as opened: a change of either taints the set */
 	struct timespec mtime;
 	unsigned bad;     /* atomic: damaged blocks met */
 	int tainted;      /* atomic: the file changed since it was opened */
@@ -129,17 +130,18 @@ uint64_t policy_file_damaged_total(void)
 	return __atomic_load_n(&damaged_total, __ATOMIC_RELAXED);
 }
 
-/* Block i against its hash, read through the descriptor (a mapping would
- * put every block a lookup verifies in RSS); remembered when good, counted and logged (once)
- * when not. A read error counts as damage: the lookup fails closed. */
-static bool pf_block_check(const struct policy_set *s, uint64_t i)
+/* Block i against its hash, read through the descriptor (a mapping would put every block a
+ * lookup verifies in RSS), or from mem when its bytes are a private copy (the filter's); remembered
+ * when good, counted and logged (once) when not. A read error counts as damage: the lookup fails
+ * closed. */
+static bool pf_block_check(const struct policy_set *s, uint64_t i, const uint8_t *mem)
 {
 	struct pfile_blocks *b = s->blocks;
 	uint8_t sum[PF_BHASH], buf[PF_BLOCK];
 	uint64_t off = i * PF_BLOCK;
 	size_t n = b->data_len - off < PF_BLOCK ? (size_t)(b->data_len - off) : PF_BLOCK;
-	if (pread(b->fd, buf, n, (off_t)(b->data_off + off)) == (ssize_t)n) {
-		crypto_generichash(sum, sizeof(sum), buf, n, NULL, 0);
+	if (mem || pread(b->fd, buf, n, (off_t)(b->data_off + off)) == (ssize_t)n) {
+		crypto_generichash(sum, sizeof(sum), mem ? mem : buf, n, NULL, 0);
 		if (sodium_memcmp(sum, b->hash + i * PF_BHASH, sizeof(sum)) == 0) {
 			__atomic_fetch_or(&b->verified[i / 64], (uint64_t)1 << (i % 64),
 			                  __ATOMIC_RELEASE);
@@ -156,6 +158,11 @@ static bool pf_block_check(const struct policy_set *s, uint64_t i)
 	return false;
 }
 
+static bool pf_is_verified(const struct pfile_blocks *b, uint64_t i)
+{
+	return __atomic_load_n(&b->verified[i / 64], __ATOMIC_ACQUIRE) & ((uint64_t)1 << (i % 64));
+}
+
 /* Every block under [off, off+n) of the data verified (hashing those used the first time). */
 static bool pf_verified(const struct policy_set *s, uint64_t off, size_t n)
 {
@@ -164,9 +171,7 @@ static bool pf_verified(const struct policy_set *s, uint64_t off, size_t n)
 	if (last >= b->nblocks)
 		last = b->nblocks - 1;
 	for (uint64_t i = off / PF_BLOCK; i <= last; i++)
-		if (!(__atomic_load_n(&b->verified[i / 64], __ATOMIC_ACQUIRE) &
-		      ((uint64_t)1 << (i % 64))) &&
-		    !pf_block_check(s, i))
+		if (!pf_is_verified(b, i) && !pf_block_check(s, i, NULL))
 			return false;
 	return true;
 }
@@ -268,8 +273,21 @@ static const struct pslot *pf_probe(const struct policy_set *s, const uint8_t *n
 static const struct pslot *pfile_find(const struct policy_set *s, const uint8_t *name, size_t len,
                                       uint32_t tag, struct pslot *out)
 {
-	if (__atomic_load_n(&s->blocks->tainted, __ATOMIC_ACQUIRE))
-		return &s->blocks->damaged;
+	struct pfile_blocks *b = s->blocks;
+	/* The filter's block, hashed from the private copy on its first use (LAZY: open hashed only
+	 * the blocks the filter shares with its neighbours, 14 MB of a 10M-name start's 17). The
+	 * copy is moatd's own: what it rules out still answers after the file changed. */
+	uint64_t at =
+	    b->filter_off + (uint64_t)pfilter_block(tag, s->filter_blocks) * PFILTER_BLOCK;
+	uint64_t i = at / PF_BLOCK, bs = i * PF_BLOCK;
+	bool inner = bs >= b->filter_off && bs + PF_BLOCK <= b->filter_off + b->filter_len;
+	if (!pf_is_verified(b, i) &&
+	    (!inner || !pf_block_check(s, i, b->filter + (bs - b->filter_off))))
+		return &b->damaged; /* not inner: checked at open, so never here */
+	if (!pfilter_maybe(s->filter, s->filter_blocks, tag))
+		return NULL;
+	if (__atomic_load_n(&b->tainted, __ATOMIC_ACQUIRE))
+		return &b->damaged;
 	const struct pslot *r = pf_probe(s, name, len, tag, out);
 	return pf_unchanged(s) ? r : &s->blocks->damaged;
 }
@@ -349,13 +367,17 @@ static void pf_block_sum(const struct pf_chunk *c, uint64_t bs, uint64_t be, uin
 	crypto_generichash_final(&st, sum, PF_BHASH);
 }
 
+/* What pf_copy hashes: nothing (QUICK), every block, or only the blocks the section shares with
+ * bytes outside it (the others are checked from dst when first used: the filter's, LAZY). */
+enum pf_check { PF_CHECK_NONE, PF_CHECK_ALL, PF_CHECK_EDGES };
+
 /* Bytes [off, off+len) of the data (off from data_off) into dst (NULL: only checked), read with
  * preadv whole blocks at a time, straight into dst: only the bytes of the first and last block
  * outside the section go elsewhere (a 14 MB filter was read into a buffer and copied, 14% of a
  * 10M-name start). With check, each block is hashed against the table where it was read (and
  * marked verified); a mismatch fails the whole copy, so what is kept is what was checked. */
-static int pf_copy(const struct policy_set *s, uint64_t off, uint64_t len, uint8_t *dst, bool check,
-                   char *err, size_t errlen)
+static int pf_copy(const struct policy_set *s, uint64_t off, uint64_t len, uint8_t *dst,
+                   enum pf_check check, char *err, size_t errlen)
 {
 	enum { CHUNK = 256 };
 	struct pfile_blocks *b = s->blocks;
@@ -394,9 +416,11 @@ static int pf_copy(const struct policy_set *s, uint64_t off, uint64_t len, uint8
 			break;
 		}
 		for (uint64_t bs = boff; check && !rc && bs < boff + want; bs += PF_BLOCK) {
-			uint64_t i = bs / PF_BLOCK;
-			pf_block_sum(
-			    &c, bs, bs + PF_BLOCK < boff + want ? bs + PF_BLOCK : boff + want, sum);
+			uint64_t i = bs / PF_BLOCK,
+			         be = bs + PF_BLOCK < boff + want ? bs + PF_BLOCK : boff + want;
+			if (check == PF_CHECK_EDGES && bs >= off && be <= off + len)
+				continue; /* wholly the section's: hashed from dst on first use */
+			pf_block_sum(&c, bs, be, sum);
 			if (sodium_memcmp(sum, b->hash + i * PF_BHASH, sizeof(sum)) != 0) {
 				snprintf(
 				    err, errlen,
@@ -417,8 +441,9 @@ static int pf_copy(const struct policy_set *s, uint64_t off, uint64_t len, uint8
 
 /* The sections used in place, into private memory (checked unless QUICK): the filter, the port
  * rules and the names of the source files (what a match explains itself with). */
-static int pf_copy_small(struct policy_set *s, const struct pfile_header *h, bool check,
-                         uint8_t *files, const char *path, char *err, size_t errlen)
+static int pf_copy_small(struct policy_set *s, const struct pfile_header *h,
+                         enum policy_file_verify mode, uint8_t *files, const char *path, char *err,
+                         size_t errlen)
 {
 	struct pfile_blocks *b = s->blocks;
 	const uint64_t d = h->data_off;
@@ -428,8 +453,11 @@ static int pf_copy_small(struct policy_set *s, const struct pfile_header *h, boo
 		return MOAT_ENOMEM;
 	}
 	s->filter = b->filter;
-	int rc = pf_copy(s, h->sec[SEC_FILTER].off - d, h->sec[SEC_FILTER].len, b->filter, check,
-	                 err, errlen);
+	b->filter_off = h->sec[SEC_FILTER].off - d;
+	b->filter_len = h->sec[SEC_FILTER].len;
+	enum pf_check check = mode == POLICY_VERIFY_QUICK ? PF_CHECK_NONE : PF_CHECK_ALL;
+	int rc = pf_copy(s, b->filter_off, b->filter_len, b->filter,
+	                 mode == POLICY_VERIFY_LAZY ? PF_CHECK_EDGES : check, err, errlen);
 	if (!rc)
 		rc = pf_copy(s, h->sec[SEC_PORTS].off - d, h->sec[SEC_PORTS].len,
 		             (uint8_t *)s->ports, check, err, errlen);
@@ -558,9 +586,9 @@ static int pf_set(int fd, const struct stat *st, const struct pfile_header *h, b
 	int rc = b->fd < 0 ? pf_fail(err, errlen, path, "cannot keep the file open")
 	                   : pf_read_table(fd, h, (uint8_t *)b->hash, path, err, errlen);
 	if (!rc && mode == POLICY_VERIFY_FULL)
-		rc = pf_copy(s, 0, b->data_len, NULL, true, err, errlen);
+		rc = pf_copy(s, 0, b->data_len, NULL, PF_CHECK_ALL, err, errlen);
 	if (!rc)
-		rc = pf_copy_small(s, h, mode != POLICY_VERIFY_QUICK, files, path, err, errlen);
+		rc = pf_copy_small(s, h, mode, files, path, err, errlen);
 	if (!rc && highrisk && s->nports)
 		rc = pf_fail(err, errlen, path,
 		             "has port rules (compiled as an allowlist): not a high-risk list");

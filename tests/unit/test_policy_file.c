@@ -414,6 +414,73 @@ Test(pfile, lazy_open_checks_the_blocks_of_what_it_keeps)
 	}
 }
 
+/* The filter's blocks that hold nothing else are hashed when a lookup first needs them (LAZY),
+ * from moatd's private copy: a damaged one opens, then fails closed the lookups whose filter
+ * block it holds (an allowlist's names not listed, and in a high-risk list every name asked
+ * there listed), is counted, and the allowlist's other names answer as before. FULL refuses it at
+ * open. */
+Test(pfile, lazy_filter_block_checked_on_use)
+{
+	enum { N = 20000 };
+	for (int hr = 0; hr < 2; hr++) {
+		char src[512], out[512], name[64];
+		snprintf(src, sizeof(src), "%s/filt%d.txt", dir, hr);
+		FILE *f = fopen(src, "w");
+		for (int i = 0; i < N; i++)
+			fprintf(f, "n%d.bench.test\n", i);
+		fclose(f);
+		struct policy_set *t = policy_set_new();
+		if (hr)
+			policy_set_forbid_ports(t);
+		cr_assert_eq(policy_set_load_file(t, src, err, sizeof(err)), 0, "%s", err);
+		snprintf(out, sizeof(out), "%s/filt%d.mpol", dir, hr);
+		cr_assert_eq(policy_file_write(t, hr, out, err, sizeof(err)), 0, "%s", err);
+		policy_set_free(t);
+		struct pfile_header h;
+		int fd = open(out, O_RDONLY);
+		cr_assert_geq(fd, 0);
+		cr_assert_eq(pread(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+		close(fd);
+		cr_assert_gt(h.sec[SEC_FILTER].len, 3 * PF_BLOCK, "a filter of several blocks");
+		/* a block wholly inside the filter */
+		long at = (long)(pf_align_up(h.sec[SEC_FILTER].off, PF_BLOCK) + PF_BLOCK + 100);
+		cr_assert_lt(at + PF_BLOCK, (long)(h.sec[SEC_FILTER].off + h.sec[SEC_FILTER].len));
+		flip(out, at);
+		struct policy_set *s = NULL;
+		cr_assert_eq(
+		    policy_file_open(out, hr, POLICY_VERIFY_FULL, NULL, &s, err, sizeof(err)),
+		    MOAT_EFORMAT, "FULL opened a damaged filter");
+		s = NULL;
+		uint64_t metric = policy_file_damaged_total();
+		cr_assert_eq(
+		    policy_file_open(out, hr, POLICY_VERIFY_LAZY, NULL, &s, err, sizeof(err)), 0,
+		    "LAZY checks the filter's inner blocks on use: %s", err);
+		int listed = 0, other = 0;
+		for (int i = 0; i < N; i++) {
+			snprintf(name, sizeof(name), "n%d.bench.test", i);
+			listed += policy_set_match(s, W(name), NULL);
+			snprintf(name, sizeof(name), "d%d.bench.test", i);
+			other += policy_set_match(s, W(name), NULL);
+		}
+		struct policy_file_info in;
+		cr_assert_eq(policy_file_info(s, &in), 0);
+		cr_assert_eq(in.bad_blocks, policy_file_damaged_total() - metric,
+		             "each failed check counted");
+		cr_assert_geq(in.bad_blocks, 1);
+		if (hr) {
+			/* (all of them when the block decides a parent, bench.test, for its
+			 * wildcard: a damaged block fails closed for what it holds) */
+			cr_assert_eq(listed, N, "a high-risk list keeps every name listed");
+			cr_assert_gt(other, 0, "and lists the names its damaged block decides");
+		} else {
+			cr_assert_lt(listed, N, "the damaged block's names are not listed");
+			cr_assert_gt(listed, N * 3 / 4, "the others are: %d", listed);
+			cr_assert_eq(other, 0);
+		}
+		policy_set_free(s);
+	}
+}
+
 /* A damaged slot block opens (nothing at open uses it) but fails the lookups that need it
  * closed: an allowlist's names are not listed, a high-risk list's are listed. */
 Test(pfile, lazy_damaged_block_fails_closed_on_use)
