@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
+#include <sys/uio.h> /* struct iovec */
 #include <unistd.h>
 
 #include "moat/err.h"
@@ -372,7 +372,7 @@ static void pf_block_sum(const struct pf_chunk *c, uint64_t bs, uint64_t be, uin
 enum pf_check { PF_CHECK_NONE, PF_CHECK_ALL, PF_CHECK_EDGES };
 
 /* Bytes [off, off+len) of the data (off from data_off) into dst (NULL: only checked), read with
- * preadv whole blocks at a time, straight into dst: only the bytes of the first and last block
+ * pread whole blocks at a time, straight into dst: only the bytes of the first and last block
  * outside the section go elsewhere (a 14 MB filter was read into a buffer and copied, 14% of a
  * 10M-name start). With check, each block is hashed against the table where it was read (and
  * marked verified); a mismatch fails the whole copy, so what is kept is what was checked. */
@@ -411,10 +411,15 @@ static int pf_copy(const struct policy_set *s, uint64_t off, uint64_t len, uint8
 			if (boff + want > c.hi)
 				iov[n++] = (struct iovec){edge[1], (size_t)(boff + want - c.hi)};
 		}
-		if (preadv(b->fd, iov, n, (off_t)(b->data_off + boff)) != (ssize_t)want) {
-			rc = pf_fail(err, errlen, b->path, "read error (truncated?)");
+		/* One pread a piece: moatd's seccomp filter allows pread64, not preadv (a reload
+		 * reads here after the filter is on). */
+		off_t at = (off_t)(b->data_off + boff);
+		for (int k = 0; k < n && !rc; at += (off_t)iov[k].iov_len, k++)
+			if (pread(b->fd, iov[k].iov_base, iov[k].iov_len, at) !=
+			    (ssize_t)iov[k].iov_len)
+				rc = pf_fail(err, errlen, b->path, "read error (truncated?)");
+		if (rc)
 			break;
-		}
 		for (uint64_t bs = boff; check && !rc && bs < boff + want; bs += PF_BLOCK) {
 			uint64_t i = bs / PF_BLOCK,
 			         be = bs + PF_BLOCK < boff + want ? bs + PF_BLOCK : boff + want;
