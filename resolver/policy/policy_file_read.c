@@ -338,31 +338,26 @@ static const struct pset_file pfile_reads = {
     .release = pfile_release,
 };
 
-/* The BLAKE2b sum of data block [bs, be) read by pf_copy: from the chunk's buffer (buf, the chunk
- * at boff), or where pf_copy put its bytes: the section's in dst (dst holds [off, off+len),
- * [lo, hi) of them read this time), the block's bytes before the section in edge[0] (from boff)
- * and after it in edge[1] (from hi). */
+/* The BLAKE2b sum of data block [bs, be) of a chunk pf_copy read (the chunk at boff): its bytes
+ * of [lo, hi) in dst (dst holds the data from off on), those before lo in edge[0] (from boff),
+ * those after hi in edge[1] (from hi). */
 struct pf_chunk {
 	uint64_t boff, off, lo, hi;
-	const uint8_t *buf, *dst, *edge[2];
+	const uint8_t *dst, *edge[2];
 };
 static void pf_block_sum(const struct pf_chunk *c, uint64_t bs, uint64_t be, uint8_t sum[PF_BHASH])
 {
 	crypto_generichash_state st;
 	crypto_generichash_init(&st, NULL, 0, PF_BHASH);
-	if (c->buf) {
-		crypto_generichash_update(&st, c->buf + (bs - c->boff), be - bs);
-	} else {
-		uint64_t a = bs > c->lo ? bs : c->lo, z = be < c->hi ? be : c->hi;
-		if (bs < c->lo)
-			crypto_generichash_update(&st, c->edge[0] + (bs - c->boff),
-			                          (be < c->lo ? be : c->lo) - bs);
-		if (a < z)
-			crypto_generichash_update(&st, c->dst + (a - c->off), z - a);
-		if (be > c->hi) {
-			uint64_t t = bs > c->hi ? bs : c->hi;
-			crypto_generichash_update(&st, c->edge[1] + (t - c->hi), be - t);
-		}
+	uint64_t a = bs > c->lo ? bs : c->lo, z = be < c->hi ? be : c->hi;
+	if (bs < c->lo)
+		crypto_generichash_update(&st, c->edge[0] + (bs - c->boff),
+		                          (be < c->lo ? be : c->lo) - bs);
+	if (a < z)
+		crypto_generichash_update(&st, c->dst + (a - c->off), z - a);
+	if (be > c->hi) {
+		uint64_t t = bs > c->hi ? bs : c->hi;
+		crypto_generichash_update(&st, c->edge[1] + (t - c->hi), be - t);
 	}
 	crypto_generichash_final(&st, sum, PF_BHASH);
 }
@@ -395,22 +390,20 @@ static int pf_copy(const struct policy_set *s, uint64_t off, uint64_t len, uint8
 	for (uint64_t boff = off / PF_BLOCK * PF_BLOCK; !rc && boff < end; boff += want) {
 		want = end - boff < (uint64_t)CHUNK * PF_BLOCK ? (size_t)(end - boff)
 		                                               : (size_t)CHUNK * PF_BLOCK;
-		struct pf_chunk c = {.boff = boff, .off = off, .buf = buf, .dst = dst};
+		/* Without dst, the chunk goes whole into buf: buf is dst from boff on (off is 0 and
+		 * len the data's then: no edges). */
+		struct pf_chunk c = {.boff = boff, .off = dst ? off : boff, .dst = dst ? dst : buf};
 		c.lo = boff > off ? boff : off;
 		c.hi = boff + want < off + len ? boff + want : off + len;
 		c.edge[0] = edge[0];
 		c.edge[1] = edge[1];
 		struct iovec iov[3];
 		int n = 0;
-		if (buf) {
-			iov[n++] = (struct iovec){buf, want};
-		} else {
-			if (c.lo > boff)
-				iov[n++] = (struct iovec){edge[0], (size_t)(c.lo - boff)};
-			iov[n++] = (struct iovec){dst + (c.lo - off), (size_t)(c.hi - c.lo)};
-			if (boff + want > c.hi)
-				iov[n++] = (struct iovec){edge[1], (size_t)(boff + want - c.hi)};
-		}
+		if (c.lo > boff)
+			iov[n++] = (struct iovec){edge[0], (size_t)(c.lo - boff)};
+		iov[n++] = (struct iovec){(uint8_t *)c.dst + (c.lo - c.off), (size_t)(c.hi - c.lo)};
+		if (boff + want > c.hi)
+			iov[n++] = (struct iovec){edge[1], (size_t)(boff + want - c.hi)};
 		/* One pread a piece: moatd's seccomp filter allows pread64, not preadv (a reload
 		 * reads here after the filter is on). */
 		off_t at = (off_t)(b->data_off + boff);

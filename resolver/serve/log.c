@@ -1,17 +1,20 @@
 /* log.c formats the query log's lines (format in moat/log.h): one JSON object per query, escaped
  * so that any byte a hostile client puts in a name stays inside its string. It writes with a
- * writer of its own into the caller's buffer: no stdio, no printf, no strlen of a field before
- * it is copied (each string is scanned once, as it is escaped), names go from wire form to
- * escaped text in one pass, addresses are formatted by hand (glibc's inet_ntop prints with
- * sprintf). Where the lines go is log_sink.c's; which lines go is log_bound.c's. */
+ * writer of its own into the caller's buffer: no printf (but for a rule's reason too long to
+ * keep, cut by snprintf), no strlen of a field before it is copied (each string is scanned once, as
+ * it is escaped), names go from wire form to escaped text in one pass, addresses are formatted by
+ * hand (glibc's inet_ntop prints with sprintf). Where the lines go is log_sink.c's; which lines go
+ * is log_bound.c's. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "moat/err.h"
 #include "moat/log.h"
 #include "moat/name.h"
+#include "moat/policy.h"
 #include "moat/wire.h"
 
 /* A bounded writer into one line: what does not fit is cut, never overrun. */
@@ -379,10 +382,10 @@ static void put_str(struct lw *w, const char *s, struct vmemo *m)
 		json_str(w, s);
 }
 
-/* A reason's text at most, as a decision holds it (policy_decision's reason[160]): the rule's
- * reason is cut where policy_reason and moatctl explain cut it, and a long file name cannot
- * push the line past LOG_LINE_MAX (it is also in "rule"). */
-#define RULE_REASON_MAX 159
+/* A reason's text at most, as a decision holds it: the rule's reason is cut where policy_reason
+ * and moatctl explain cut it, and a long file name cannot push the line past LOG_LINE_MAX (it is
+ * also in "rule"). */
+#define RULE_REASON_MAX (sizeof(((struct policy_decision *)0)->reason) - 1)
 
 /* An allow's reason left to its rule (log.h's reason_rule): "allowed by FILE:LINE", from the rule
  * file's kept text (rule: memo.rule holding rule_file, or NULL if too long to keep). line (llen
@@ -393,16 +396,9 @@ static void put_rule_reason(struct lw *w, const struct log_query *e, const struc
 	static const char lead[] = "allowed by ";
 	const size_t ll = sizeof(lead) - 1;
 	if (!rule || ll + rule->rawlen + 1 + llen > RULE_REASON_MAX) {
-		/* The text made and cut, then escaped as any reason. */
+		/* The text made and cut as policy_reason makes it, then escaped as any reason. */
 		char t[RULE_REASON_MAX + 1];
-		size_t f = strnlen(e->rule_file, RULE_REASON_MAX - ll), n = ll + f;
-		memcpy(t, lead, ll);
-		memcpy(t + ll, e->rule_file, f);
-		if (n < RULE_REASON_MAX)
-			t[n++] = ':';
-		size_t k = llen < RULE_REASON_MAX - n ? llen : RULE_REASON_MAX - n;
-		memcpy(t + n, line, k);
-		t[n + k] = 0;
+		snprintf(t, sizeof(t), "%s%s:%.*s", lead, e->rule_file, (int)llen, line);
 		json_str(w, t);
 		return;
 	}
