@@ -186,6 +186,7 @@ e2e__cleanup() {
 			grep -v 'received SIGHUP, flushing output' "$f" | tail -n 30 >&2
 		done
 	fi
+	[[ -z "${E2E_CLEANUP_HOOK:-}" ]] || "$E2E_CLEANUP_HOOK"
 	local rev=()
 	for ((i = ${#E2E_PIDS[@]} - 1; i >= 0; i--)); do rev+=("${E2E_PIDS[i]}"); done
 	e2e__stop_pids TERM "${rev[@]}"
@@ -215,6 +216,20 @@ e2e__cleanup() {
 		fi
 	fi
 	exit "$rc"
+}
+
+# e2e_on_cleanup FUNC: the cleanup calls FUNC first (signals ignored): for what a test made
+# outside its namespace and work dir. A test's own EXIT trap would race the signals (below).
+e2e_on_cleanup() { E2E_CLEANUP_HOOK=$1; }
+
+# e2e__signal STATUS: the INT/TERM trap. `timeout` and ctest signal the test and then its whole
+# process group, so a second signal follows the first at once, and bash runs its trap as the
+# EXIT trap starts: an `exit` there would end the cleanup before it began (seen: namespace and
+# work dir left behind). So the first one ignores the rest, and none exits from the cleanup.
+e2e__signal() {
+	trap '' INT TERM
+	[[ " ${FUNCNAME[*]} " != *" e2e__cleanup "* ]] || return 0
+	exit "$1"
 }
 
 # Namespaces from earlier runs that were SIGKILLed (e.g. a ctest timeout) leak,
@@ -247,8 +262,8 @@ e2e_init() {
 	E2E_OWNER_PID=$$
 	trap e2e__cleanup EXIT
 	# INT/TERM: exit with the conventional status; the EXIT trap does the work once.
-	trap 'exit 130' INT
-	trap 'exit 143' TERM
+	trap 'e2e__signal 130' INT
+	trap 'e2e__signal 143' TERM
 	# A command that stops the test through set -e says nothing itself: remember which one, and
 	# the cleanup says it (a failure without a reason is a failure nobody can fix).
 	trap 'E2E_ERR="status $? at line $LINENO: $BASH_COMMAND"' ERR
@@ -816,6 +831,7 @@ e2e_upstream_queries() {
 
 # ------------------------------------------------------------------ API --
 # e2e_init NAME                 namespace + work dir + cleanup trap (call first)
+# e2e_on_cleanup FUNC           FUNC runs first at cleanup (what the test made elsewhere)
 # e2e_addr CIDR                 add loopback/documentation address to lo
 # e2e_peer NAME                 namespace moat-e2e-TEST-NAME-PID, deleted at cleanup
 # e2e_veth NS IF NS IF / e2e_addr_dev NS DEV CIDR   link namespaces, address a device

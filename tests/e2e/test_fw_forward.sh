@@ -96,7 +96,8 @@ e2e_wait_log fw 'listening on'
 e2e_assert_contains "$(cat "$E2E_WORK/fw.log")" \
 	"--sandbox 192.0.2.2/32 is on interface h0 (from the routing table)" "interface not printed"
 grant() { "$PY" "$SOCKDIR/fw_client.py" --socket "$SOCK" "$@"; }
-trap 'st=$?; rm -rf "$SOCKDIR"; (exit $st); e2e__cleanup' EXIT
+fwd_cleanup() { rm -rf "$SOCKDIR"; }
+e2e_on_cleanup fwd_cleanup
 
 e2e_assert_eq "seq=1 status=OK lifetime=300" \
 	"$(grant --seq 1 --lifetime 300 --client 192.0.2.2 203.0.113.80 2001:db8:3::80)" "grant"

@@ -25,7 +25,7 @@ ports_cleanup() {
 		ip netns del "$ns" 2>/dev/null || true
 	done
 }
-trap 'ports_rc=$?; ports_cleanup; (exit $ports_rc); e2e__cleanup' EXIT
+e2e_on_cleanup ports_cleanup
 
 # bg_in NS NAME CMD...: like e2e_bg, in another namespace of this test.
 bg_in() {

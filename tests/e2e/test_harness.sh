@@ -128,33 +128,39 @@ inner_term() {
 }
 
 # ---------------------------------------------------------------- wrapper --
+# clean_fail MSG: fail, with the child's own output first (its cleanup says why it could not).
+clean_fail() {
+	[[ -s "${child_out:-}" ]] && sed 's/^/  child| /' "$child_out" >&2
+	e2e_fail "$@"
+}
+
 # check_clean STATEFILE: everything the child recorded must be gone.
 check_clean() {
 	local sf=$1 kind a rest work="" ns=""
-	[[ -s "$sf" ]] || e2e_fail "child wrote no state to $sf"
+	[[ -s "$sf" ]] || clean_fail "child wrote no state to $sf"
 	while read -r kind a rest; do
 		case "$kind" in
 		work) work=$a ;;
 		ns) ns=$a ;;
 		pid | swept)
 			if e2e__alive "$a" && grep -qaF -- "$work" "/proc/$a/cmdline" 2>/dev/null; then
-				e2e_fail "process $a ($kind $rest) of the child is still running"
+				clean_fail "process $a ($kind $rest) of the child is still running"
 			fi
 			;;
 		esac
 	done <"$sf"
-	[[ -n "$ns" && -n "$work" ]] || e2e_fail "state file lacks ns/work lines"
+	[[ -n "$ns" && -n "$work" ]] || clean_fail "state file lacks ns/work lines"
 	if ip netns list | awk -v ns="$ns" '$1 == ns { f = 1 } END { exit !f }'; then
-		e2e_fail "namespace $ns still exists"
+		clean_fail "namespace $ns still exists"
 	fi
-	[[ ! -e "$work" ]] || e2e_fail "work dir $work still exists"
+	[[ ! -e "$work" ]] || clean_fail "work dir $work still exists"
 	# Any process of the child has the work dir on its command line (nsd -c,
 	# fstrm_capture -u); none may survive, whatever its PID.
 	local p
 	for p in /proc/[0-9]*; do
 		[[ "${p#/proc/}" == "$$" ]] && continue
 		if grep -qaF -- "$work" "$p/cmdline" 2>/dev/null; then
-			e2e_fail "leftover process ${p#/proc/}: $(tr '\0' ' ' <"$p/cmdline")"
+			clean_fail "leftover process ${p#/proc/}: $(tr '\0' ' ' <"$p/cmdline")"
 		fi
 	done
 	# Only this child's own names are checked: other e2e tests may run in
@@ -166,6 +172,7 @@ check_clean() {
 wrapper_main() {
 	E2E_NAME=harness
 	local sf out rc
+	child_out=""
 	# Global, not local: the EXIT trap runs after this function has returned.
 	tmp=$(mktemp -d "${TMPDIR:-/tmp}/moat-e2e-wrap.XXXXXX")
 	trap 'rm -rf -- "$tmp"' EXIT
@@ -173,8 +180,11 @@ wrapper_main() {
 	# 1. The real checks; must pass and clean up.
 	sf=$tmp/inner.state
 	rc=0
-	out=$(E2E_STATE_OUT=$sf timeout 240 bash "$0" inner 2>&1) || rc=$?
+	child_out=$tmp/inner.out
+	E2E_STATE_OUT=$sf timeout 240 bash "$0" inner >"$child_out" 2>&1 || rc=$?
+	out=$(<"$child_out")
 	printf '%s\n' "$out" | sed 's/^/  inner| /'
+	child_out="" # shown already
 	e2e_assert_eq 0 "$rc" "inner run exit status"
 	e2e_assert_contains "$out" "PASS: harness-inner" "inner run did not print PASS"
 	check_clean "$sf"
@@ -182,7 +192,9 @@ wrapper_main() {
 	# 2. A failing test must still clean up, and report the failure.
 	sf=$tmp/fail.state
 	rc=0
-	out=$(E2E_STATE_OUT=$sf timeout 60 bash "$0" inner-fail 2>&1) || rc=$?
+	child_out=$tmp/fail.out
+	E2E_STATE_OUT=$sf timeout 60 bash "$0" inner-fail >"$child_out" 2>&1 || rc=$?
+	out=$(<"$child_out")
 	e2e_assert_eq 1 "$rc" "failing run exit status"
 	e2e_assert_contains "$out" "FAIL: harness-fail: deliberate failure" "failing run message"
 	check_clean "$sf"
@@ -190,7 +202,8 @@ wrapper_main() {
 	# 3. SIGTERM (as from a ctest timeout or Ctrl-C) must clean up too.
 	sf=$tmp/term.state
 	local ready=$tmp/term.ready pid i
-	E2E_STATE_OUT=$sf E2E_READY_FILE=$ready timeout 60 bash "$0" inner-term >"$tmp/term.out" 2>&1 &
+	child_out=$tmp/term.out
+	E2E_STATE_OUT=$sf E2E_READY_FILE=$ready timeout 60 bash "$0" inner-term >"$child_out" 2>&1 &
 	pid=$!
 	for ((i = 0; i < 300; i++)); do
 		[[ -e "$ready" ]] && break
