@@ -60,7 +60,7 @@ cleanup_ab() {
 	[[ -n $PIDB ]] && kill "$PIDB" 2>/dev/null && wait "$PIDB" 2>/dev/null
 	bench_cleanup
 }
-trap cleanup_ab EXIT INT TERM
+traps_set cleanup_ab
 HZ=$(getconf CLK_TCK)
 # Enough fresh names for the longest run at the fastest moatd has gone here (~250k q/s alone).
 NQ=$((DUR * 150000))

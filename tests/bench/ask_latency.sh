@@ -33,7 +33,11 @@ bench_need moatd moatctl bench-floor
 bench_work ask
 "$BUILD/bench-floor" 127.0.0.1 5354 &
 FPID=$!
-trap 'kill $FPID 2>/dev/null; bench_cleanup' EXIT
+latency_cleanup() {
+	kill "$FPID" 2>/dev/null
+	bench_cleanup
+}
+traps_set latency_cleanup
 printf 'known.bench.test\n' >"$WORK/allow.txt"
 cat >"$WORK/moatd.yaml" <<EOF
 listen: ["127.0.0.1:53"]

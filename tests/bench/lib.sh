@@ -3,6 +3,9 @@
 # after its privilege drop, can still read (a reload reopens the files there), removed on exit
 # together with the moatd the script started (MPID). Needs BUILD set.
 
+# shellcheck source=tools/sh/traps.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../tools/sh/traps.sh"
+
 bench_root() {
 	[[ $(id -u) == 0 ]] || { echo "$0: run as root (network namespace)" >&2; exit 1; }
 }
@@ -13,6 +16,7 @@ bench_need() { # bench_need PROGRAM...: each built under $BUILD
 }
 
 bench_cleanup() {
+	trap '' INT TERM
 	[[ -n $MPID ]] && kill "$MPID" 2>/dev/null && wait "$MPID" 2>/dev/null
 	[[ -n ${NSD_PID:-} ]] && kill "$NSD_PID" 2>/dev/null && wait "$NSD_PID" 2>/dev/null
 	if [[ -n ${NS:-} ]]; then
@@ -26,7 +30,7 @@ bench_work() { # bench_work NAME: sets WORK (0755), RAW (empty), MPID (none) and
 	WORK=$(mktemp -d "/tmp/moat-bench-$1.XXXXXX")
 	chmod 0755 "$WORK" # mktemp makes it 0700: moatd (nobody) could not reload from it
 	MPID=
-	trap bench_cleanup EXIT INT TERM
+	traps_set bench_cleanup
 	RAW=$WORK/raw.tsv
 	: >"$RAW"
 }

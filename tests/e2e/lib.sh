@@ -43,6 +43,8 @@ E2E_PEERS=()         # extra namespaces made by e2e_peer (deleted at cleanup)
 : "${MOAT_SRC:=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 : "${MOAT_BUILD:=$MOAT_SRC/build}"
 E2E_DIR="$MOAT_SRC/tests/e2e"
+# shellcheck source=tools/sh/traps.sh
+. "$MOAT_SRC/tools/sh/traps.sh"
 E2E_ZONES="$E2E_DIR/zones"
 export MOAT_SRC MOAT_BUILD
 # The peers' interpreter: the system's when there is one (its packages live there, and a
@@ -219,18 +221,8 @@ e2e__cleanup() {
 }
 
 # e2e_on_cleanup FUNC: the cleanup calls FUNC first (signals ignored): for what a test made
-# outside its namespace and work dir. A test's own EXIT trap would race the signals (below).
+# outside its namespace and work dir. A test's own EXIT trap would race the signals (traps.sh).
 e2e_on_cleanup() { E2E_CLEANUP_HOOK=$1; }
-
-# e2e__signal STATUS: the INT/TERM trap. `timeout` and ctest signal the test and then its whole
-# process group, so a second signal follows the first at once, and bash runs its trap as the
-# EXIT trap starts: an `exit` there would end the cleanup before it began (seen: namespace and
-# work dir left behind). So the first one ignores the rest, and none exits from the cleanup.
-e2e__signal() {
-	trap '' INT TERM
-	[[ " ${FUNCNAME[*]} " != *" e2e__cleanup "* ]] || return 0
-	exit "$1"
-}
 
 # Namespaces from earlier runs that were SIGKILLed (e.g. a ctest timeout) leak,
 # because no trap runs. Their names end in the PID of the shell that made them;
@@ -260,10 +252,8 @@ e2e_init() {
 		command -v "$tool" >/dev/null || e2e_fail "required tool '$tool' not found"
 	done
 	E2E_OWNER_PID=$$
-	trap e2e__cleanup EXIT
 	# INT/TERM: exit with the conventional status; the EXIT trap does the work once.
-	trap 'e2e__signal 130' INT
-	trap 'e2e__signal 143' TERM
+	traps_set e2e__cleanup
 	# A command that stops the test through set -e says nothing itself: remember which one, and
 	# the cleanup says it (a failure without a reason is a failure nobody can fix).
 	trap 'E2E_ERR="status $? at line $LINENO: $BASH_COMMAND"' ERR
