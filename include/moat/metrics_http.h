@@ -24,9 +24,11 @@ struct metrics_http;
 /* Start serving from a thread of its own (so before any system-call filter that forbids
  * creating threads): at most 8 connections at a time and 4 from one address, each closed 5 s
  * after it was accepted; a new connection over a cap closes the oldest in its way (slow clients
- * cannot keep a scraper out). Returns the server, owned by the caller until metrics_http_stop,
- * or NULL when it cannot listen or start. */
-struct metrics_http *metrics_http_start(const struct metrics_http_opts *o);
+ * cannot keep a scraper out). libmicrohttpd is loaded by the first call (so also before that
+ * filter). Returns the server, owned by the caller until metrics_http_stop, or NULL with why in
+ * err when the library cannot be loaded or it cannot listen or start. */
+struct metrics_http *metrics_http_start(const struct metrics_http_opts *o, char *err,
+                                        size_t errlen);
 
 /* Stop the thread and close the listening socket (also a given fd). NULL: nothing. */
 void metrics_http_stop(struct metrics_http *h);

@@ -44,8 +44,9 @@ int metrics_endpoint_start(const struct sockaddr *addr, struct worker *ws, unsig
 	scrape_version = version;
 	struct metrics_http_opts o = {
 	    .program = "moatd", .addr = addr, .fd = -1, .body = endpoint_body};
-	if (!(http = metrics_http_start(&o))) {
-		snprintf(err, errlen, "metrics: cannot listen (address in use or not local?)");
+	char why[200];
+	if (!(http = metrics_http_start(&o, why, sizeof(why)))) {
+		snprintf(err, errlen, "metrics: %s", why);
 		return MOAT_EIO;
 	}
 	return 0;

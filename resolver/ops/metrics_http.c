@@ -9,7 +9,14 @@
  * cap closes the oldest one in its way instead of waiting for it: slow clients cannot keep a
  * scraper out, and the endpoint cannot be used to hold the daemon's memory. The thread runs
  * libmicrohttpd's loop itself (MHD_run_wait) so that the deadline is kept on the same thread
- * that owns the connections. */
+ * that owns the connections.
+ *
+ * libmicrohttpd is loaded when an endpoint starts, not linked: with gnutls and the six libraries
+ * behind it, its relocations were 4.7M of the 12.6M instructions of `moatd --version` (callgrind),
+ * paid at every exec of moatd and moat-fw, and a daemon without an endpoint now never maps that
+ * code at all. MOAT_MHD_SONAME is the soname of the library CMake found (CMakeLists.txt),
+ * whose header this file is compiled against. */
+#include <dlfcn.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -49,6 +56,49 @@ struct metrics_http {
 	 * connection holds its slot until libmicrohttpd has closed it. */
 	struct mh_conn conns[2 * MH_CONNS];
 };
+
+/* The functions used, from the library loaded once (mh_load). */
+static struct {
+	__typeof__(&MHD_start_daemon) start_daemon;
+	__typeof__(&MHD_stop_daemon) stop_daemon;
+	__typeof__(&MHD_run_wait) run_wait;
+	__typeof__(&MHD_get_connection_info) get_connection_info;
+	__typeof__(&MHD_create_response_from_buffer) create_response_from_buffer;
+	__typeof__(&MHD_add_response_header) add_response_header;
+	__typeof__(&MHD_queue_response) queue_response;
+	__typeof__(&MHD_destroy_response) destroy_response;
+} mhd;
+static pthread_once_t mhd_once = PTHREAD_ONCE_INIT;
+static char mhd_error[160] = "not loaded"; /* why it could not be; emptied once it is */
+
+static bool mh_sym(void *lib, const char *name, void *slot)
+{
+	void *f = dlsym(lib, name);
+	if (f)
+		memcpy(slot, &f, sizeof(f)); /* POSIX: a function's address fits a void * */
+	else
+		snprintf(mhd_error, sizeof(mhd_error), "%s lacks %s", MOAT_MHD_SONAME, name);
+	return f != NULL;
+}
+
+static void mh_load(void)
+{
+	void *lib = dlopen(MOAT_MHD_SONAME, RTLD_NOW | RTLD_LOCAL);
+	if (!lib) {
+		snprintf(mhd_error, sizeof(mhd_error), "cannot load %s", dlerror());
+		return;
+	}
+	/* Never closed: the program keeps its endpoint until it exits. */
+	if (mh_sym(lib, "MHD_start_daemon", &mhd.start_daemon) &&
+	    mh_sym(lib, "MHD_stop_daemon", &mhd.stop_daemon) &&
+	    mh_sym(lib, "MHD_run_wait", &mhd.run_wait) &&
+	    mh_sym(lib, "MHD_get_connection_info", &mhd.get_connection_info) &&
+	    mh_sym(lib, "MHD_create_response_from_buffer", &mhd.create_response_from_buffer) &&
+	    mh_sym(lib, "MHD_add_response_header", &mhd.add_response_header) &&
+	    mh_sym(lib, "MHD_queue_response", &mhd.queue_response) &&
+	    mh_sym(lib, "MHD_destroy_response", &mhd.destroy_response))
+		mhd_error[0] = '\0';
+}
 
 static uint64_t mono_ms(void)
 {
@@ -115,9 +165,9 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 		return;
 	}
 	const union MHD_ConnectionInfo *fd =
-	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	    mhd.get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
 	const union MHD_ConnectionInfo *ad =
-	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	    mhd.get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	for (size_t i = 0; fd && ad && i < 2 * MH_CONNS && !e; i++)
 		if (!h->conns[i].used)
 			e = &h->conns[i];
@@ -143,23 +193,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	unsigned code = MHD_HTTP_OK;
 	if (strcmp(method, "GET") != 0 || strcmp(url, "/metrics") != 0) {
 		code = MHD_HTTP_NOT_FOUND;
-		r = MHD_create_response_from_buffer(strlen(h->notfound), h->notfound,
+		r = mhd.create_response_from_buffer(strlen(h->notfound), h->notfound,
 		                                    MHD_RESPMEM_PERSISTENT);
 	} else {
 		size_t n = 0;
 		char *text = h->body(h->ctx, &n);
 		if (!text)
 			return MHD_NO; /* the connection closes: no half a scrape */
-		r = MHD_create_response_from_buffer(n, text, MHD_RESPMEM_MUST_FREE);
+		r = mhd.create_response_from_buffer(n, text, MHD_RESPMEM_MUST_FREE);
 		if (r)
-			MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4");
+			mhd.add_response_header(r, "Content-Type", "text/plain; version=0.0.4");
 		else
 			free(text);
 	}
 	if (!r)
 		return MHD_NO;
-	enum MHD_Result rc = MHD_queue_response(c, code, r);
-	MHD_destroy_response(r);
+	enum MHD_Result rc = mhd.queue_response(c, code, r);
+	mhd.destroy_response(r);
 	return rc;
 }
 
@@ -167,17 +217,24 @@ static void *mh_thread(void *arg)
 {
 	struct metrics_http *h = arg;
 	while (!__atomic_load_n(&h->stop, __ATOMIC_ACQUIRE)) {
-		MHD_run_wait(h->mhd, MH_TICK_MS);
+		mhd.run_wait(h->mhd, MH_TICK_MS);
 		sweep(h, mono_ms());
 	}
 	return NULL;
 }
 
-struct metrics_http *metrics_http_start(const struct metrics_http_opts *o)
+struct metrics_http *metrics_http_start(const struct metrics_http_opts *o, char *err, size_t errlen)
 {
-	struct metrics_http *h = calloc(1, sizeof(*h));
-	if (!h)
+	pthread_once(&mhd_once, mh_load);
+	if (mhd_error[0]) {
+		snprintf(err, errlen, "%s", mhd_error);
 		return NULL;
+	}
+	struct metrics_http *h = calloc(1, sizeof(*h));
+	if (!h) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
 	h->body = o->body;
 	h->ctx = o->ctx;
 	snprintf(h->notfound, sizeof(h->notfound), "%s: GET /metrics\n", o->program);
@@ -193,14 +250,16 @@ struct metrics_http *metrics_http_start(const struct metrics_http_opts *o)
 	    {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, h},
 	    {MHD_OPTION_END, 0, NULL},
 	};
-	h->mhd = MHD_start_daemon(flags, 0, on_accept, h, on_request, h, MHD_OPTION_ARRAY, opts,
+	h->mhd = mhd.start_daemon(flags, 0, on_accept, h, on_request, h, MHD_OPTION_ARRAY, opts,
 	                          MHD_OPTION_END);
 	if (!h->mhd) {
+		snprintf(err, errlen, "cannot listen (address in use or not local?)");
 		free(h);
 		return NULL;
 	}
 	if (pthread_create(&h->thread, NULL, mh_thread, h) != 0) {
-		MHD_stop_daemon(h->mhd);
+		snprintf(err, errlen, "cannot start its thread");
+		mhd.stop_daemon(h->mhd);
 		free(h);
 		return NULL;
 	}
@@ -213,6 +272,6 @@ void metrics_http_stop(struct metrics_http *h)
 		return;
 	__atomic_store_n(&h->stop, 1, __ATOMIC_RELEASE);
 	pthread_join(h->thread, NULL); /* within one tick */
-	MHD_stop_daemon(h->mhd);       /* closes the listening socket too */
+	mhd.stop_daemon(h->mhd);       /* closes the listening socket too */
 	free(h);
 }

@@ -20,11 +20,14 @@ check() { # check PROGRAM LIB...  (LIB: a library the program must not need)
 		fi
 	done
 }
-# moat-fw: only the firewall, its ledger, libuv, the metrics endpoint and the filter.
-check moat-fw libfyaml libfstrm libldns libidn2 libpsl libsodium
+# moatd and moat-fw load libmicrohttpd (and gnutls behind it) only when a metrics endpoint
+# starts (metrics_http.c): not at every exec.
+check moatd libmicrohttpd libgnutls libnftables
+# moat-fw: only the firewall, its ledger, libuv and the filter.
+check moat-fw libfyaml libfstrm libldns libidn2 libpsl libsodium libmicrohttpd libgnutls
 # moat-escape: ldns and libsodium for its probes and judge, nothing of the daemon.
 check moat-escape libfyaml libfstrm libuv libmicrohttpd liblmdb libnftables
 # moatctl: no event loop, no dnstap, no metrics endpoint.
 check moatctl libuv libfstrm libmicrohttpd libnftables
-[ "$fail" = 0 ] && echo "needed: moat-fw, moat-escape and moatctl need only what they call"
+[ "$fail" = 0 ] && echo "needed: moatd, moat-fw, moat-escape and moatctl need only what they call"
 exit "$fail"

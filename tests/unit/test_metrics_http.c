@@ -20,6 +20,7 @@
 #include "moat/metrics_http.h"
 
 static int calls;
+static char why[200]; /* metrics_http_start's reason when it fails */
 
 static char *body_ok(void *ctx, size_t *len)
 {
@@ -81,8 +82,8 @@ Test(metrics_http, serves_a_given_socket)
 	int fd = listener(&sa);
 	struct metrics_http_opts o = {
 	    .program = "prog", .fd = fd, .body = body_ok, .ctx = "m_total 7\n"};
-	struct metrics_http *h = metrics_http_start(&o);
-	cr_assert_not_null(h);
+	struct metrics_http *h = metrics_http_start(&o, why, sizeof(why));
+	cr_assert_not_null(h, "%s", why);
 	calls = 0;
 	fetch(&sa, "/metrics", out, sizeof(out));
 	cr_expect(strncmp(out, "HTTP/1.0 200", 12) == 0 || strncmp(out, "HTTP/1.1 200", 12) == 0,
@@ -110,12 +111,24 @@ Test(metrics_http, binds_an_address)
 		                              .fd = -1,
 		                              .body = body_ok,
 		                              .ctx = "a 1\n"};
-		h = metrics_http_start(&o);
+		h = metrics_http_start(&o, why, sizeof(why));
 	}
-	cr_assert_not_null(h);
+	cr_assert_not_null(h, "%s", why);
 	fetch(&sa, "/metrics", out, sizeof(out));
 	cr_expect_not_null(strstr(out, "\r\n\r\na 1\n"), "%s", out);
 	metrics_http_stop(h);
+}
+
+Test(metrics_http, says_why_it_cannot_listen)
+{
+	struct sockaddr_in sa;
+	int fd = listener(&sa); /* listening: the address is in use */
+	struct metrics_http_opts o = {
+	    .program = "prog", .addr = (const struct sockaddr *)&sa, .fd = -1, .body = body_ok};
+	why[0] = '\0';
+	cr_expect_null(metrics_http_start(&o, why, sizeof(why)));
+	cr_expect_str_eq(why, "cannot listen (address in use or not local?)");
+	close(fd);
 }
 
 Test(metrics_http, failed_body_closes)
@@ -124,8 +137,8 @@ Test(metrics_http, failed_body_closes)
 	char out[4096];
 	int fd = listener(&sa);
 	struct metrics_http_opts o = {.program = "prog", .fd = fd, .body = body_fail};
-	struct metrics_http *h = metrics_http_start(&o);
-	cr_assert_not_null(h);
+	struct metrics_http *h = metrics_http_start(&o, why, sizeof(why));
+	cr_assert_not_null(h, "%s", why);
 	calls = 0;
 	cr_expect_eq(fetch(&sa, "/metrics", out, sizeof(out)), 0, "got: %s", out);
 	cr_expect_eq(calls, 1);
@@ -159,8 +172,8 @@ Test(metrics_http, slow_clients_do_not_hold_the_endpoint, .timeout = 60)
 	char out[4096];
 	int fd = listener(&sa), slow[8];
 	struct metrics_http_opts o = {.program = "prog", .fd = fd, .body = body_ok, .ctx = "s 1\n"};
-	struct metrics_http *h = metrics_http_start(&o);
-	cr_assert_not_null(h);
+	struct metrics_http *h = metrics_http_start(&o, why, sizeof(why));
+	cr_assert_not_null(h, "%s", why);
 	for (int i = 0; i < 8; i++)
 		slow[i] = slow_client(&sa);
 	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

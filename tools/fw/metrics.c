@@ -304,8 +304,9 @@ int fwmetrics_serve(const char *version, char *err, size_t errlen)
 		return 0;
 	fwm_version = version;
 	struct metrics_http_opts o = {.program = "moat-fw", .fd = listen_fd, .body = fwm_scrape};
-	if (!(http = metrics_http_start(&o))) {
-		snprintf(err, errlen, "--metrics: cannot start the HTTP server");
+	char why[200];
+	if (!(http = metrics_http_start(&o, why, sizeof(why)))) {
+		snprintf(err, errlen, "--metrics: %s", why);
 		return MOAT_EIO;
 	}
 	return 0;
