@@ -20,6 +20,9 @@ bench_cleanup() {
 	[[ -n $MPID ]] && kill "$MPID" 2>/dev/null && wait "$MPID" 2>/dev/null
 	[[ -n ${NSD_PID:-} ]] && kill "$NSD_PID" 2>/dev/null && wait "$NSD_PID" 2>/dev/null
 	if [[ -n ${NS:-} ]]; then
+		# What else runs in it (a client still sending when a signal came): by PID, not name.
+		local pid
+		for pid in $(ip netns pids "$NS" 2>/dev/null); do kill "$pid" 2>/dev/null || true; done
 		ip netns del "$NS" 2>/dev/null || true
 		rm -rf "/etc/netns/$NS"
 	fi
