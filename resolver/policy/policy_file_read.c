@@ -525,6 +525,7 @@ static int pf_read_table(int fd, const struct pfile_header *h, uint8_t *table, c
 {
 	size_t tlen = (size_t)(h->data_off - PF_HEAD);
 	uint8_t sum[32];
+	pset_populate(table, tlen);
 	if (pread(fd, table, tlen, PF_HEAD) != (ssize_t)tlen)
 		return pf_fail(err, errlen, path, "truncated: the block table is short");
 	crypto_generichash(sum, sizeof(sum), table, tlen, NULL, 0);
