@@ -15,8 +15,7 @@ bench_need() { # bench_need PROGRAM...: each built under $BUILD
 	for b; do [[ -x $BUILD/$b ]] || { echo "$0: no $BUILD/$b (build first)" >&2; exit 1; }; done
 }
 
-bench_cleanup() {
-	trap '' INT TERM
+bench_cleanup() { # traps_set's (INT and TERM ignored)
 	[[ -n $MPID ]] && kill "$MPID" 2>/dev/null && wait "$MPID" 2>/dev/null
 	[[ -n ${NSD_PID:-} ]] && kill "$NSD_PID" 2>/dev/null && wait "$NSD_PID" 2>/dev/null
 	if [[ -n ${NS:-} ]]; then

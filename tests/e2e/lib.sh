@@ -158,15 +158,10 @@ e2e__stop_pids() {
 # (newest first, so the daemon stops before its upstream and fstrm_capture
 # stops last), then anything still inside OUR namespace (children the daemon
 # forked), found with `ip netns pids` -- never by process name.
-e2e__cleanup() {
-	local rc=$? pid f i
+e2e__cleanup() { # e2e__cleanup STATUS: traps_set's (INT and TERM ignored; bounded)
+	local rc=$1 pid f i
 	# A subshell (e.g. $(...)) must never tear down the parent's test.
 	[[ "${BASHPID:-$$}" == "$E2E_OWNER_PID" ]] || return 0
-	# Ignore (not reset) INT/TERM from here on: `timeout` and ctest signal the
-	# whole process group, often twice, and a second TERM arriving with the
-	# default action would kill us halfway through cleanup. Cleanup is bounded.
-	trap - EXIT
-	trap '' INT TERM
 	set +e
 	if [[ $rc == 0 && $E2E_PASSED != 1 ]]; then
 		printf 'FAIL: %s: script exited 0 without calling e2e_pass\n' "$E2E_NAME" >&2
