@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -88,7 +89,7 @@ struct policy_set {
  * written (a hint: kernels before 5.14 say EINVAL, and the faults happen as before). */
 static inline void pset_populate(void *p, size_t n)
 {
-	uintptr_t a = (uintptr_t)p & ~(uintptr_t)4095;
+	uintptr_t a = (uintptr_t)p & ~((uintptr_t)sysconf(_SC_PAGESIZE) - 1); /* 4 KiB or not */
 	madvise((void *)a, (uintptr_t)p + n - a, MADV_POPULATE_WRITE);
 }
 

@@ -169,13 +169,15 @@ check_clean() {
 		"$ns" "$work" "$(grep -cE '^(pid|swept) ' "$sf")"
 }
 
+wrapper_cleanup() { rm -rf -- "$tmp"; } # traps_set's
+
 wrapper_main() {
 	E2E_NAME=harness
 	local sf out rc
 	child_out=""
-	# Global, not local: the EXIT trap runs after this function has returned.
+	# Global, not local: the cleanup runs after this function has returned.
 	tmp=$(mktemp -d "${TMPDIR:-/tmp}/moat-e2e-wrap.XXXXXX")
-	trap 'rm -rf -- "$tmp"' EXIT
+	traps_set wrapper_cleanup
 
 	# 1. The real checks; must pass and clean up.
 	sf=$tmp/inner.state
@@ -210,7 +212,7 @@ wrapper_main() {
 		e2e__alive "$pid" || break
 		sleep 0.1
 	done
-	[[ -e "$ready" ]] || { cat "$tmp/term.out" >&2; e2e_fail "term run never became ready"; }
+	[[ -e "$ready" ]] || clean_fail "term run never became ready"
 	# $pid is `timeout`; it forwards SIGTERM to the script.
 	kill -TERM "$pid"
 	rc=0
